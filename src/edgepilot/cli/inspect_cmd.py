@@ -1,0 +1,66 @@
+"""`edgepilot inspect`: thin CLI over edgepilot.model.inspect.inspect_model."""
+
+from __future__ import annotations
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from edgepilot.cli.app import app, emit, user_errors
+from edgepilot.cli.format import human_bytes, human_count
+from edgepilot.model.gguf_info import ModelInfo
+from edgepilot.model.inspect import inspect_model
+
+
+def render(info: ModelInfo, out: Console) -> None:
+    facts = Table(show_header=False, box=None, pad_edge=False)
+    facts.add_column(style="bold")
+    facts.add_column()
+    facts.add_row("file", f"{info.path} ({human_bytes(info.file_bytes)})")
+    facts.add_row("name", info.name or "-")
+    facts.add_row("architecture", info.architecture)
+    facts.add_row("parameters", f"{human_count(info.n_params)} ({info.n_params:,})")
+    facts.add_row("quantization", f"{info.file_type or '?'} · {info.bits_per_weight:.2f} bits per weight")
+    facts.add_row("trained context", str(info.context_length or "?"))
+    facts.add_row(
+        "layers / heads",
+        f"{info.block_count or '?'} layers · {info.head_count or '?'} heads · "
+        f"{info.head_count_kv if info.head_count_kv is not None else '?'} KV heads",
+    )
+    if info.sliding_window:
+        facts.add_row("sliding window", f"{info.sliding_window} tokens")
+    facts.add_row("vocabulary", str(info.vocab_size or "?"))
+    facts.add_row("chat template", "yes" if info.has_chat_template else "no")
+    out.print(facts)
+    mix = Table(title="quantization mix", title_justify="left")
+    for col in ("type", "tensors", "params", "size", "share"):
+        mix.add_column(col, justify="left" if col == "type" else "right")
+    for q in info.quant_mix:
+        mix.add_row(
+            q.ggml_type,
+            str(q.tensors),
+            human_count(q.params),
+            human_bytes(q.bytes),
+            f"{q.share_of_bytes:.1%}",
+        )
+    out.print(mix)
+    validation = info.validation
+    if validation is not None:
+        if getattr(validation, "ok", False):
+            out.print("[green]valid[/]: header, tensor layout and file size agree")
+        else:
+            for problem in getattr(validation, "problems", []):
+                out.print(f"[red]problem[/] {problem.code}: {problem.message}", markup=True)
+    for note in info.notes:
+        out.print(f"note: {note}")
+
+
+@app.command()
+@user_errors
+def inspect(
+    model: str = typer.Argument(..., help="GGUF file"),
+    sha256: str | None = typer.Option(None, "--sha256", help="Expected sha256 (hex) of the file"),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object"),
+) -> None:
+    """Architecture, sizes, quantization mix and validation verdict of a GGUF model."""
+    emit(inspect_model(model, sha256=sha256), as_json, render)

@@ -1,0 +1,96 @@
+"""`edgepilot run`: thin CLI over edgepilot.run.runner.run_model."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+from rich.console import Console
+
+from edgepilot.cli.app import app, console, emit, err_console, user_errors
+from edgepilot.cli.format import mib
+from edgepilot.engine.sampling import SamplerSettings
+from edgepilot.run.defaults import RequestedSettings
+from edgepilot.run.runner import RunResult, read_prompt, run_model
+
+
+def render_summary(result: RunResult, out: Console) -> None:
+    s = result.settings
+    out.print()
+    out.print(
+        f"[bold]prompt[/] {result.n_prompt} tok @ {result.prompt_tps:.1f} t/s · "
+        f"[bold]generation[/] {result.n_gen} tok @ {result.gen_tps:.1f} t/s · "
+        f"[bold]peak memory[/] {mib(result.peak_rss_bytes)} · "
+        f"ctx {s['n_ctx']} · threads {s['n_threads']} · kv {s['type_k']}/{s['type_v']}",
+        style="dim",
+        soft_wrap=True,
+    )
+
+
+@app.command()
+@user_errors
+def run(
+    model: str | None = typer.Argument(None, help="GGUF file (default: the bundled Gemma 3 270M Q4_K_M)"),
+    prompt: str | None = typer.Option(None, "-p", "--prompt", help="Prompt text"),
+    prompt_file: str | None = typer.Option(None, "--prompt-file", help="Read the prompt from a file"),
+    n_predict: int = typer.Option(128, "-n", "--n-predict", help="Tokens to generate at most"),
+    ctx: int | None = typer.Option(None, "--ctx", "-c", help="Context size in tokens"),
+    batch: int | None = typer.Option(None, "--batch", "-b", help="Logical batch size"),
+    ubatch: int | None = typer.Option(None, "--ubatch", "-ub", help="Physical batch size"),
+    kv: str | None = typer.Option(None, "--kv", help="KV cache type: f16, q8_0, q4_0, ..."),
+    flash_attn: bool | None = typer.Option(None, "--flash-attn/--no-flash-attn", help="Flash attention"),
+    threads: int | None = typer.Option(None, "--threads", "-t", help="CPU threads"),
+    no_mmap: bool = typer.Option(False, "--no-mmap", help="Read the model into memory instead of mapping it"),
+    temp: float = typer.Option(0.8, "--temp", help="Sampling temperature (0 = greedy)"),
+    seed: int | None = typer.Option(None, "--seed", help="Sampling seed (default: random)"),
+    raw: bool = typer.Option(False, "--raw", help="Do not wrap the prompt in the model's chat template"),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Show llama.cpp's own log"),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of streaming"),
+) -> None:
+    """Plan settings, load the model and stream a completion; ends with prompt/generation speed."""
+    text = read_prompt(prompt, prompt_file)
+    requested = RequestedSettings(
+        n_ctx=ctx,
+        n_batch=batch,
+        n_ubatch=ubatch,
+        type_k=kv,
+        type_v=kv,
+        flash_attn=flash_attn,
+        use_mmap=False if no_mmap else None,
+        n_threads=threads,
+    )
+    sampler = SamplerSettings(temperature=temp, **({} if seed is None else {"seed": seed}))
+
+    def stream(piece: str) -> None:
+        sys.stdout.write(piece)
+        sys.stdout.flush()
+
+    status = err_console.status("starting") if err_console.is_terminal and not verbose else None
+    stage_update = (lambda msg: status.update(msg)) if status else None
+    if status:
+        status.start()
+    try:
+
+        def on_text(piece: str) -> None:
+            if status:
+                status.stop()
+            stream(piece)
+
+        result = run_model(
+            model,
+            text,
+            n_predict=n_predict,
+            requested=requested,
+            sampler=sampler,
+            raw_prompt=raw,
+            on_text=None if as_json else on_text,
+            on_stage=stage_update,
+            verbose=verbose,
+        )
+    finally:
+        if status:
+            status.stop()
+    emit(result, as_json, lambda r, out: render_summary(r, out))
+
+
+__all__ = ["run", "console"]

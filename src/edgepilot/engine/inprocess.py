@@ -1,0 +1,267 @@
+"""llama.cpp in this process through llama-cpp-python's low-level API.
+
+The per-token path stays in C (llama_decode + a llama_sampler chain): the high-level `Llama` loop copies the
+whole logits row into numpy every token and loses 20-30 % of generation speed on small models.
+"""
+
+from __future__ import annotations
+
+import codecs
+import ctypes
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import llama_cpp
+
+from edgepilot.engine import llama_log
+from edgepilot.engine.sampling import SamplerSettings, build_chain
+from edgepilot.engine.settings import EngineSettings, kv_type_id
+from edgepilot.errors import UserError
+
+_backend_ready = False
+
+
+class EngineError(UserError):
+    """llama.cpp refused to load or run (the message carries its last error lines)."""
+
+
+def _init_backend(verbose: bool) -> None:
+    global _backend_ready
+    llama_log.install(echo=verbose)
+    if not _backend_ready:
+        llama_cpp.llama_backend_init()
+        _backend_ready = True
+
+
+def _error_lines(log: list[str], limit: int = 2) -> str:
+    keep = [
+        ln.strip() for ln in log if any(w in ln.lower() for w in ("error", "failed", "unable", "invalid"))
+    ]
+    return "; ".join(keep[-limit:])
+
+
+@dataclass
+class GenerationStats:
+    n_prompt: int
+    n_gen: int
+    prompt_seconds: float
+    gen_seconds: float
+    stopped_by: str  # "eog" | "limit" | "context"
+
+    @property
+    def prompt_tps(self) -> float:
+        return self.n_prompt / self.prompt_seconds if self.prompt_seconds > 0 else 0.0
+
+    @property
+    def gen_tps(self) -> float:
+        return self.n_gen / self.gen_seconds if self.gen_seconds > 0 else 0.0
+
+
+@dataclass
+class LoadInfo:
+    seconds: float
+    n_ctx: int  # what llama.cpp made of the settings (it pads n_ctx and clamps n_batch to it)
+    n_batch: int
+    n_ubatch: int
+    n_ctx_train: int
+    n_vocab: int
+    n_params: int
+    model_bytes: int
+    description: str
+    log: list[str] = field(default_factory=list)
+
+
+class LlamaEngine:
+    """One model + one context with fixed settings. Use as a context manager so C memory is freed."""
+
+    def __init__(self, model_path: Path, settings: EngineSettings, verbose: bool = False) -> None:
+        settings.validate()
+        self.settings = settings
+        self.model_path = Path(model_path)
+        _init_backend(verbose)
+        log_start = llama_log.mark()
+        t0 = time.perf_counter()
+        self._model = self._load_model()
+        try:
+            self._ctx = self._new_context()
+        except BaseException:
+            llama_cpp.llama_model_free(self._model)
+            raise
+        self.vocab = llama_cpp.llama_model_get_vocab(self._model)
+        self._piece_buf = ctypes.create_string_buffer(256)
+        self.load = LoadInfo(
+            seconds=time.perf_counter() - t0,
+            n_ctx=llama_cpp.llama_n_ctx(self._ctx),
+            n_batch=llama_cpp.llama_n_batch(self._ctx),
+            n_ubatch=llama_cpp.llama_n_ubatch(self._ctx),
+            n_ctx_train=llama_cpp.llama_model_n_ctx_train(self._model),
+            n_vocab=llama_cpp.llama_vocab_n_tokens(self.vocab),
+            n_params=llama_cpp.llama_model_n_params(self._model),
+            model_bytes=llama_cpp.llama_model_size(self._model),
+            description=self._describe(),
+            log=llama_log.lines_since(log_start),
+        )
+
+    def _load_model(self) -> llama_cpp.llama_model_p:
+        s = self.settings
+        params = llama_cpp.llama_model_default_params()
+        params.n_gpu_layers = s.n_gpu_layers
+        params.load_mode = llama_cpp.LLAMA_LOAD_MODE_MMAP if s.use_mmap else llama_cpp.LLAMA_LOAD_MODE_NONE
+        start = llama_log.mark()
+        model = llama_cpp.llama_model_load_from_file(str(self.model_path).encode(), params)
+        if not model:
+            detail = _error_lines(llama_log.lines_since(start)) or "see --verbose for llama.cpp's log"
+            raise EngineError(f"llama.cpp could not load {self.model_path}: {detail}")
+        return model
+
+    def _new_context(self) -> llama_cpp.llama_context_p:
+        s = self.settings
+        params = llama_cpp.llama_context_default_params()
+        params.n_ctx = s.n_ctx
+        params.n_batch = s.n_batch
+        params.n_ubatch = s.effective_ubatch
+        params.n_seq_max = 1
+        params.n_threads = s.n_threads
+        params.n_threads_batch = s.n_threads_batch or s.n_threads
+        params.type_k = kv_type_id(s.type_k)
+        params.type_v = kv_type_id(s.type_v)
+        params.flash_attn_type = (
+            llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED
+            if s.flash_attn
+            else llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED
+        )
+        params.swa_full = s.swa_full
+        params.no_perf = True
+        start = llama_log.mark()
+        ctx = llama_cpp.llama_init_from_model(self._model, params)
+        if not ctx:
+            detail = _error_lines(llama_log.lines_since(start)) or "see --verbose for llama.cpp's log"
+            raise EngineError(f"llama.cpp could not create a context (n_ctx={s.n_ctx}): {detail}")
+        return ctx
+
+    def _describe(self) -> str:
+        buf = ctypes.create_string_buffer(256)
+        n = llama_cpp.llama_model_desc(self._model, buf, 256)
+        return buf.value.decode("utf-8", errors="replace") if n > 0 else ""
+
+    # -- lifecycle -------------------------------------------------------------------------------------------
+    def close(self) -> None:
+        if getattr(self, "_ctx", None):
+            llama_cpp.llama_free(self._ctx)
+            self._ctx = None
+        if getattr(self, "_model", None):
+            llama_cpp.llama_model_free(self._model)
+            self._model = None
+
+    def __enter__(self) -> LlamaEngine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- text <-> tokens -------------------------------------------------------------------------------------
+    def chat_prompt(self, user_text: str) -> str | None:
+        from edgepilot.engine.chat import apply_chat_template
+
+        return apply_chat_template(self._model, user_text)
+
+    def tokenize(self, text: str, add_special: bool = True, parse_special: bool = True) -> list[int]:
+        data = text.encode("utf-8")
+        n_max = len(data) + 8
+        tokens = (llama_cpp.llama_token * n_max)()
+        n = llama_cpp.llama_tokenize(self.vocab, data, len(data), tokens, n_max, add_special, parse_special)
+        if n < 0:
+            n_max = -n
+            tokens = (llama_cpp.llama_token * n_max)()
+            n = llama_cpp.llama_tokenize(
+                self.vocab, data, len(data), tokens, n_max, add_special, parse_special
+            )
+        return list(tokens[:n])
+
+    def piece(self, token: int) -> bytes:
+        n = llama_cpp.llama_token_to_piece(self.vocab, token, self._piece_buf, 256, 0, False)
+        if n < 0:
+            big = ctypes.create_string_buffer(-n)
+            n = llama_cpp.llama_token_to_piece(self.vocab, token, big, -n, 0, False)
+            return big.raw[:n]
+        return self._piece_buf.raw[:n]
+
+    # -- evaluation ------------------------------------------------------------------------------------------
+    def reset(self) -> None:
+        llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(self._ctx), True)
+
+    def _decode(self, tokens: ctypes.Array, n: int) -> None:
+        rc = llama_cpp.llama_decode(self._ctx, llama_cpp.llama_batch_get_one(tokens, n))
+        if rc != 0:
+            detail = _error_lines(llama_log.lines_since(max(0, llama_log.mark() - 20)))
+            raise EngineError(f"llama_decode failed with code {rc}" + (f": {detail}" if detail else ""))
+
+    def eval_prompt(self, tokens: list[int]) -> float:
+        """Decode the prompt in n_batch chunks; returns the seconds it took."""
+        n_batch = self.load.n_batch
+        t0 = time.perf_counter()
+        for start in range(0, len(tokens), n_batch):
+            chunk = tokens[start : start + n_batch]
+            self._decode((llama_cpp.llama_token * len(chunk))(*chunk), len(chunk))
+        return time.perf_counter() - t0
+
+    def generate(
+        self,
+        prompt_tokens: list[int],
+        n_predict: int,
+        sampler: SamplerSettings | None = None,
+        on_text: Callable[[str], None] | None = None,
+        stop_at_eog: bool = True,
+    ) -> GenerationStats:
+        """Evaluate the prompt, then sample and decode up to n_predict tokens, streaming text to on_text."""
+        n_ctx = llama_cpp.llama_n_ctx(self._ctx)
+        if not prompt_tokens:
+            raise UserError("the prompt is empty")
+        if len(prompt_tokens) >= n_ctx:
+            raise UserError(
+                f"the prompt has {len(prompt_tokens)} tokens but the context holds {n_ctx}; "
+                f"use a larger --ctx or a shorter prompt"
+            )
+        self.reset()
+        prompt_seconds = self.eval_prompt(prompt_tokens)
+
+        chain = build_chain((sampler or SamplerSettings()).validate())
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        ctx, vocab, decode = self._ctx, self.vocab, self._decode
+        sample, is_eog = llama_cpp.llama_sampler_sample, llama_cpp.llama_vocab_is_eog
+        one = (llama_cpp.llama_token * 1)()
+        budget = min(n_predict, n_ctx - len(prompt_tokens))
+        n_gen, stopped_by = 0, "limit"
+        t0 = t_end = time.perf_counter()
+        try:
+            while n_gen < budget:
+                token = sample(chain, ctx, -1)
+                if stop_at_eog and is_eog(vocab, token):
+                    stopped_by = "eog"
+                    break
+                if on_text is not None:
+                    text = decoder.decode(self.piece(token))
+                    if text:
+                        on_text(text)
+                one[0] = token
+                decode(one, 1)
+                n_gen += 1
+                t_end = time.perf_counter()
+            else:
+                if budget < n_predict:
+                    stopped_by = "context"
+        finally:
+            llama_cpp.llama_sampler_free(chain)
+        if on_text is not None:
+            tail = decoder.decode(b"", final=True)
+            if tail:
+                on_text(tail)
+        return GenerationStats(
+            n_prompt=len(prompt_tokens),
+            n_gen=n_gen,
+            prompt_seconds=prompt_seconds,
+            gen_seconds=t_end - t0,
+            stopped_by=stopped_by,
+        )

