@@ -155,7 +155,9 @@ def test_unreadable_file(tmp_path, monkeypatch):
 
 def test_prompt_longer_than_context(smollm_path):
     # llama.cpp pads a 64-token context to 256 cells and clamps the batch to 64: both must be respected.
-    res = CliRunner().invoke(app, ["run", str(smollm_path), "-p", "word " * 200, "--ctx", "64", "--raw", "-n", "4"])
+    res = CliRunner().invoke(
+        app, ["run", str(smollm_path), "-p", "word " * 200, "--ctx", "64", "--raw", "-n", "4"]
+    )
     assert res.exit_code == 0, res.stderr
     res = CliRunner().invoke(app, ["run", str(smollm_path), "-p", "word " * 400, "--ctx", "64", "--raw"])
     assert res.exit_code == 2 and "context holds 256" in res.stderr

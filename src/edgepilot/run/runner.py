@@ -91,7 +91,7 @@ def run_model(
             n_gen=stats.n_gen,
             prompt_tps=round(stats.prompt_tps, 2),
             gen_tps=round(stats.gen_tps, 2),
-            # llama.cpp pads the context (to 256 cells) and clamps the batch to it; report what it really made.
+            # llama.cpp pads the context (to 256 cells) and clamps the batch to it: report what it made.
             settings={
                 **asdict(settings),
                 "n_ctx": engine.load.n_ctx,
