@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
@@ -11,7 +12,9 @@ from edgepilot.cli.app import app, console, emit, err_console, user_errors
 from edgepilot.cli.format import mib
 from edgepilot.engine.sampling import SamplerSettings
 from edgepilot.run.defaults import RequestedSettings
-from edgepilot.run.runner import RunResult, read_prompt, run_model
+
+if TYPE_CHECKING:
+    from edgepilot.run.runner import RunResult
 
 
 def render_summary(result: RunResult, out: Console) -> None:
@@ -48,6 +51,8 @@ def run(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of streaming"),
 ) -> None:
     """Plan settings, load the model and stream a completion; ends with prompt/generation speed."""
+    from edgepilot.run.runner import read_prompt, run_model  # loads llama.cpp: only when running
+
     text = read_prompt(prompt, prompt_file)
     requested = RequestedSettings(
         n_ctx=ctx,

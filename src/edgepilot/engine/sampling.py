@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-import llama_cpp
+from typing import Any
 
 from edgepilot.errors import UserError
 
@@ -27,7 +26,9 @@ class SamplerSettings:
         return self
 
 
-def build_chain(settings: SamplerSettings) -> llama_cpp.llama_sampler_p:
+def build_chain(settings: SamplerSettings) -> Any:
+    import llama_cpp  # imported on use: device-only commands work without llama.cpp installed
+
     params = llama_cpp.llama_sampler_chain_default_params()
     params.no_perf = True
     chain = llama_cpp.llama_sampler_chain_init(params)
