@@ -1,0 +1,106 @@
+"""Human rendering of `probe` and `snapshot save` results (rich tables)."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from edgepilot.cli.format import human_bytes
+from edgepilot.device.probe import Probe
+from edgepilot.device.snapshot import SnapshotResult
+
+
+def _facts() -> Table:
+    table = Table(show_header=False, box=None, pad_edge=False)
+    table.add_column(style="bold", no_wrap=True)
+    table.add_column(overflow="fold")
+    return table
+
+
+def _yes_no(value: bool | None) -> str:
+    return "?" if value is None else ("yes" if value else "no")
+
+
+def render_probe(p: Probe, out: Console) -> None:
+    cpu, mem = p.cpu, p.memory
+    facts = _facts()
+    bits = f"{cpu.userland_bits or '?'}-bit userland on a {cpu.cpu_bits or '?'}-bit CPU"
+    facts.add_row("cpu", f"{cpu.arch or '?'} · {bits} · {cpu.cores} cores")
+    if cpu.model_name or cpu.hardware:
+        facts.add_row("", " · ".join(x for x in (cpu.model_name, cpu.hardware) if x))
+    facts.add_row("simd", ", ".join(cpu.simd) or "-")
+    repack = ", ".join(f"{k} {v}" for k, v in cpu.repack.items())
+    facts.add_row("repack", repack or "none (no CPU_REPACK copies)")
+    avail = human_bytes(mem.available_bytes)
+    facts.add_row("memory", f"{human_bytes(mem.total_bytes)} total · {avail} available")
+    swap = f"{human_bytes(mem.swap_total_bytes)} swap" + (" (zram)" if mem.zram else "")
+    extra = [swap]
+    if mem.psi_some_avg10 is not None:
+        extra.append(f"PSI some avg10 {mem.psi_some_avg10:g}")
+    if mem.cgroup_limit_bytes is not None:
+        extra.append(f"cgroup limit {human_bytes(mem.cgroup_limit_bytes)}")
+    facts.add_row("", " · ".join(extra))
+    if p.android is not None:
+        a = p.android
+        device = " ".join(x for x in (a.manufacturer, a.model) if x) or "?"
+        termux = f"Termux {a.termux_version or ''}".strip() if a.termux else "not Termux"
+        facts.add_row("android", f"{device} · SDK {a.sdk or '?'} · {a.soc or '?'} · {termux}")
+        if a.phantom_process_note:
+            facts.add_row("", a.phantom_process_note)
+    hot = p.hottest
+    if hot is not None:
+        zones = len(p.thermal)
+        facts.add_row("thermal", f"hottest {hot.type or hot.zone} {hot.celsius:.1f} °C ({zones} zones)")
+    if p.battery is not None:
+        b = p.battery
+        watts = f" · {b.watts:g} W" if b.watts is not None else ""
+        facts.add_row("battery", f"{b.capacity_percent or '?'}% · {b.status or '?'}{watts}")
+    out.print(facts)
+
+    clusters = Table(title="CPU clusters (fastest first)", title_justify="left")
+    for col in ("cpus", "core", "max MHz", "kind"):
+        clusters.add_column(col)
+    for cl in cpu.clusters:
+        mhz = str(cl.max_mhz) if cl.max_mhz else "?"
+        if cl.scaling_max_mhz:
+            mhz += f" (capped {cl.scaling_max_mhz})"
+        clusters.add_row(",".join(map(str, cl.cpus)), cl.core or "?", mhz, cl.kind)
+    out.print(clusters)
+
+    if p.gpus:
+        gpus = Table(title="Vulkan devices", title_justify="left")
+        for col in ("device", "api", "driver", "usable"):
+            gpus.add_column(col, overflow="fold")
+        for g in p.gpus:
+            gpus.add_row(g.name, g.api_version or "?", g.driver or "?", _yes_no(g.vulkan_usable))
+        out.print(gpus)
+        for g in p.gpus:
+            for reason in g.reasons:
+                out.print(Text(f"  {g.name}: {reason}"))
+
+    for s in p.storage.paths:
+        speed = "SLOW" if s.slow else "ok"
+        free = f" · {human_bytes(s.free_bytes)} free" if s.free_bytes is not None else ""
+        out.print(Text(f"storage {s.path}: {s.fstype or '?'} on {s.mount_point or '?'} ({speed}){free}"))
+        if s.note:
+            out.print(Text(f"  {s.note}"))
+
+    notes = [*cpu.reasons, *mem.reasons, *p.storage.reasons]
+    if p.android is not None:
+        notes += p.android.reasons
+    for section in p.reasons.values():
+        notes += section
+    for note in notes:
+        out.print(Text(f"note: {note}", style="dim"))
+
+
+def render_snapshot(result: SnapshotResult, out: Console) -> None:
+    kind = "archive" if result.archive else "directory"
+    out.print(
+        Text(
+            f"saved {kind} {result.path}: {result.files} files, {result.commands} command outputs, "
+            f"{result.missing} unreadable (kept as reasons)"
+        )
+    )
+    out.print(Text(f"replay with: edgepilot probe --root {result.path}"))

@@ -1,0 +1,167 @@
+"""Should llama.cpp's Vulkan backend be used on this GPU? Rules and known-bad driver/GPU pairs.
+
+ggml-vulkan checks only the instance version against 1.2 ("Vulkan 1.2 required") and uses a device when it has
+storageBuffer16BitAccess. It then takes bufferDeviceAddress from the Vulkan 1.2 feature struct: drivers
+whose device apiVersion is below 1.2 (old Mali) fill that struct yet return NULL for vkGetBufferDeviceAddress,
+and the first buffer allocation crashes at address 0 (llama.cpp PR #28593, whisper.cpp #3590). So a device
+apiVersion below 1.2 is not usable, whatever the loader says. The known issues below come from llama.cpp's
+tracker (references.md).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+VENDOR_ARM = 0x13B5
+VENDOR_QUALCOMM = 0x5143
+
+
+@dataclass(frozen=True)
+class KnownIssue:
+    key: str
+    blocking: bool  # True: do not offload; False: a caveat to check (benchmark first)
+    text: str
+    refs: tuple[str, ...]
+
+    def matches(self, dev: VulkanDeviceLike) -> bool:
+        return _MATCHERS[self.key](dev)
+
+
+class VulkanDeviceLike:  # structural: gpu.VulkanDevice satisfies this
+    name: str
+    vendor_id: int | None
+    driver_id: str | None
+    driver_name: str | None
+    device_type: str | None
+
+
+def _is_turnip(d: VulkanDeviceLike) -> bool:
+    return (
+        "TURNIP" in (d.driver_id or "").upper() or "turnip" in (d.name + " " + (d.driver_name or "")).lower()
+    )
+
+
+def _is_panvk(d: VulkanDeviceLike) -> bool:
+    return "PANVK" in (d.driver_id or "").upper() or "panvk" in (d.name + " " + (d.driver_name or "")).lower()
+
+
+def _is_qualcomm_proprietary(d: VulkanDeviceLike) -> bool:
+    qualcomm = d.vendor_id == VENDOR_QUALCOMM or "adreno" in d.name.lower()
+    return qualcomm and not _is_turnip(d)
+
+
+def _is_mali_proprietary(d: VulkanDeviceLike) -> bool:
+    mali = d.vendor_id == VENDOR_ARM or d.name.lower().startswith("mali")
+    return mali and not _is_panvk(d)
+
+
+_MATCHERS = {
+    "adreno-proprietary": _is_qualcomm_proprietary,
+    "turnip-subgroup-128": _is_turnip,
+    "mali-g715-device-lost": lambda d: _is_mali_proprietary(d) and re.search(r"\bG715\b", d.name) is not None,
+    "panvk-slow": _is_panvk,
+    "mali-slower-than-cpu": _is_mali_proprietary,
+}
+
+KNOWN_ISSUES: tuple[KnownIssue, ...] = (
+    KnownIssue(
+        "adreno-proprietary",
+        True,
+        "Qualcomm's Adreno Vulkan driver fails to build llama.cpp's shaders: a failed pipeline link crashes "
+        "(Adreno 740, #19746), createComputePipeline returns ErrorUnknown (Adreno 690, #9452), output can be "
+        "gibberish (#16881, #26314); maintainers: 'Currently Adreno GPUs just don't work' (#12421)",
+        ("llama.cpp#19746", "llama.cpp#9452", "llama.cpp#12421", "llama.cpp#16881", "llama.cpp#26314"),
+    ),
+    KnownIssue(
+        "turnip-subgroup-128",
+        False,
+        "Mesa Turnip reports subgroupSize 128; llama.cpp builds before the fix for #25734 give wrong matmul "
+        "results: use a recent build and check output against the CPU backend",
+        ("llama.cpp#25734",),
+    ),
+    KnownIssue(
+        "mali-g715-device-lost",
+        True,
+        "Mali-G715 loses the device (vk::DeviceLostError) with quantized models",
+        ("llama.cpp#10406",),
+    ),
+    KnownIssue(
+        "panvk-slow",
+        True,
+        "Mesa PanVK on Mali is 5-10x slower than llama.cpp's CPU backend (RK3588 Mali-G610: 3.3 vs 35.9 t/s "
+        "prompt, 5.7 vs 25.7 t/s generation)",
+        ("llama.cpp#22682", "llama.cpp#17783"),
+    ),
+    KnownIssue(
+        "mali-slower-than-cpu",
+        False,
+        "Arm Mali iGPUs are often slower than the CPU backend for LLMs: benchmark before offloading",
+        ("llama.cpp#22682",),
+    ),
+)
+
+
+def parse_version(text: str | None) -> tuple[int, ...] | None:
+    """ "1.4.305", "4198599 (1.1.199)", "1.3.318 (4206910)" -> (1, 4, 305)."""
+    if not text:
+        return None
+    dotted = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", text)
+    if dotted:
+        return tuple(int(g) for g in dotted.groups() if g is not None)
+    number = re.search(r"\d+", text)
+    if number:  # packed VK_MAKE_API_VERSION
+        v = int(number.group(0))
+        return ((v >> 22) & 0x7F, (v >> 12) & 0x3FF, v & 0xFFF)
+    return None
+
+
+def judge(
+    dev: VulkanDeviceLike,
+    api: tuple[int, ...] | None,
+    instance: tuple[int, ...] | None,
+    storage16: bool | None,
+) -> tuple[bool | None, list[str], list[str]]:
+    """(usable, reasons, issue refs). usable None = cannot tell (apiVersion unknown)."""
+    reasons: list[str] = []
+    refs: list[str] = []
+    usable: bool | None = True
+    kind = (dev.device_type or "").upper()
+    lowered = dev.name.lower()
+    if "CPU" in kind or any(s in lowered for s in ("llvmpipe", "lavapipe", "swiftshader")):
+        return False, ["software rasterizer (runs on the CPU): slower than llama.cpp's own CPU backend"], []
+    if instance is not None and instance[:2] < (1, 2):
+        usable = False
+        reasons.append(
+            f"Vulkan loader/instance {_fmt(instance)} < 1.2: llama.cpp refuses it ('Vulkan 1.2 required')"
+        )
+    if api is None:
+        usable = None if usable else usable
+        reasons.append("device apiVersion unknown")
+    elif api[:2] < (1, 2):
+        usable = False
+        reasons.append(
+            f"device apiVersion {_fmt(api)} < 1.2: the driver returns NULL for Vulkan 1.2 functions "
+            "(vkGetBufferDeviceAddress) that llama.cpp calls -> SIGSEGV at 0x0 (llama.cpp PR #28593, "
+            "whisper.cpp #3590)"
+        )
+        refs += ["llama.cpp#28593", "whisper.cpp#3590"]
+    if storage16 is False:
+        usable = False
+        reasons.append("no storageBuffer16BitAccess: llama.cpp skips devices without 16-bit storage")
+    for issue in KNOWN_ISSUES:
+        if not issue.matches(dev):
+            continue
+        if issue.key == "mali-slower-than-cpu" and any(
+            i.key == "mali-g715-device-lost" and i.matches(dev) for i in KNOWN_ISSUES
+        ):
+            continue
+        reasons.append(("known bad: " if issue.blocking else "caveat: ") + issue.text)
+        refs += list(issue.refs)
+        if issue.blocking:
+            usable = False
+    return usable, reasons, refs
+
+
+def _fmt(version: tuple[int, ...]) -> str:
+    return ".".join(str(v) for v in version)

@@ -1,0 +1,224 @@
+"""Memory facts: total, available, swap (and whether it is zram), memory pressure (PSI), cgroup limit,
+overcommit mode.
+
+llama.cpp on Linux/Android counts total RAM as free; the budget layer needs MemAvailable, the cgroup limit and
+what zram really gives back, so those are read here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from edgepilot.device import fs
+
+# cgroup v1 reports "no limit" as a huge page-aligned number (PAGE_COUNTER_MAX * page size).
+_UNLIMITED_V1 = 1 << 60
+_OVERCOMMIT = {0: "heuristic", 1: "always", 2: "never (strict accounting)"}
+
+
+@dataclass
+class Swap:
+    path: str
+    kind: str
+    size_bytes: int
+    used_bytes: int
+    priority: int | None
+    zram: bool
+
+
+@dataclass
+class MemoryFacts:
+    total_bytes: int | None
+    available_bytes: int | None
+    swap_total_bytes: int | None
+    swap_free_bytes: int | None
+    zram: bool | None
+    zram_bytes: int | None
+    swaps: list[Swap]
+    psi_some_avg10: float | None
+    psi_full_avg10: float | None
+    cgroup_limit_bytes: int | None
+    cgroup_usage_bytes: int | None
+    cgroup_path: str | None
+    overcommit: str | None
+    swappiness: int | None
+    available_estimated: bool = False
+    reasons: list[str] = field(default_factory=list)
+
+
+def parse_meminfo(text: str) -> dict[str, int]:
+    """`MemTotal:  24684084 kB` -> {"MemTotal": 25276502016} (bytes)."""
+    values: dict[str, int] = {}
+    for line in text.splitlines():
+        key, sep, rest = line.partition(":")
+        if not sep:
+            continue
+        parts = rest.split()
+        if not parts:
+            continue
+        try:
+            number = int(parts[0])
+        except ValueError:
+            continue
+        unit = parts[1].lower() if len(parts) > 1 else ""
+        values[key.strip()] = number * 1024 if unit == "kb" else number
+    return values
+
+
+def parse_swaps(text: str) -> list[Swap]:
+    swaps: list[Swap] = []
+    for line in text.splitlines()[1:]:  # header: Filename Type Size Used Priority
+        parts = line.split()
+        if len(parts) < 4:
+            continue
+        try:
+            size_kb, used_kb = int(parts[2]), int(parts[3])
+        except ValueError:
+            continue
+        prio = int(parts[4]) if len(parts) > 4 and parts[4].lstrip("-").isdigit() else None
+        path = parts[0].replace("\\040", " ")
+        zram = "/zram" in path or path.startswith("zram")
+        swaps.append(Swap(path, parts[1], size_kb * 1024, used_kb * 1024, prio, zram))
+    return swaps
+
+
+def parse_psi(text: str) -> dict[str, float]:
+    """`some avg10=0.12 avg60=...` / `full avg10=...` -> {"some": 0.12, "full": ...} (avg10 only)."""
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if not parts:
+            continue
+        for item in parts[1:]:
+            if item.startswith("avg10="):
+                with contextlib.suppress(ValueError):
+                    out[parts[0]] = float(item.split("=", 1)[1])
+    return out
+
+
+def read_memory(root: Path) -> MemoryFacts:
+    reasons: list[str] = []
+    text, why = fs.read_text(root, "proc/meminfo")
+    info = parse_meminfo(text or "")
+    if text is None:
+        reasons.append(f"memory size unknown ({why})")
+    total = info.get("MemTotal")
+    available = info.get("MemAvailable")
+    estimated = False
+    if available is None and total is not None:
+        # Kernels before 3.14 have no MemAvailable: free + reclaimable page cache is the usual estimate.
+        parts = [info.get(k, 0) for k in ("MemFree", "Active(file)", "Inactive(file)", "SReclaimable")]
+        available, estimated = sum(parts), True
+        reasons.append(
+            "MemAvailable missing (kernel < 3.14): estimated from MemFree + file cache + SReclaimable"
+        )
+
+    swaps_text, why = fs.read_text(root, "proc/swaps")
+    swaps = parse_swaps(swaps_text) if swaps_text is not None else []
+    if swaps_text is None:
+        reasons.append(f"swap devices unknown ({why})")
+    zram_bytes = sum(s.size_bytes for s in swaps if s.zram)
+    zram: bool | None = any(s.zram for s in swaps) if swaps_text is not None else None
+
+    psi_text, why = fs.read_text(root, "proc/pressure/memory")
+    psi = parse_psi(psi_text) if psi_text is not None else {}
+    if psi_text is None:
+        reasons.append(f"memory pressure (PSI) unavailable ({why})")
+
+    limit, usage, cg_path, cg_reason = _cgroup(root)
+    if cg_reason:
+        reasons.append(cg_reason)
+
+    over, why = fs.read_int(root, "proc/sys/vm/overcommit_memory")
+    if over is None:
+        reasons.append(f"overcommit mode unknown ({why})")
+    swappiness, _ = fs.read_int(root, "proc/sys/vm/swappiness")
+    return MemoryFacts(
+        total_bytes=total,
+        available_bytes=available,
+        swap_total_bytes=info.get("SwapTotal"),
+        swap_free_bytes=info.get("SwapFree"),
+        zram=zram,
+        zram_bytes=zram_bytes if zram else None,
+        swaps=swaps,
+        psi_some_avg10=psi.get("some"),
+        psi_full_avg10=psi.get("full"),
+        cgroup_limit_bytes=limit,
+        cgroup_usage_bytes=usage,
+        cgroup_path=cg_path,
+        overcommit=_OVERCOMMIT.get(over, str(over)) if over is not None else None,
+        swappiness=swappiness,
+        available_estimated=estimated,
+        reasons=reasons,
+    )
+
+
+def _own_cgroup_paths(root: Path) -> tuple[str | None, str | None]:
+    """(v2 path, v1 memory-controller path) of this process from /proc/self/cgroup."""
+    text, _ = fs.read_text(root, "proc/self/cgroup")
+    v2 = v1 = None
+    for line in (text or "").splitlines():
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        if parts[0] == "0" and parts[1] == "":
+            v2 = parts[2].strip()
+        elif "memory" in parts[1].split(","):
+            v1 = parts[2].strip()
+    return v2, v1
+
+
+def _cgroup(root: Path) -> tuple[int | None, int | None, str | None, str | None]:
+    """(limit, usage, cgroup path, reason). The tightest limit between this process's cgroup and the root."""
+    v2_path, v1_path = _own_cgroup_paths(root)
+    candidates: list[tuple[str, str, str]] = []  # (limit file, usage file, label)
+    for path in _ancestors(v2_path):
+        base = "sys/fs/cgroup" + path
+        candidates.append((f"{base}/memory.max", f"{base}/memory.current", path))
+    for path in _ancestors(v1_path):
+        base = "sys/fs/cgroup/memory" + path
+        candidates.append((f"{base}/memory.limit_in_bytes", f"{base}/memory.usage_in_bytes", path))
+    if not candidates:
+        candidates = [
+            ("sys/fs/cgroup/memory.max", "sys/fs/cgroup/memory.current", "/"),
+            ("sys/fs/cgroup/memory/memory.limit_in_bytes", "sys/fs/cgroup/memory/memory.usage_in_bytes", "/"),
+        ]
+    best: tuple[int, int | None, str] | None = None
+    seen_any = False
+    for limit_file, usage_file, label in candidates:
+        text, _ = fs.read_text(root, limit_file)
+        if text is None:
+            continue
+        seen_any = True
+        value = text.strip()
+        if value == "max":
+            continue
+        try:
+            limit = int(value)
+        except ValueError:
+            continue
+        if limit >= _UNLIMITED_V1:
+            continue
+        if best is None or limit < best[0]:
+            usage, _ = fs.read_int(root, usage_file)
+            best = (limit, usage, label)
+    if best is not None:
+        return best[0], best[1], best[2], None
+    if not seen_any:
+        return None, None, None, "no memory cgroup limit visible (none found for this process)"
+    return None, None, None, None
+
+
+def _ancestors(path: str | None) -> list[str]:
+    """ "/a/b" -> ["/a/b", "/a", ""] (cgroup directories from the process's own up to the mounted root)."""
+    if path is None:
+        return []
+    path = path.rstrip("/")
+    out = []
+    while path:
+        out.append(path)
+        path = path.rsplit("/", 1)[0]
+    out.append("")
+    return out

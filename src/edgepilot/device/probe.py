@@ -1,0 +1,161 @@
+"""`probe`: everything edgepilot needs to know about this device, as one dataclass (JSON keys: design.md).
+
+probe(Path("/"))            the live machine
+probe(Path("tree"))         a device tree (tests/devices/NAME or a saved snapshot directory)
+probe(Path("snap.tar.gz"))  a saved snapshot archive (extracted safely to a temporary directory)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tarfile
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from edgepilot.device import fs
+from edgepilot.device.android import AndroidFacts, read_android
+from edgepilot.device.cpu import CpuFacts, read_cpu
+from edgepilot.device.gpu import VulkanDevice, read_gpus
+from edgepilot.device.memory import MemoryFacts, read_memory
+from edgepilot.device.power import BatteryFacts, read_battery
+from edgepilot.device.storage import StorageFacts, read_storage
+from edgepilot.device.thermal import ThermalZone, hottest_cpu, read_thermal
+from edgepilot.errors import UserError
+
+ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar")
+MAX_ARCHIVE_BYTES = 512 << 20
+
+
+@dataclass
+class Probe:
+    cpu: CpuFacts
+    memory: MemoryFacts
+    android: AndroidFacts | None
+    gpus: list[VulkanDevice]
+    thermal: list[ThermalZone]
+    battery: BatteryFacts | None
+    storage: StorageFacts
+    env: dict[str, str]
+    # Why a list/optional section is empty or incomplete ("gpus", "thermal", "battery", "env"); cpu, memory,
+    # android and storage carry their own `reasons`. Nothing unreadable is dropped silently.
+    reasons: dict[str, list[str]] = field(default_factory=dict)
+
+    @property
+    def hottest(self) -> ThermalZone | None:
+        return hottest_cpu(self.thermal)
+
+
+def probe(root: Path | str = fs.LIVE_ROOT) -> Probe:
+    """Probe the device at `root`. UserError only when `root` is not a usable directory or archive."""
+    with open_root(Path(root)) as base:
+        return _probe_dir(base)
+
+
+def _probe_dir(root: Path) -> Probe:
+    env, env_reason = fs.read_env(root)
+    cpu = read_cpu(root)
+    memory = read_memory(root)
+    android, _ = read_android(root, env)
+    if android is not None and cpu.userland_bits == 32 and cpu.cpu_bits == 64:
+        cpu.reasons.append(_bitness_fix(android))
+    gpus, gpu_reasons = read_gpus(root, android is not None)
+    thermal, thermal_reasons = read_thermal(root)
+    battery, battery_reasons = read_battery(root)
+    storage = read_storage(root, env, android is not None)
+    # cpu, memory, storage and android keep their reasons inside their own objects.
+    reasons = {
+        "gpus": gpu_reasons,
+        "thermal": thermal_reasons,
+        "battery": battery_reasons,
+        "env": [env_reason] if env_reason else [],
+    }
+    return Probe(
+        cpu=cpu,
+        memory=memory,
+        android=android,
+        gpus=gpus,
+        thermal=thermal,
+        battery=battery,
+        storage=storage,
+        env=env,
+        reasons={k: v for k, v in reasons.items() if v},
+    )
+
+
+def _bitness_fix(android: AndroidFacts) -> str:
+    if android.os_64bit:
+        abis = ",".join(android.abilist) or "arm64-v8a"
+        return (
+            f"Android itself is 64-bit (ABIs {abis}): this Termux is the 32-bit build; reinstall the "
+            "arm64-v8a Termux APK (F-Droid or GitHub releases) to get a 64-bit userland"
+        )
+    if android.os_64bit is False:
+        return "this Android build is 32-bit only: a 64-bit userland is not possible on this device"
+    return "Android ABI list unknown: check `getprop ro.product.cpu.abilist` for arm64-v8a"
+
+
+def is_archive(path: Path) -> bool:
+    return path.name.endswith(ARCHIVE_SUFFIXES)
+
+
+@contextlib.contextmanager
+def open_root(path: Path) -> Iterator[Path]:
+    """Yield a directory to read: the path itself, or a safe extraction of a snapshot archive."""
+    if fs.is_live(path):
+        yield fs.LIVE_ROOT
+        return
+    if not path.exists():
+        raise UserError(f"--root {path}: no such file or directory; give a device tree or a snapshot .tar.gz")
+    if path.is_dir():
+        yield path
+        return
+    if not is_archive(path):
+        raise UserError(f"--root {path}: not a directory or a .tar.gz snapshot")
+    tmp = Path(tempfile.mkdtemp(prefix="edgepilot-root-"))
+    try:
+        extract_safely(path, tmp)
+        entries = [p for p in tmp.iterdir()]
+        # `snapshot save` archives the tree at top level; accept a single wrapping directory too.
+        if len(entries) == 1 and entries[0].is_dir() and not (tmp / "proc").exists():
+            yield entries[0]
+        else:
+            yield tmp
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def extract_safely(archive: Path, dest: Path) -> None:
+    """Extract regular files and directories only; refuse absolute paths, `..`, links and device nodes."""
+    try:
+        with tarfile.open(archive, "r:*") as tar:
+            total = 0
+            members = tar.getmembers()
+            for m in members:
+                name = PurePosixPath(m.name)
+                if name.is_absolute() or ".." in name.parts or m.name.startswith(("/", "\\")):
+                    raise UserError(f"--root {archive}: unsafe path in archive: {m.name!r}")
+                if not (m.isfile() or m.isdir()):
+                    raise UserError(f"--root {archive}: archive holds a link or device node: {m.name!r}")
+                total += max(m.size, 0)
+                if total > MAX_ARCHIVE_BYTES:
+                    raise UserError(f"--root {archive}: archive expands beyond {MAX_ARCHIVE_BYTES >> 20} MiB")
+            for m in members:
+                target = dest.joinpath(*PurePosixPath(m.name).parts)
+                if not str(target.resolve()).startswith(str(dest.resolve())):
+                    raise UserError(f"--root {archive}: unsafe path in archive: {m.name!r}")
+                if m.isdir():
+                    target.mkdir(parents=True, exist_ok=True)
+                    continue
+                target.parent.mkdir(parents=True, exist_ok=True)
+                src = tar.extractfile(m)
+                if src is None:
+                    continue
+                with src, open(target, "wb") as out:
+                    shutil.copyfileobj(src, out)
+                os.chmod(target, 0o644)
+    except (tarfile.TarError, OSError, EOFError) as exc:
+        raise UserError(f"--root {archive}: not a readable snapshot archive ({exc})") from None

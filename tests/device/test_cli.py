@@ -1,0 +1,52 @@
+"""`edgepilot probe` and `edgepilot snapshot save` through the Typer app."""
+
+from __future__ import annotations
+
+import json
+
+from typer.testing import CliRunner
+
+runner = CliRunner()
+
+
+def test_probe_json_on_this_machine(cli_app):
+    res = runner.invoke(cli_app, ["probe", "--json"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert {"cpu", "memory", "android", "gpus", "thermal", "battery", "storage"} <= set(data)
+
+
+def test_probe_table_on_a_tree(cli_app, devices):
+    res = runner.invoke(cli_app, ["probe", "--root", str(devices / "sd8gen2-xiaomi13pro")])
+    assert res.exit_code == 0, res.output
+    assert "Cortex-X3" in res.stdout and "prime" in res.stdout and "3187" in res.stdout
+    assert "SLOW" in res.stdout  # /sdcard on FUSE
+
+
+def test_probe_json_on_a_tree(cli_app, devices):
+    res = runner.invoke(cli_app, ["probe", "--root", str(devices / "exynos990-galaxy-s20"), "--json"])
+    assert res.exit_code == 0
+    data = json.loads(res.stdout)
+    assert data["gpus"][0]["vulkan_usable"] is False
+    assert data["cpu"]["clusters"][0]["core"] == "Exynos M5"
+
+
+def test_bad_root_is_one_line_and_exit_2(cli_app, tmp_path):
+    res = runner.invoke(cli_app, ["probe", "--root", str(tmp_path / "missing"), "--json"])
+    assert res.exit_code == 2
+    err = res.stderr.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("edgepilot: error: --root")
+    assert "Traceback" not in res.output and res.stdout == ""
+
+
+def test_snapshot_save_then_replay(cli_app, tmp_path):
+    out = tmp_path / "me.tar.gz"
+    res = runner.invoke(cli_app, ["snapshot", "save", str(out), "--json"])
+    assert res.exit_code == 0, res.output
+    saved = json.loads(res.stdout)
+    assert saved["archive"] is True and saved["path"] == str(out)
+    res = runner.invoke(cli_app, ["probe", "--root", str(out), "--json"])
+    assert res.exit_code == 0
+    assert json.loads(res.stdout) == saved["probe"]
+    res = runner.invoke(cli_app, ["snapshot", "save", str(out)])
+    assert res.exit_code == 2 and "already exists" in res.stderr
