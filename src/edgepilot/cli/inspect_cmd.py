@@ -62,5 +62,11 @@ def inspect(
     sha256: str | None = typer.Option(None, "--sha256", help="Expected sha256 (hex) of the file"),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object"),
 ) -> None:
-    """Architecture, sizes, quantization mix and validation verdict of a GGUF model."""
-    emit(inspect_model(model, sha256=sha256), as_json, render)
+    """Architecture, sizes, quantization mix and validation verdict of a GGUF model.
+
+    Exit code 1 when the file is damaged (the problems are listed), 2 for bad input.
+    """
+    info = inspect_model(model, sha256=sha256)
+    emit(info, as_json, render)
+    if info.validation is not None and not info.validation.ok:
+        raise typer.Exit(1)
