@@ -19,7 +19,8 @@ def inspect_model(model: str | os.PathLike[str], sha256: str | None = None) -> M
         first = validation.problems[0].message if validation.problems else "no metadata could be read"
         raise UserError(f"{path} is not a readable GGUF: {first}")
     metadata = {
-        key: (value.count if isinstance(value, SkippedValue) else value) for key, value in header.metadata.items()
+        key: (value.count if isinstance(value, SkippedValue) else value)
+        for key, value in header.metadata.items()
     }
     tensors = [
         TensorRecord(t.name, t.type_name or f"type{t.ggml_type}", t.n_elements, t.n_bytes or 0)
