@@ -62,14 +62,23 @@ def test_isa_rules_follow_ggml_repack():
     sd8g3 = parse_cpuinfo(
         "processor\t: 0\nFeatures\t: fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics fphp asimdhp cpuid\n"
     ).common_features() + ["asimdrdm", "lrcpc", "dcpop", "asimddp", "asimdfhm", "i8mm", "bf16", "bti"]
-    assert summarize("arm64", sd8g3).repack == {"Q4_0": "4x8", "Q4_K": "8x8", "IQ4_NL": "4x4"}
+    assert summarize("arm64", sd8g3).repack == {
+        "Q4_0": "4x8",
+        "Q4_K": "8x8",
+        "Q5_K": "8x8",
+        "Q6_K": "8x8",
+        "IQ4_NL": "4x4",
+        "MXFP4": "4x4",
+        "Q8_0": "4x8",
+        "Q1_0": "4x8",
+    }
     # Snapdragon 625 (hrw/arm-socs-table#13): plain ARMv8.0, no dotprod
     sd625 = ["fp", "asimd", "evtstrm", "aes", "pmull", "sha1", "sha2", "crc32"]
     s = summarize("arm64", sd625)
     assert s.repack == {} and s.simd == ["neon"]
     assert summarize("x86_64", ["sse2", "avx"]).repack == {}
     avx2 = summarize("x86_64", ["avx", "avx2", "fma"])
-    assert avx2.repack == {"Q4_0": "8x8", "Q4_K": "8x8", "IQ4_NL": "8x8"}
+    assert avx2.repack == {"Q4_0": "8x8", "Q4_K": "8x8", "IQ4_NL": "8x8", "MXFP4": "8x8"}
 
 
 def test_meminfo_swaps_psi():

@@ -47,7 +47,16 @@ def test_snapdragon_8_gen_2(devices):
     assert {"asimddp", "i8mm", "bf16", "asimdhp"} <= set(p.cpu.features)
     assert "sve" not in p.cpu.features
     # i8mm wins over dotprod in ggml's repack choice
-    assert p.cpu.repack == {"Q4_0": "4x8", "Q4_K": "8x8", "IQ4_NL": "4x4"}
+    assert p.cpu.repack == {
+        "Q4_0": "4x8",
+        "Q4_K": "8x8",
+        "Q5_K": "8x8",
+        "Q6_K": "8x8",
+        "IQ4_NL": "4x4",
+        "MXFP4": "4x4",
+        "Q8_0": "4x8",
+        "Q1_0": "4x8",
+    }
     assert p.cpu.big_cores == [3, 4, 5, 6, 7]
     a = p.android
     assert (a.sdk, a.model, a.soc) == (33, "2210132G", "QTI SM8550")
@@ -146,7 +155,16 @@ def test_raspberry_pi_5(devices):
     p = probe(devices / "raspberry-pi5")
     assert clusters(p) == [([0, 1, 2, 3], 2400, "Cortex-A76", "uniform")]
     assert p.cpu.hardware == "BCM2835"
-    assert p.cpu.repack == {"Q4_0": "4x4", "Q4_K": "8x4", "IQ4_NL": "4x4"}
+    assert p.cpu.repack == {
+        "Q4_0": "4x4",
+        "Q4_K": "8x4",
+        "Q5_K": "8x4",
+        "Q6_K": "8x4",
+        "IQ4_NL": "4x4",
+        "MXFP4": "4x4",
+        "Q8_0": "4x4",
+        "Q1_0": "4x4",
+    }
     assert p.android is None
     assert p.memory.zram is False and p.memory.swap_total_bytes == 102396 * 1024
     assert p.memory.overcommit == "heuristic" and p.memory.swappiness == 60
@@ -180,7 +198,7 @@ def test_x86_laptop(devices):
         (list(range(8)), 4700, "11th Gen Intel(R) Core(TM) i7-1165G7 @ 2.80GHz", "uniform")
     ]
     assert {"avx2", "fma", "avx512f", "avx512_vnni"} <= set(p.cpu.simd)
-    assert p.cpu.repack == {"Q4_0": "8x8", "Q4_K": "8x8", "IQ4_NL": "8x8", "Q2_K": "8x8"}
+    assert p.cpu.repack == {"Q4_0": "8x8", "Q4_K": "8x8", "IQ4_NL": "8x8", "MXFP4": "8x8", "Q2_K": "8x8"}
     assert p.memory.cgroup_limit_bytes == 12 << 30 and p.memory.cgroup_usage_bytes == 1 << 30
     assert p.memory.zram is False
     b = p.battery

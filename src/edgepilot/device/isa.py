@@ -1,12 +1,10 @@
 """Which llama.cpp (ggml-cpu) fast paths a CPU's ISA features enable.
 
-Repacking rules follow ggml/src/ggml-cpu/repack.cpp `ggml_repack_get_optimal_repack_type`:
-  Q4_0   : AVX2 (or SVE+i8mm with 256-bit SVE) -> 8x8;  NEON+i8mm -> 4x8;  NEON+dotprod -> 4x4
-  Q4_K   : AVX2 -> 8x8;  NEON+i8mm -> 8x8;  NEON+dotprod -> 8x4
-  IQ4_NL : AVX2 -> 8x8;  NEON+dotprod -> 4x4
-  Q2_K   : AVX512 -> 8x8
-A repacked tensor is a second copy in a CPU_REPACK buffer (references.md: with mmap, resident weights can
-double).
+Repacking rules: REPACK_RULES below, transcribed from ggml/src/ggml-cpu/repack.cpp
+`ggml_repack_get_optimal_repack_type` of the llama.cpp that llama-cpp-python 0.3.36 vendors. Only weights
+used by a matrix multiplication qualify (not token_embd, which is read with get_rows), and only when the row
+count (ne[1]) is a multiple of the layout's row multiple. A repacked tensor is a second copy in a CPU_REPACK
+buffer (references.md: with mmap, resident weights can double).
 The ARM kernels are AArch64-only: a 32-bit (armv7/armv8l) userland gets plain NEON and no repacking.
 """
 
@@ -47,11 +45,37 @@ X86_KEY_FLAGS = (
 )
 
 
+# ggml type -> [(what the CPU needs, interleave layout, ne[1] multiple)], first match wins (repack.cpp order).
+REPACK_RULES: dict[str, list[tuple[str, str, int]]] = {
+    "Q4_0": [("avx2", "8x8", 8), ("i8mm", "4x8", 4), ("dotprod", "4x4", 4)],
+    "Q4_K": [("avx2", "8x8", 8), ("i8mm", "8x8", 8), ("dotprod", "8x4", 8)],
+    "Q2_K": [("avx512", "8x8", 8)],
+    "Q5_K": [("i8mm", "8x8", 8), ("dotprod", "8x4", 8)],
+    "Q6_K": [("i8mm", "8x8", 8), ("dotprod", "8x4", 8)],
+    "IQ4_NL": [("avx2", "8x8", 8), ("dotprod", "4x4", 4)],
+    "MXFP4": [("avx2", "8x8", 8), ("dotprod", "4x4", 4)],
+    "Q8_0": [("i8mm", "4x8", 4), ("dotprod", "4x4", 4)],
+    "Q1_0": [("i8mm", "4x8", 4), ("dotprod", "4x4", 4)],
+}
+
+
+def repack_plan(capabilities: set[str]) -> dict[str, tuple[str, int]]:
+    """ggml type -> (layout, row multiple) for a CPU with these capabilities (avx2, avx512, i8mm, dotprod)."""
+    plan: dict[str, tuple[str, int]] = {}
+    for ggml_type, rules in REPACK_RULES.items():
+        for need, layout, multiple in rules:
+            if need in capabilities:
+                plan[ggml_type] = (layout, multiple)
+                break
+    return plan
+
+
 @dataclass
 class IsaSummary:
     family: str  # "arm64", "arm32", "x86_64", "x86", "unknown"
     simd: list[str] = field(default_factory=list)  # the features that matter for llama.cpp, normalized names
     repack: dict[str, str] = field(default_factory=dict)  # ggml type -> interleave layout
+    repack_rows: dict[str, int] = field(default_factory=dict)  # ggml type -> ne[1] multiple it needs
     fast_paths: list[str] = field(default_factory=list)  # one line each, what is enabled and why
     missing: list[str] = field(default_factory=list)  # notable fast paths this CPU/userland lacks
 
@@ -89,14 +113,12 @@ def _arm64(f: set[str]) -> IsaSummary:
         s.fast_paths.append("NEON vector kernels for all quant types")
     if "asimdhp" in f:
         s.fast_paths.append("FP16 vector arithmetic (asimdhp): F16 KV cache and F16 ops stay native")
-    if neon and i8mm:
-        s.repack.update({"Q4_0": "4x8", "Q4_K": "8x8"})
-        s.fast_paths.append("i8mm: Q4_0 repacked 4x8 and Q4_K repacked 8x8 (SMMLA int8 matmul)")
-    if neon and dot:
-        s.repack.setdefault("Q4_0", "4x4")
-        s.repack.setdefault("Q4_K", "8x4")
-        s.repack["IQ4_NL"] = "4x4"
-        s.fast_paths.append("dotprod: SDOT kernels for Q4_0/Q8_0/K-quants; Q4_0 and IQ4_NL repacking")
+    caps = {c for c, on in (("i8mm", neon and i8mm), ("dotprod", neon and dot)) if on}
+    _set_repack(s, caps)
+    if "i8mm" in caps:
+        s.fast_paths.append("i8mm: SMMLA int8 matmul; Q4_0/Q8_0 repacked 4x8, Q4_K/Q5_K/Q6_K 8x8")
+    if "dotprod" in caps:
+        s.fast_paths.append("dotprod: SDOT kernels; repacking of Q4_0, Q8_0, IQ4_NL, MXFP4 and K-quants")
     if "sve" in f:
         s.fast_paths.append(
             "SVE kernels (Q4_0 8x8 repack only with 256-bit SVE vectors; phone cores are 128-bit)"
@@ -132,11 +154,11 @@ def _x86(family: str, f: set[str]) -> IsaSummary:
     avx2 = "avx2" in f
     if avx2 and "fma" in f:
         s.fast_paths.append("AVX2+FMA kernels (the x86 baseline llama.cpp's packaged CPU builds assume)")
+    caps = {c for c, on in (("avx2", avx2), ("avx512", "avx512f" in f)) if on}
+    _set_repack(s, caps)
     if avx2:
-        s.repack.update({"Q4_0": "8x8", "Q4_K": "8x8", "IQ4_NL": "8x8"})
-        s.fast_paths.append("AVX2: Q4_0, Q4_K and IQ4_NL repacked 8x8 (CPU_REPACK)")
+        s.fast_paths.append("AVX2: Q4_0, Q4_K, IQ4_NL and MXFP4 repacked 8x8 (CPU_REPACK)")
     if "avx512f" in f:
-        s.repack["Q2_K"] = "8x8"
         s.fast_paths.append("AVX-512: wider kernels; Q2_K repacked 8x8")
     if "avx512_vnni" in f or "avx_vnni" in f:
         s.fast_paths.append("VNNI: int8 dot products (VPDPBUSD)")
@@ -147,3 +169,9 @@ def _x86(family: str, f: set[str]) -> IsaSummary:
     if not avx2:
         s.missing.append("no AVX2: no repacking; prebuilt x86 wheels that assume AVX2 die with SIGILL")
     return s
+
+
+def _set_repack(s: IsaSummary, capabilities: set[str]) -> None:
+    for ggml_type, (layout, multiple) in repack_plan(capabilities).items():
+        s.repack[ggml_type] = layout
+        s.repack_rows[ggml_type] = multiple
