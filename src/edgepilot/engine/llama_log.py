@@ -8,26 +8,28 @@ from __future__ import annotations
 import ctypes
 import sys
 import threading
+from collections import deque
 
 import llama_cpp
 
 _lock = threading.Lock()
-_lines: list[str] = []
+_MAX_LINES = 20_000  # a long-running server keeps the most recent lines only
+_lines: deque[str] = deque(maxlen=_MAX_LINES)
+_total = 0  # lines ever captured: marks stay valid after old lines are dropped
 _partial: list[str] = []
 _echo = False
-_MAX_LINES = 20_000
 
 
 @llama_cpp.llama_log_callback
 def _callback(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
+    global _total
     piece = text.decode("utf-8", errors="replace")
     with _lock:
         _partial.append(piece)
         if piece.endswith("\n"):
-            line = "".join(_partial)
+            _lines.append("".join(_partial))
             _partial.clear()
-            if len(_lines) < _MAX_LINES:
-                _lines.append(line)
+            _total += 1
     if _echo:
         sys.stderr.write(piece)
 
@@ -41,9 +43,12 @@ def install(echo: bool = False) -> None:
 
 def mark() -> int:
     with _lock:
-        return len(_lines)
+        return _total
 
 
 def lines_since(start: int = 0) -> list[str]:
+    """Lines captured since mark() returned `start` (those still kept)."""
     with _lock:
-        return list(_lines[start:])
+        first_kept = _total - len(_lines)
+        skip = max(0, start - first_kept)
+        return list(_lines)[skip:]
