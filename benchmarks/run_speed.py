@@ -21,8 +21,8 @@ import llama_cpp
 
 from edgepilot.engine.inprocess import LlamaEngine
 from edgepilot.engine.sampling import SamplerSettings
-from edgepilot.engine.settings import EngineSettings, kv_type_id
 from edgepilot.model.resolve import bundled_model_path
+from edgepilot.plan.settings import EngineSettings, kv_type_id
 
 TEXT = (
     "The history of computing is a story of making machines smaller and closer to people. "

@@ -9,8 +9,11 @@ import typer
 from rich.console import Console
 
 from edgepilot.cli.app import app, console, emit, err_console, user_errors
+from edgepilot.cli.doctor_cmd import report_engine_failure
+from edgepilot.cli.fit_render import render_fit
 from edgepilot.cli.format import mib
 from edgepilot.engine.sampling import SamplerSettings
+from edgepilot.plan.budget import parse_size
 from edgepilot.run.defaults import RequestedSettings
 
 if TYPE_CHECKING:
@@ -47,11 +50,14 @@ def run(
     temp: float = typer.Option(0.8, "--temp", help="Sampling temperature (0 = greedy)"),
     seed: int | None = typer.Option(None, "--seed", help="Sampling seed (default: random)"),
     raw: bool = typer.Option(False, "--raw", help="Do not wrap the prompt in the model's chat template"),
+    force: bool = typer.Option(False, "--force", help="Run even when the plan predicts the OS would kill it"),
+    budget: str | None = typer.Option(None, "--budget", help="Memory budget, e.g. 2GiB (default: measured)"),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show llama.cpp's own log"),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of streaming"),
 ) -> None:
     """Plan settings, load the model and stream a completion; ends with prompt/generation speed."""
-    from edgepilot.run.runner import read_prompt, run_model  # loads llama.cpp: only when running
+    from edgepilot.engine.inprocess import EngineError
+    from edgepilot.run.runner import DoesNotFit, read_prompt, run_model  # loads llama.cpp: only when running
 
     text = read_prompt(prompt, prompt_file)
     requested = RequestedSettings(
@@ -91,7 +97,18 @@ def run(
             on_text=None if as_json else on_text,
             on_stage=stage_update,
             verbose=verbose,
+            force=force,
+            budget_bytes=parse_size(budget) if budget is not None else None,
         )
+    except DoesNotFit as refusal:
+        if status:
+            status.stop()
+        render_fit(refusal.plan, err_console)
+        raise
+    except EngineError as failure:  # llama.cpp refused: say why and what to do (the doctor), exit 2
+        if status:
+            status.stop()
+        raise report_engine_failure(failure, model, requested) from None
     finally:
         if status:
             status.stop()

@@ -47,6 +47,11 @@ class CpuFacts:
     model_name: str | None
     hardware: str | None
     reasons: list[str] = field(default_factory=list)
+    repack_rows: dict[str, int] = field(default_factory=dict)  # ggml type -> row multiple its layout needs
+
+    def repack_plan(self) -> dict[str, tuple[str, int]]:
+        """ggml type -> (layout, row multiple) that llama.cpp's CPU_REPACK uses on this CPU."""
+        return {t: (layout, self.repack_rows.get(t, 1)) for t, layout in self.repack.items()}
 
     @property
     def big_cores(self) -> list[int]:
@@ -178,6 +183,7 @@ def read_cpu(root: Path) -> CpuFacts:
         model_name=model_name,
         hardware=hardware,
         reasons=reasons,
+        repack_rows=isa.repack_rows,
     )
 
 

@@ -17,8 +17,8 @@ import llama_cpp
 
 from edgepilot.engine import llama_log
 from edgepilot.engine.sampling import SamplerSettings, build_chain
-from edgepilot.engine.settings import EngineSettings, kv_type_id
 from edgepilot.errors import UserError
+from edgepilot.plan.settings import EngineSettings, kv_type_id
 
 _backend_ready = False
 
@@ -197,6 +197,45 @@ class LlamaEngine:
         if rc != 0:
             detail = _error_lines(llama_log.lines_since(max(0, llama_log.mark() - 20)))
             raise EngineError(f"llama_decode failed with code {rc}" + (f": {detail}" if detail else ""))
+
+    def set_threads(self, n_threads: int, n_threads_batch: int | None = None) -> None:
+        """Change the thread counts of the live context (no reload; llama-bench does the same per test)."""
+        if n_threads < 1 or (n_threads_batch is not None and n_threads_batch < 1):
+            raise UserError("thread count must be at least 1")
+        llama_cpp.llama_set_n_threads(self._ctx, n_threads, n_threads_batch or n_threads)
+
+    def decode_each(self, tokens: list[int], deadline: float | None = None) -> tuple[int, float]:
+        """Decode tokens one at a time without sampling, as llama-bench's tg test does.
+
+        Returns (tokens decoded, seconds). With a deadline (a time.perf_counter() value) it stops early once
+        the deadline has passed, so a hopeless setting (threads on stalled little cores) cannot take minutes.
+        """
+        one = (llama_cpp.llama_token * 1)()
+        batch = llama_cpp.llama_batch_get_one(one, 1)  # points at `one`: refill it, reuse the batch
+        ctx, decode, clock = self._ctx, llama_cpp.llama_decode, time.perf_counter
+        n, rc = 0, 0
+        t0 = clock()
+        if deadline is None:
+            for token in tokens:
+                one[0] = token
+                rc = decode(ctx, batch)
+                if rc != 0:
+                    break
+                n += 1
+        else:
+            for token in tokens:
+                one[0] = token
+                rc = decode(ctx, batch)
+                if rc != 0:
+                    break
+                n += 1
+                if clock() > deadline:
+                    break
+        llama_cpp.llama_synchronize(ctx)
+        seconds = clock() - t0
+        if rc != 0:
+            raise EngineError(f"llama_decode failed with code {rc} after {n} of {len(tokens)} tokens")
+        return n, seconds
 
     def eval_prompt(self, tokens: list[int]) -> float:
         """Decode the prompt in n_batch chunks; returns the seconds it took."""

@@ -12,7 +12,22 @@ from edgepilot.engine.process_memory import peak_rss_bytes
 from edgepilot.engine.sampling import SamplerSettings
 from edgepilot.errors import UserError
 from edgepilot.model.resolve import resolve_model
+from edgepilot.plan.types import FitResult
 from edgepilot.run.defaults import RequestedSettings, decide_settings
+
+
+class DoesNotFit(UserError):
+    """The planner predicts the OS would kill this run; carries the plan so the CLI can show it."""
+
+    def __init__(self, plan: FitResult) -> None:
+        mib = 1 << 20
+        super().__init__(
+            f"predicted peak memory {plan.memory.peak_rss_bytes / mib:.0f} MiB exceeds the budget of "
+            f"{plan.budget_bytes / mib:.0f} MiB: the system would kill this run (use the settings above, "
+            "or --force to try anyway)"
+        )
+        self.plan = plan
+
 
 DEFAULT_PROMPT = "Here are three things a phone can do without an internet connection:"
 
@@ -33,6 +48,7 @@ class RunResult:
     stopped_by: str
     chat_template: bool
     llama_cpp_args: list[str] = field(default_factory=list)
+    plan: FitResult | None = None
     llama_log: list[str] = field(default_factory=list, repr=False, metadata={"json": False})
 
 
@@ -65,13 +81,21 @@ def run_model(
     on_text: Callable[[str], None] | None = None,
     on_stage: Callable[[str], None] | None = None,
     verbose: bool = False,
+    force: bool = False,
+    budget_bytes: int | None = None,
 ) -> RunResult:
     if n_predict < 0:
         raise UserError("-n must be 0 or more")
     stage = on_stage or (lambda _msg: None)
     stage("locating model")
     path = resolve_model(model)
-    settings = decide_settings(requested or RequestedSettings())
+    stage("planning memory")
+    # A rough token count (about 3 bytes per token) so the context holds the prompt and the reply.
+    ctx_needed = len(prompt.encode("utf-8")) // 3 + n_predict + 64
+    plan = decide_settings(path, requested or RequestedSettings(), ctx_needed, budget_bytes=budget_bytes)
+    if not plan.fits and not force:
+        raise DoesNotFit(plan)
+    settings = plan.settings
     stage(f"loading {path.name}")
     pieces: list[str] = []
 
@@ -106,5 +130,6 @@ def run_model(
             stopped_by=stats.stopped_by,
             chat_template=formatted is not None,
             llama_cpp_args=["-m", str(path), *settings.llama_cpp_args(), "-n", str(n_predict)],
+            plan=plan,
             llama_log=engine.load.log,
         )

@@ -1,0 +1,103 @@
+"""The memory budget: what the device will really let a run use before the OS kills it.
+
+Not total RAM (llama.cpp's --fit on Linux/Android counts that as free): MemAvailable, capped by a cgroup
+limit, minus a margin. Swap is not counted: zram compresses, and Q4 weights are high-entropy (they barely
+compress), while lmkd kills on memory pressure long before swap is full. Android's margin is larger for that
+reason.
+"""
+
+from __future__ import annotations
+
+from edgepilot.device.android import AndroidFacts
+from edgepilot.device.memory import MemoryFacts
+from edgepilot.errors import UserError
+from edgepilot.plan.types import Budget
+
+MIB = 1 << 20
+GIB = 1 << 30
+LINUX_MARGIN = (256 * MIB, 0.05)  # (at least, share of total RAM)
+ANDROID_MARGIN = (768 * MIB, 0.15)
+PRESSURE_PSI = 10.0  # memory PSI some avg10 (%) above which the system is already reclaiming hard
+
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 1 << 10,
+    "kb": 1000,
+    "kib": 1 << 10,
+    "m": MIB,
+    "mb": 1000**2,
+    "mib": MIB,
+    "g": GIB,
+    "gb": 1000**3,
+    "gib": GIB,
+    "t": 1 << 40,
+    "tib": 1 << 40,
+    "tb": 1000**4,
+}
+
+
+def parse_size(text: str) -> int:
+    """Bytes from '123', '512MiB', '2GiB', '2G', '1.5GB' (K/M/G alone are binary, as in llama.cpp)."""
+    raw = text.strip().lower().replace(" ", "")
+    number = raw.rstrip("abcdefghijklmnopqrstuvwxyz")
+    unit = raw[len(number) :]
+    try:
+        value = float(number)
+    except ValueError:
+        raise UserError(f"cannot read size '{text}': use bytes or a unit, e.g. 512MiB, 2GiB, 2G") from None
+    if unit not in _UNITS:
+        raise UserError(f"unknown size unit in '{text}': use B, KiB, MiB, GiB (or K, M, G)")
+    if value <= 0:
+        raise UserError(f"size must be positive: '{text}'")
+    return int(value * _UNITS[unit])
+
+
+def compute_budget(memory: MemoryFacts, android: AndroidFacts | None, override: int | None = None) -> Budget:
+    if override is not None:
+        return Budget(
+            budget_bytes=override,
+            available_bytes=override,
+            margin_bytes=0,
+            source="--budget",
+            reasons=["budget given with --budget: no margin added"],
+        )
+    reasons: list[str] = []
+    available = memory.available_bytes
+    source = "MemAvailable"
+    if available is None:
+        raise UserError(
+            "cannot tell how much memory is available (/proc/meminfo unreadable); give one with --budget SIZE"
+        )
+    if memory.available_estimated:
+        source = "MemFree + page cache (no MemAvailable)"
+    if memory.cgroup_limit_bytes is not None:
+        room = memory.cgroup_limit_bytes - (memory.cgroup_usage_bytes or 0)
+        if room < available:
+            available, source = max(0, room), f"cgroup limit ({memory.cgroup_path or 'memory cgroup'})"
+            reasons.append("a memory cgroup limit is tighter than MemAvailable")
+    floor, share = ANDROID_MARGIN if android is not None else LINUX_MARGIN
+    total = memory.total_bytes or available
+    margin = max(floor, int(total * share))
+    if android is not None:
+        reasons.append(
+            f"Android: {margin // MIB} MiB kept free — lmkd kills on memory pressure before RAM is full"
+        )
+    if memory.psi_some_avg10 is not None and memory.psi_some_avg10 >= PRESSURE_PSI:
+        extra = int(total * 0.05)
+        margin += extra
+        reasons.append(
+            f"memory pressure is already high (PSI some avg10 {memory.psi_some_avg10:.1f}%): "
+            f"{extra // MIB} MiB more kept free"
+        )
+    if memory.zram:
+        reasons.append("zram swap is not counted: quantized weights barely compress")
+    elif memory.swap_total_bytes:
+        reasons.append("swap is not counted: a model paged out to swap crawls")
+    return Budget(
+        budget_bytes=max(0, available - margin),
+        available_bytes=available,
+        margin_bytes=margin,
+        source=source,
+        reasons=reasons,
+    )

@@ -1,0 +1,176 @@
+"""`edgepilot fit`: the settings that keep a model inside this device's memory budget, and why."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from edgepilot.device import fs
+from edgepilot.device.android import AndroidFacts, read_android
+from edgepilot.device.cpu import CpuFacts, read_cpu
+from edgepilot.device.memory import MemoryFacts, read_memory
+from edgepilot.device.probe import open_root
+from edgepilot.errors import UserError
+from edgepilot.model.arch import ArchParams, arch_params
+from edgepilot.model.gguf_header import GGUFHeader, read_header
+from edgepilot.model.resolve import check_model_path
+from edgepilot.plan.alternatives import find_alternatives
+from edgepilot.plan.budget import compute_budget
+from edgepilot.plan.memory_model import Prediction, predict
+from edgepilot.plan.requested import RequestedSettings, default_threads
+from edgepilot.plan.settings import UNQUANTIZED_KV, EngineSettings
+from edgepilot.plan.types import FitResult
+
+CTX_STEP = 256  # llama.cpp pads the context to 256 cells
+DEFAULT_UBATCH = 512
+UBATCH_FALLBACKS = (256, 128)
+
+
+@dataclass
+class DeviceFacts:
+    memory: MemoryFacts
+    android: AndroidFacts | None
+    cpu: CpuFacts
+    live: bool
+
+
+def read_device(root: Path | str) -> DeviceFacts:
+    """Only what planning needs (no GPU enumeration: `cmd gpu vkjson` can take seconds on a phone)."""
+    with open_root(Path(root)) as base:
+        env, _ = fs.read_env(base)
+        android, _ = read_android(base, env)
+        return DeviceFacts(read_memory(base), android, read_cpu(base), fs.is_live(base))
+
+
+def load_model_facts(model: str | os.PathLike[str]) -> tuple[Path, GGUFHeader, ArchParams]:
+    path = check_model_path(model)
+    header = read_header(path)
+    errors = [p for p in header.problems if p.severity == "error"]
+    if errors or not header.complete:
+        detail = errors[0].message if errors else "the header could not be read completely"
+        raise UserError(f"{path} is damaged: {detail} (details: edgepilot inspect {path})")
+    return path, header, arch_params(header.metadata)
+
+
+def default_thread_count(device: DeviceFacts) -> int:
+    """One thread per big core: little cores stall the big ones at every barrier (references.md)."""
+    big = len(device.cpu.big_cores) or device.cpu.cores or 1
+    return min(big, default_threads()) if device.live else max(1, big)
+
+
+class Planner:
+    """Predicts memory for candidate settings of one model on one device."""
+
+    def __init__(self, header: GGUFHeader, arch: ArchParams, device: DeviceFacts) -> None:
+        self.header, self.arch, self.device = header, arch, device
+        self.repack_plan = device.cpu.repack_plan()
+        self._weights = None
+
+    def predict(self, settings: EngineSettings) -> Prediction:
+        pred = predict(self.header, self.arch, settings, self.repack_plan, weights=self._weights)
+        self._weights = pred.weights
+        return pred
+
+    def peak(self, settings: EngineSettings) -> int:
+        return self.predict(settings).memory.peak_rss_bytes
+
+    def max_ctx(self, settings: EngineSettings, budget: int) -> int:
+        """Largest context (a multiple of 256, up to the trained context) whose peak fits; 0 if none."""
+        hi = max(CTX_STEP, (self.arch.n_ctx_train or 4096) // CTX_STEP * CTX_STEP)
+        if self.peak(replace(settings, n_ctx=CTX_STEP)) > budget:
+            return 0
+        lo_steps, hi_steps = 1, hi // CTX_STEP
+        while lo_steps < hi_steps:  # the peak grows with the context: bisect
+            mid = (lo_steps + hi_steps + 1) // 2
+            if self.peak(replace(settings, n_ctx=mid * CTX_STEP)) <= budget:
+                lo_steps = mid
+            else:
+                hi_steps = mid - 1
+        return lo_steps * CTX_STEP
+
+
+def llama_cpp_command(path: Path, settings: EngineSettings) -> list[str]:
+    return ["llama-cli", "-m", str(path), *settings.llama_cpp_args()]
+
+
+def edgepilot_command(path: Path, settings: EngineSettings) -> list[str]:
+    args = ["edgepilot", "run", str(path), "--ctx", str(settings.n_ctx), "--ubatch", str(settings.n_ubatch)]
+    args += ["--threads", str(settings.n_threads)]
+    if settings.type_k != "f16":
+        args += ["--kv", settings.type_k]
+    if settings.flash_attn:
+        args.append("--flash-attn")
+    if not settings.use_mmap:
+        args.append("--no-mmap")
+    return args
+
+
+def fit_model(
+    model: str | os.PathLike[str],
+    requested: RequestedSettings | None = None,
+    budget_bytes: int | None = None,
+    root: Path | str = "/",
+    ctx_target: int | None = None,
+) -> FitResult:
+    """Plan settings for `model` on the device at `root`.
+
+    Settings the user gave are kept. Without a context, the largest one that fits is chosen (capped at
+    `ctx_target` when given: `run` asks for what its prompt needs, not for the whole trained context).
+    """
+    req = requested or RequestedSettings()
+    path, header, arch = load_model_facts(model)
+    device = read_device(root)
+    budget = compute_budget(device.memory, device.android, budget_bytes)
+    planner = Planner(header, arch, device)
+
+    type_k = (req.type_k or req.type_v or "f16").lower()
+    type_v = (req.type_v or req.type_k or "f16").lower()
+    flash = req.flash_attn if req.flash_attn is not None else type_v not in UNQUANTIZED_KV
+    n_ctx_train = arch.n_ctx_train or 4096
+    settings = EngineSettings(
+        n_ctx=req.n_ctx if req.n_ctx is not None else min(ctx_target or n_ctx_train, n_ctx_train),
+        n_batch=req.n_batch if req.n_batch is not None else 512,
+        n_ubatch=req.n_ubatch if req.n_ubatch is not None else DEFAULT_UBATCH,
+        type_k=type_k,
+        type_v=type_v,
+        flash_attn=flash,
+        use_mmap=True if req.use_mmap is None else req.use_mmap,
+        n_threads=req.n_threads if req.n_threads is not None else default_thread_count(device),
+    )
+    settings.validate()
+    limit = budget.budget_bytes
+    max_ctx = planner.max_ctx(settings, limit)
+    if req.n_ctx is None and max_ctx:
+        settings = replace(settings, n_ctx=min(settings.n_ctx, max_ctx))
+    if req.n_ubatch is None and planner.peak(settings) > limit:
+        for ubatch in UBATCH_FALLBACKS:  # a smaller ubatch touches less of the compute buffer
+            smaller = replace(settings, n_ubatch=ubatch)
+            smaller_max = planner.max_ctx(smaller, limit)
+            if req.n_ctx is None and smaller_max:
+                smaller = replace(smaller, n_ctx=min(smaller.n_ctx, smaller_max))
+            if planner.peak(smaller) <= limit:
+                settings, max_ctx = smaller, smaller_max
+                break
+    prediction = planner.predict(settings)
+    fits = prediction.memory.peak_rss_bytes <= limit
+    notes = list(budget.reasons)
+    if device.memory.total_bytes and budget_bytes is None:
+        notes.append(
+            f"llama.cpp's --fit would count all {device.memory.total_bytes / 2**30:.1f} GiB of RAM as free "
+            "on this CPU-only device"
+        )
+    notes += prediction.kv.notes + arch.notes
+    return FitResult(
+        model=str(path),
+        fits=fits,
+        budget_bytes=limit,
+        settings=settings,
+        memory=prediction.memory,
+        max_ctx=max_ctx,
+        llama_cpp_args=llama_cpp_command(path, settings),
+        edgepilot_args=edgepilot_command(path, settings),
+        alternatives=find_alternatives(planner, header, settings, limit, path, fits),
+        budget=budget,
+        notes=notes,
+    )
