@@ -27,7 +27,7 @@ class EngineError(UserError):
     """llama.cpp refused to load or run (the message carries its last error lines)."""
 
 
-def _init_backend(verbose: bool) -> None:
+def init_backend(verbose: bool) -> None:
     global _backend_ready
     llama_log.install(echo=verbose)
     if not _backend_ready:
@@ -80,7 +80,7 @@ class LlamaEngine:
         settings.validate()
         self.settings = settings
         self.model_path = Path(model_path)
-        _init_backend(verbose)
+        init_backend(verbose)
         log_start = llama_log.mark()
         t0 = time.perf_counter()
         self._model = self._load_model()

@@ -1,0 +1,75 @@
+"""llama.cpp's own no-allocation dry run: the compute buffer it would reserve, without loading weights.
+
+This is what common/fit.cpp measures (model params no_alloc = true, load mode none). It reads the model's
+metadata only, so it takes a fraction of a second even for multi-GB files; the planner's formulas are checked
+against it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import llama_cpp
+
+from edgepilot.engine import llama_log
+from edgepilot.engine.inprocess import EngineError, init_backend
+from edgepilot.plan.settings import EngineSettings, kv_type_id
+
+_BUFFER = re.compile(r"(\w+) compute buffer size =\s+([\d.]+) MiB")
+
+
+@dataclass
+class DryRun:
+    compute_bytes: int  # sum over backends of the reserved compute buffers
+    n_ctx: int
+    n_batch: int
+    n_ubatch: int
+
+
+def dry_run(model_path: Path, settings: EngineSettings) -> DryRun:
+    init_backend(verbose=False)
+    start = llama_log.mark()
+    mp = llama_cpp.llama_model_default_params()
+    mp.no_alloc = True
+    mp.load_mode = (
+        llama_cpp.LLAMA_LOAD_MODE_NONE
+    )  # the no-alloc pass maps nothing (llama-model.cpp asserts it)
+    mp.n_gpu_layers = settings.n_gpu_layers
+    model = llama_cpp.llama_model_load_from_file(str(model_path).encode(), mp)
+    if not model:
+        raise EngineError(f"llama.cpp could not read {model_path} for a dry run")
+    try:
+        cp = llama_cpp.llama_context_default_params()
+        cp.n_ctx, cp.n_batch, cp.n_ubatch, cp.n_seq_max = (
+            settings.n_ctx,
+            settings.n_batch,
+            settings.n_ubatch,
+            1,
+        )
+        cp.type_k, cp.type_v = kv_type_id(settings.type_k), kv_type_id(settings.type_v)
+        cp.flash_attn_type = (
+            llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED
+            if settings.flash_attn
+            else llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED
+        )
+        cp.swa_full = settings.swa_full
+        ctx = llama_cpp.llama_init_from_model(model, cp)
+        if not ctx:
+            raise EngineError(f"llama.cpp refused a context with these settings (n_ctx={settings.n_ctx})")
+        try:
+            text = "".join(llama_log.lines_since(start))
+            sizes = [float(mib) for _backend, mib in _BUFFER.findall(text)]
+            if not sizes:
+                raise EngineError("llama.cpp's dry run logged no compute buffer size")
+            return DryRun(
+                compute_bytes=int(sum(sizes) * (1 << 20)),
+                n_ctx=llama_cpp.llama_n_ctx(ctx),
+                n_batch=llama_cpp.llama_n_batch(ctx),
+                n_ubatch=llama_cpp.llama_n_ubatch(ctx),
+            )
+        finally:
+            llama_cpp.llama_free(ctx)
+    finally:
+        llama_cpp.llama_model_free(model)
