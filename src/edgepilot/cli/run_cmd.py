@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 
 from edgepilot.cli.app import app, console, emit, err_console, user_errors
+from edgepilot.cli.doctor_cmd import report_engine_failure
 from edgepilot.cli.fit_render import render_fit
 from edgepilot.cli.format import mib
 from edgepilot.engine.sampling import SamplerSettings
@@ -55,6 +56,7 @@ def run(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of streaming"),
 ) -> None:
     """Plan settings, load the model and stream a completion; ends with prompt/generation speed."""
+    from edgepilot.engine.inprocess import EngineError
     from edgepilot.run.runner import DoesNotFit, read_prompt, run_model  # loads llama.cpp: only when running
 
     text = read_prompt(prompt, prompt_file)
@@ -103,6 +105,10 @@ def run(
             status.stop()
         render_fit(refusal.plan, err_console)
         raise
+    except EngineError as failure:  # llama.cpp refused: say why and what to do (the doctor), exit 2
+        if status:
+            status.stop()
+        raise report_engine_failure(failure, model, requested) from None
     finally:
         if status:
             status.stop()

@@ -1,0 +1,145 @@
+"""`edgepilot doctor`: thin CLI over edgepilot.doctor (diagnose a saved log, or run a command and watch)."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import asdict
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import typer
+from rich.console import Console
+
+from edgepilot.cli.app import app, emit, err_console, user_errors
+from edgepilot.cli.format import mib
+from edgepilot.errors import UserError
+
+if TYPE_CHECKING:
+    from edgepilot.doctor.types import Diagnosis
+
+DETAILED = 3  # causes shown with evidence and fix; the rest get one line
+
+LOG_OPTION = typer.Option(
+    None, "--log", help="Diagnose a saved log (llama.cpp output, logcat, dmesg, gdb, pip); - = stdin"
+)
+EXIT_OPTION = typer.Option(None, "--exit-code", help="The exit status the failed command had (137 = SIGKILL)")
+MODEL_OPTION = typer.Option(None, "--model", help="The model that was loaded (validated and planned)")
+ROOT_OPTION = typer.Option(Path("/"), "--root", help="The device: this machine, a device tree or a snapshot")
+LIMIT_OPTION = typer.Option(
+    None, "--memory-limit", help="Run the command under this memory limit (cgroup v1, root), e.g. 300MiB"
+)
+JSON_OPTION = typer.Option(
+    False, "--json", help="Print one JSON object (the command's output goes to stderr)"
+)
+COMMAND_ARGUMENT = typer.Argument(None, help="-- CMD ARGS...: run this command and diagnose how it ends")
+
+
+def _read_log(log: str) -> list[str]:
+    from edgepilot.doctor.evidence import read_log
+
+    if log == "-":
+        return sys.stdin.read().splitlines()
+    path = Path(log).expanduser()
+    try:
+        return read_log(path)
+    except FileNotFoundError:
+        raise UserError(f"log file not found: {log}") from None
+    except IsADirectoryError:
+        raise UserError(f"--log {log} is a directory; give the log file") from None
+    except PermissionError:
+        raise UserError(f"no permission to read {log}") from None
+    except OSError as exc:
+        raise UserError(f"cannot read {log}: {exc.strerror or exc}") from None
+
+
+def _check_model(model: str | None, root: Path) -> None:
+    from edgepilot.device import fs
+
+    if model is not None and fs.is_live(root) and not Path(model).expanduser().exists():
+        raise UserError(f"model file not found: {model}")
+
+
+def render_diagnosis(d: Diagnosis, out: Console) -> None:
+    run = d.run
+    if run is not None:
+        how = f"killed by {run.signal_name}" if run.signal else f"exit status {run.exit_code}"
+        limit = f" of a {mib(run.memory_limit_bytes)} limit" if run.memory_limit_bytes else ""
+        out.print(
+            f"[bold]doctor:[/] {' '.join(run.command[:3])}{' …' if len(run.command) > 3 else ''}: {how} "
+            f"after "
+            f"{run.wall_seconds:.1f} s · peak RSS {mib(run.peak_rss_bytes)}{limit}",
+            soft_wrap=True,
+        )
+    for i, c in enumerate(d.causes, 1):
+        if i > DETAILED:
+            out.print(f"{i}. [bold]{c.id}[/] — {c.title}", soft_wrap=True, markup=True)
+            continue
+        out.print(f"{i}. [bold]{c.id}[/] — {c.title}", soft_wrap=True)
+        label = "checked" if c.id == "unknown" else "evidence"
+        for line in c.evidence:
+            out.print(f"   {label}: {line}", markup=False, soft_wrap=True)
+        out.print(f"   fix: {c.fix}", markup=False, soft_wrap=True, style="bold")
+
+
+def report_engine_failure(exc: Exception, model: str | None, requested: Any) -> typer.Exit:
+    """For `run`/`serve`: print the engine's error, then the doctor's top cause and fix; exit code 2."""
+    from edgepilot.doctor.command import resolve_default_model
+    from edgepilot.doctor.diagnose import diagnose
+    from edgepilot.engine import llama_log
+
+    err_console.print(f"edgepilot: error: {exc}", markup=False, soft_wrap=True)
+    settings = asdict(requested) if requested is not None else None
+    try:
+        lines = [str(exc), *llama_log.lines_since(0)]
+        d = diagnose(lines, model=model or resolve_default_model(), requested=settings)
+    except Exception as doc_exc:  # the doctor must never hide the original error
+        err_console.print(f"edgepilot: doctor could not diagnose this ({doc_exc})", markup=False, style="dim")
+        return typer.Exit(2)
+    top = d.top
+    err_console.print(f"edgepilot: doctor: {top.id} — {top.title}", markup=False, soft_wrap=True)
+    for line in top.evidence[:3]:
+        err_console.print(f"  evidence: {line}", markup=False, soft_wrap=True, style="dim")
+    err_console.print(f"  fix: {top.fix}", markup=False, soft_wrap=True)
+    return typer.Exit(2)
+
+
+@app.command(context_settings={"allow_interspersed_args": False})
+@user_errors
+def doctor(
+    command: list[str] | None = COMMAND_ARGUMENT,
+    log: str | None = LOG_OPTION,
+    exit_code: int | None = EXIT_OPTION,
+    model: str | None = MODEL_OPTION,
+    root: Path = ROOT_OPTION,
+    memory_limit: str | None = LIMIT_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Say why a run failed: from a saved log, or by running the command (`doctor -- CMD ARGS...`)."""
+    from edgepilot.doctor.diagnose import diagnose
+    from edgepilot.plan.budget import parse_size
+
+    command = list(command or [])
+    if command and log is not None:
+        raise UserError("give either --log FILE or a command after --, not both")
+    if memory_limit is not None and not command:
+        raise UserError(
+            "--memory-limit needs a command to run: edgepilot doctor --memory-limit 300MiB -- CMD"
+        )
+    if command and exit_code is not None:
+        raise UserError("--exit-code is for --log; a command run under the doctor reports its own")
+    limit = parse_size(memory_limit) if memory_limit is not None else None
+    _check_model(model, root)
+    if not command:
+        lines = _read_log(log) if log is not None else None
+        emit(diagnose(lines, exit_code=exit_code, model=model, root=root), as_json, render_diagnosis)
+        return
+
+    from edgepilot.doctor.supervise import supervise
+
+    sink_out = sys.stderr.buffer if as_json else sys.stdout.buffer
+    ran = supervise(command, memory_limit=limit, stdout=sink_out, stderr=sys.stderr.buffer)
+    d = diagnose(ran.lines, command=command, model=model, root=root, run=ran.record, budget_bytes=limit)
+    if not as_json:
+        err_console.print()
+    emit(d, as_json, render_diagnosis)
+    raise typer.Exit(ran.record.exit_code)

@@ -1,0 +1,105 @@
+"""Run every rule over the evidence, merge what they found, rank it, and say `unknown` when nothing fits."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from edgepilot.device import fs
+from edgepilot.doctor import rules_android, rules_build, rules_cpu, rules_memory, rules_model, rules_vulkan
+from edgepilot.doctor.evidence import Evidence, gather
+from edgepilot.doctor.types import LIKELY, Cause, Diagnosis, RunRecord, cause
+
+Rule = Callable[[Evidence], list[Cause]]
+RULES: tuple[Rule, ...] = (
+    *rules_memory.RULES,
+    *rules_model.RULES,
+    *rules_android.RULES,
+    *rules_cpu.RULES,
+    *rules_vulkan.RULES,
+    *rules_build.RULES,
+)
+MAX_EVIDENCE = 8
+
+
+def _rule_name(rule: Rule) -> str:
+    return getattr(rule, "__name__", "rule").replace("_", "-")
+
+
+def rank(found: list[Cause]) -> list[Cause]:
+    merged: dict[str, Cause] = {}
+    for c in found:
+        have = merged.get(c.id)
+        if have is None:
+            merged[c.id] = c
+            continue
+        if c.score > have.score:
+            have.score, have.fix = c.score, c.fix
+        have.evidence += [e for e in c.evidence if e not in have.evidence]
+    for c in merged.values():
+        c.evidence = [e for e in dict.fromkeys(c.evidence) if e][:MAX_EVIDENCE]
+    # Ties keep the rule order: memory first, as on phones it is the most common cause.
+    return sorted(merged.values(), key=lambda c: -c.score)
+
+
+def _unknown_fix(ev: Evidence) -> str:
+    if ev.run is not None and ev.exit_code == 0:
+        return "nothing to fix: the command exited with status 0 (`edgepilot probe` shows the device's state)"
+    if ev.run is not None:
+        return (
+            "nothing known matched: rerun with the tool's verbose log (llama.cpp `-v`, `edgepilot run -v`) "
+            "and "
+            "compare the device with `edgepilot probe`"
+        )
+    return (
+        "nothing known matched; rerun under the doctor to capture the whole output and the exit status: "
+        "`edgepilot doctor -- <command>` (add -v/--verbose to llama.cpp for its full log)"
+    )
+
+
+def diagnose_evidence(ev: Evidence) -> Diagnosis:
+    found: list[Cause] = []
+    for rule in RULES:
+        try:
+            found += rule(ev)
+        except Exception as exc:  # one broken rule must not take the others down
+            ev.checked.append(f"rule {_rule_name(rule)} failed: {type(exc).__name__}: {exc}")
+    causes = rank(found)
+    checked = ev.checked + [f"rules: {', '.join(_rule_name(r) for r in RULES)}"]
+    if not causes or causes[0].score < LIKELY:
+        causes.insert(0, cause("unknown", 0, checked, _unknown_fix(ev)))
+    plan = ev.__dict__.get("plan")  # only if a rule computed it
+    return Diagnosis(
+        causes=causes,
+        checked=checked,
+        exit_code=ev.exit_code,
+        signal=ev.signal,
+        command=ev.command,
+        model=ev.model,
+        run=ev.run,
+        plan=plan,
+    )
+
+
+def diagnose(
+    lines: list[str] | None = None,
+    exit_code: int | None = None,
+    command: list[str] | None = None,
+    model: str | None = None,
+    root: Path | str | None = fs.LIVE_ROOT,
+    run: RunRecord | None = None,
+    requested: dict[str, Any] | None = None,
+    budget_bytes: int | None = None,
+) -> Diagnosis:
+    """The library entry point: `edgepilot doctor` prints what this returns.
+
+    root: the device (this machine, a device tree or a snapshot archive); None skips the device probe.
+    """
+    if root is None:
+        return diagnose_evidence(gather(lines, exit_code, command, model, None, run, requested, budget_bytes))
+    from edgepilot.device.probe import open_root
+
+    with open_root(Path(root)) as base:  # an archive stays extracted while the rules read it
+        ev = gather(lines, exit_code, command, model, base, run, requested, budget_bytes)
+        return diagnose_evidence(ev)

@@ -1,0 +1,210 @@
+"""Everything the rules look at, gathered once: log lines, exit status, the command, the device, the model.
+
+Gathering never raises for what it cannot read: each gap becomes a line in `checked`, which `unknown` reports.
+"""
+
+from __future__ import annotations
+
+import re
+import signal as _signal
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from edgepilot.device import fs
+from edgepilot.doctor.command import CommandFacts, parse_command, resolve_default_model
+from edgepilot.doctor.logscan import LogFacts, quote, scan
+from edgepilot.doctor.types import PlanCheck, RunRecord
+
+if TYPE_CHECKING:
+    from edgepilot.device.probe import Probe
+    from edgepilot.model.gguf_validate import Validation
+
+MAX_LOG_BYTES = 64 << 20  # a longer log keeps its first and last 32 MiB
+
+
+def signal_name(sig: int | None) -> str | None:
+    if sig is None:
+        return None
+    try:
+        return _signal.Signals(sig).name
+    except ValueError:
+        return f"signal {sig}"
+
+
+def split_status(code: int | None) -> tuple[int | None, int | None]:
+    """(shell exit code, signal) from a shell-style code (137 = 128 + SIGKILL) or a negative returncode."""
+    if code is None:
+        return None, None
+    if code < 0:
+        return 128 - code, -code
+    if 128 < code <= 128 + 64:
+        return code, code - 128
+    return code, None
+
+
+@dataclass
+class Evidence:
+    lines: list[str] = field(default_factory=list)
+    exit_code: int | None = None
+    signal: int | None = None
+    command: list[str] | None = None
+    cmd: CommandFacts | None = None
+    model: str | None = None  # the model path as given (on the device when --root is a tree)
+    model_local: Path | None = None  # where this machine can read it, when it can
+    requested: dict[str, Any] = field(default_factory=dict)  # RequestedSettings fields that were asked for
+    probe: Probe | None = None
+    root: Path | None = None
+    validation: Validation | None = None
+    run: RunRecord | None = None
+    budget_bytes: int | None = None  # the memory the command really had (a --memory-limit), if known
+    checked: list[str] = field(default_factory=list)
+    facts: LogFacts = field(default_factory=LogFacts)
+
+    # -- the log ------------------------------------------------------------------------------------------
+    def grep(self, pattern: str | re.Pattern[str], limit: int = 3) -> list[str]:
+        rx = re.compile(pattern, re.I) if isinstance(pattern, str) else pattern
+        out: list[str] = []
+        for line in self.lines:
+            if rx.search(line):
+                q = quote(line)
+                if q and q not in out:
+                    out.append(q)
+                    if len(out) >= limit:
+                        break
+        return out
+
+    def has(self, pattern: str | re.Pattern[str]) -> bool:
+        return bool(self.grep(pattern, limit=1))
+
+    # -- the exit status ----------------------------------------------------------------------------------
+    def status_line(self) -> str | None:
+        if self.signal is not None:
+            return f"exit status {self.exit_code} = killed by {signal_name(self.signal)} ({self.signal})"
+        if self.exit_code is not None:
+            return f"exit status {self.exit_code}"
+        return None
+
+    @property
+    def killed(self) -> bool:
+        return self.signal == _signal.SIGKILL
+
+    # -- the device ---------------------------------------------------------------------------------------
+    @property
+    def android(self) -> bool:
+        return self.probe is not None and self.probe.android is not None
+
+    # -- the memory plan (computed on first use: only memory rules need it) ------------------------------
+    @cached_property
+    def plan(self) -> PlanCheck | None:
+        from edgepilot.doctor.plan_check import check_plan
+
+        return check_plan(self)
+
+
+def read_log(path: Path | str) -> list[str]:
+    """The log's lines. Raises OSError (the CLI turns it into one line) when the file cannot be read."""
+    p = Path(path)
+    with p.open("rb") as f:
+        data = f.read(MAX_LOG_BYTES + 1)
+        if len(data) > MAX_LOG_BYTES:
+            f.seek(-MAX_LOG_BYTES // 2, 2)
+            data = data[: MAX_LOG_BYTES // 2] + b"\n[...]\n" + f.read()
+    return data.decode("utf-8", errors="replace").splitlines()
+
+
+def gather(
+    lines: list[str] | None = None,
+    exit_code: int | None = None,
+    command: list[str] | None = None,
+    model: str | None = None,
+    root: Path | str | None = fs.LIVE_ROOT,
+    run: RunRecord | None = None,
+    requested: dict[str, Any] | None = None,
+    budget_bytes: int | None = None,
+) -> Evidence:
+    """Collect the evidence. root=None skips the device probe (a log from another device, or tests)."""
+    ev = Evidence(lines=list(lines or []), command=command, run=run, budget_bytes=budget_bytes)
+    ev.facts = scan(ev.lines)
+    ev.checked.append(f"log: {len(ev.lines)} lines" if lines is not None else "log: none given")
+    code = run.returncode if run is not None else exit_code
+    ev.exit_code, ev.signal = split_status(code)
+    ev.checked.append(ev.status_line() or "exit status: unknown")
+
+    if command:
+        ev.cmd = parse_command(command)
+        ev.requested.update(ev.cmd.settings)
+    _log_settings(ev)
+    if requested:
+        ev.requested.update({k: v for k, v in requested.items() if v is not None})
+
+    ev.root = Path(root) if root is not None else None
+    _probe(ev)
+    _model(ev, model)
+    return ev
+
+
+def _log_settings(ev: Evidence) -> None:
+    f = ev.facts
+    if f.n_ctx is not None:
+        ev.requested.setdefault("n_ctx", f.n_ctx)
+    if f.n_threads is not None:
+        ev.requested.setdefault("n_threads", f.n_threads)
+
+
+def _probe(ev: Evidence) -> None:
+    if ev.root is None:
+        ev.checked.append("device: not probed")
+        return
+    from edgepilot.device.probe import probe
+    from edgepilot.errors import UserError
+
+    try:
+        ev.probe = probe(ev.root)
+    except UserError:
+        raise
+    except Exception as exc:  # a probe bug must not hide the diagnosis
+        ev.checked.append(f"device: probe failed ({type(exc).__name__}: {exc})")
+        return
+    where = "this machine" if fs.is_live(ev.root) else str(ev.root)
+    ev.checked.append(f"device: probed {where}")
+
+
+def _model(ev: Evidence, given: str | None) -> None:
+    model = given
+    if model is None and ev.cmd is not None:
+        model = ev.cmd.model or (resolve_default_model() if ev.cmd.model_is_default else None)
+    if model is None and ev.facts.model_paths:
+        model = ev.facts.model_paths[0]
+    ev.model = model
+    if model is None:
+        ev.checked.append("model: none named")
+        return
+    ev.model_local = _local_model(ev.root, model, explicit=given is not None)
+    if ev.model_local is None:
+        ev.checked.append(f"model: {model} is not readable here (not validated)")
+        return
+    from edgepilot.model.gguf_validate import validate_gguf
+
+    try:
+        ev.validation = validate_gguf(ev.model_local, sidecar=False)
+    except Exception as exc:  # UserError for an unreadable file, or a parser bug: either way, say so
+        ev.checked.append(f"model: {model} could not be validated ({exc})")
+        return
+    ev.checked.append(f"model: {model} validated ({'ok' if ev.validation.ok else 'problems found'})")
+
+
+def _local_model(root: Path | None, model: str, explicit: bool) -> Path | None:
+    candidates: list[Path] = []
+    if root is not None and not fs.is_live(root) and Path(model).is_absolute():
+        candidates.append(fs.local_path(root, model))
+    if root is None or fs.is_live(root) or explicit:
+        candidates.append(Path(model).expanduser())
+    for c in candidates:
+        try:
+            if c.is_file():
+                return c
+        except OSError:
+            continue
+    return None

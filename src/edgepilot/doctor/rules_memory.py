@@ -1,0 +1,177 @@
+"""Memory causes: killed by lmkd / the OOM killer, a failed allocation, a context too large for the device."""
+
+from __future__ import annotations
+
+import re
+
+from edgepilot.doctor.evidence import Evidence
+from edgepilot.doctor.plan_check import plan_evidence
+from edgepilot.doctor.rulekit import (
+    ALLOC_FAIL,
+    KILLED_LINE,
+    KILLER_LINE,
+    MAPPING_FAIL,
+    command_with_ctx,
+    mib,
+    model_name,
+    suggested_ctx,
+    thirty_two_bit_evidence,
+)
+from edgepilot.doctor.types import Cause, cause
+
+REFUSAL = re.compile(r"exceeds the budget of .*the system would kill this run")
+FIND_KILLER = (
+    "find the killer: `logcat -d | grep lowmemorykiller` and `logcat -d -b events | grep am_kill` on "
+    "Android, "
+    "`dmesg | grep -i 'killed process'` on Linux"
+)
+
+
+def _memory_facts(ev: Evidence) -> list[str]:
+    out: list[str] = []
+    run = ev.run
+    if run is not None:
+        if run.memory_limit_bytes:
+            out.append(
+                f"peak RSS {mib(run.peak_rss_bytes)} under a {mib(run.memory_limit_bytes)} memory limit"
+                + (f" (cgroup oom_kill={run.cgroup.get('oom_kill')})" if "oom_kill" in run.cgroup else "")
+            )
+        elif run.peak_rss_bytes:
+            out.append(
+                f"peak RSS {mib(run.peak_rss_bytes)}; "
+                f"available before the run {mib(run.before.available_bytes)}"
+            )
+        psi = (run.before.psi_some_avg10, run.after.psi_some_avg10)
+        if None not in psi and max(psi) > 0:  # type: ignore[type-var]
+            out.append(f"memory pressure (PSI some avg10) {psi[0]} before, {psi[1]} after")
+    elif ev.probe is not None and ev.probe.memory.available_bytes is not None:
+        m = ev.probe.memory
+        out.append(f"device: {mib(m.available_bytes)} available of {mib(m.total_bytes)}")
+    return out
+
+
+def _plan_fix(ev: Evidence) -> str | None:
+    plan = ev.plan
+    if plan is None:
+        return None
+    if plan.fits:
+        return None
+    if plan.max_ctx <= 0:
+        return (
+            f"{model_name(ev)} does not fit in {mib(plan.budget_bytes)} even at a small context: use a "
+            "smaller model or quant, or free memory; `edgepilot fit MODEL` lists alternatives"
+        )
+    return (
+        f"run with a context that fits: {command_with_ctx(ev, plan.max_ctx)} "
+        f"(planner: peak within {mib(plan.budget_bytes)})"
+    )
+
+
+def killed_by_system(ev: Evidence) -> list[Cause]:
+    killer = ev.grep(KILLER_LINE)
+    killed = ev.grep(KILLED_LINE, limit=2)
+    oom_kill = bool(ev.run and ev.run.cgroup.get("oom_kill"))
+    if not (killer or killed or ev.killed or oom_kill):
+        return []
+    evidence = [*killed, *killer]
+    if ev.status_line() and ev.killed:
+        evidence.insert(0, ev.status_line() or "")
+    score = (95 if (killed or ev.killed or oom_kill) else 88) if (killer or oom_kill) else 65
+    run = ev.run
+    if (
+        run
+        and run.memory_limit_bytes
+        and run.peak_rss_bytes
+        and run.peak_rss_bytes >= 0.85 * run.memory_limit_bytes
+    ):
+        score = max(score, 90)
+    evidence += _memory_facts(ev)
+    plan = ev.plan
+    if plan is not None:
+        evidence.append(plan_evidence(plan))
+        if not plan.fits:
+            score = max(score + 5, 85)  # the planner predicts this kill: the settings explain it
+    fix = _plan_fix(ev)
+    if fix is None:
+        ctx, source = suggested_ctx(ev)
+        lower = (
+            f"lower the context to {command_with_ctx(ev, ctx)} ({source})"
+            if ctx
+            else "lower the context (-c 2048)"
+        )
+        fix = (
+            f"{lower}, quantize the KV cache (-ctk q8_0 -ctv q8_0 -fa on) or use a smaller quant; "
+            f"{FIND_KILLER}; `edgepilot fit {model_name(ev)}` computes settings that fit"
+        )
+    return [cause("killed-by-system", score, evidence, fix)]
+
+
+def out_of_memory_alloc(ev: Evidence) -> list[Cause]:
+    lines = [ln for ln in ev.grep(ALLOC_FAIL, limit=6) if "Killed process" not in ln][:4]
+    if not lines:
+        return []
+    evidence = lines + _memory_facts(ev)
+    score = 82
+    if ev.facts.kv_alloc_failed or ev.facts.compute_alloc_failed:
+        score = 72  # the buffer that failed is sized by the context: context-too-large says more
+    if thirty_two_bit_evidence(ev) and ev.has(MAPPING_FAIL):
+        score = 70  # a 32-bit process runs out of address space first: userland-32bit says more
+    plan = ev.plan
+    if plan is not None:
+        evidence.append(plan_evidence(plan))
+    fix = _plan_fix(ev)
+    if fix is None:
+        gpu = ev.has(r"cudaMalloc|ErrorOutOfDeviceMemory|Vulkan\d* buffer|opencl.*alloc")
+        offload = "offload fewer layers (-ngl lower) or " if gpu else ""
+        fix = (
+            f"free memory (close other apps), then {offload}lower the context (-c 2048) and batch (-ub 128), "
+            f"quantize the KV cache (-ctk q8_0 -ctv q8_0 -fa on) or pick a smaller quant; "
+            f"`edgepilot fit {model_name(ev)}` computes settings that fit"
+        )
+    return [cause("out-of-memory-alloc", score, evidence, fix)]
+
+
+def context_too_large(ev: Evidence) -> list[Cause]:
+    f = ev.facts
+    n_ctx = ev.requested.get("n_ctx") or f.n_ctx
+    evidence: list[str] = []
+    score = 0
+    if f.kv_alloc_failed:
+        evidence += ev.grep(
+            r"n_ctx\s+=|failed to allocate buffer for kv cache|kv_cache_init\(\) failed", limit=3
+        )
+        score = 85
+    elif f.compute_alloc_failed and n_ctx and n_ctx >= 16384:
+        evidence += ev.grep(r"n_ctx\s+=|failed to allocate compute", limit=2)
+        score = 78
+    if n_ctx and f.n_ctx_train and n_ctx > f.n_ctx_train:
+        evidence.append(f"n_ctx {n_ctx} is larger than the model's training context {f.n_ctx_train}")
+        score = max(score, 50) + (5 if score else 0)
+    refusal = ev.grep(REFUSAL, limit=1)  # `edgepilot run` refused: its plan predicted a kill
+    if refusal:
+        evidence += refusal
+        score = max(score, 60)
+    failed = ev.killed or bool(ev.grep(ALLOC_FAIL, limit=1)) or bool(ev.run and ev.run.cgroup.get("oom_kill"))
+    plan = ev.plan if (score or failed) else None
+    if plan is not None and not plan.fits and plan.max_ctx < plan.n_ctx:
+        evidence.append(plan_evidence(plan))
+        score = max(score, 78 if failed else 45)
+    if not score:
+        return []
+    ctx, source = suggested_ctx(ev)
+    if refusal and plan is not None and plan.fits and ev.budget_bytes:
+        fix = (
+            f"the plan fits in {mib(ev.budget_bytes)}, but `edgepilot run` kept memory free beyond this "
+            "limit: "
+            f"add `--budget {ev.budget_bytes // (1 << 20)}MiB` (or `--force`) to the command"
+        )
+        return [cause("context-too-large", score, evidence, fix)]
+    if ctx is None:
+        fix = "lower the context (-c 2048)"
+    else:
+        fix = f"use a context that fits: {command_with_ctx(ev, ctx)} (from {source})"
+    fix += "; a q8_0 KV cache halves its size: -ctk q8_0 -ctv q8_0 -fa on"
+    return [cause("context-too-large", min(score, 95), evidence, fix)]
+
+
+RULES = (killed_by_system, out_of_memory_alloc, context_too_large)

@@ -1,0 +1,104 @@
+"""`edgepilot doctor` through the Typer app: JSON contract, exit codes, one-line errors."""
+
+from __future__ import annotations
+
+import json
+
+from doctorkit import DEVICES, LOGS
+from typer.testing import CliRunner
+
+runner = CliRunner()
+
+
+def _one_error_line(res) -> str:
+    assert res.exit_code == 2, res.output
+    assert "Traceback" not in res.output
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("edgepilot: error: ")
+    return lines[0]
+
+
+def test_log_json_contract(cli_app):
+    root = DEVICES / "sd8gen2-xiaomi13pro"
+    res = runner.invoke(
+        cli_app,
+        [
+            "doctor",
+            "--log",
+            str(LOGS / "killed-rknn-lmkd.txt"),
+            "--root",
+            str(root),
+            "--exit-code",
+            "137",
+            "--json",
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    cause = data["causes"][0]
+    assert {"id", "title", "evidence", "fix"} <= set(cause)
+    assert cause["id"] == "killed-by-system" and isinstance(cause["evidence"], list)
+    assert data["exit_code"] == 137 and data["signal"] == 9
+
+
+def test_log_table(cli_app):
+    res = runner.invoke(
+        cli_app,
+        [
+            "doctor",
+            "--log",
+            str(LOGS / "vk-too-old-mali-g78.txt"),
+            "--root",
+            str(DEVICES / "pixel6a-tensor-g1"),
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    assert "1. vulkan-api-too-old" in res.stdout and "fix: " in res.stdout
+
+
+def test_log_from_stdin(cli_app):
+    res = runner.invoke(
+        cli_app, ["doctor", "--log", "-", "--json"], input="Illegal instruction (core dumped)\n"
+    )
+    assert res.exit_code == 0
+    assert json.loads(res.stdout)["causes"][0]["id"] == "illegal-instruction"
+
+
+def test_exit_code_alone(cli_app):
+    res = runner.invoke(
+        cli_app, ["doctor", "--exit-code", "137", "--root", str(DEVICES / "raspberry-pi5"), "--json"]
+    )
+    assert res.exit_code == 0
+    assert json.loads(res.stdout)["causes"][0]["id"] == "killed-by-system"
+
+
+def test_command_is_run_and_its_exit_code_returned(cli_app):
+    res = runner.invoke(
+        cli_app, ["doctor", "--json", "--", "sh", "-c", "echo 'Illegal instruction'; exit 132"]
+    )
+    assert res.exit_code == 132, res.output
+    data = json.loads(res.stdout)  # stdout holds only the JSON; the command's output went to stderr
+    assert data["causes"][0]["id"] == "illegal-instruction"
+    assert data["run"]["signal"] is None and data["run"]["exit_code"] == 132
+    assert data["command"] == ["sh", "-c", "echo 'Illegal instruction'; exit 132"]
+    assert "Illegal instruction" in res.stderr
+
+
+def test_bad_input_is_one_line_and_exit_2(cli_app, tmp_path):
+    assert "log file not found" in _one_error_line(
+        runner.invoke(cli_app, ["doctor", "--log", str(tmp_path / "x")])
+    )
+    assert "is a directory" in _one_error_line(runner.invoke(cli_app, ["doctor", "--log", str(tmp_path)]))
+    err = _one_error_line(
+        runner.invoke(cli_app, ["doctor", "--log", str(LOGS / "phantom-signal9.txt"), "--", "ls"])
+    )
+    assert "not both" in err
+    assert "needs a command" in _one_error_line(
+        runner.invoke(cli_app, ["doctor", "--memory-limit", "300MiB"])
+    )
+    err = _one_error_line(runner.invoke(cli_app, ["doctor", "--memory-limit", "lots", "--", "true"]))
+    assert "size" in err
+    err = _one_error_line(runner.invoke(cli_app, ["doctor", "--model", str(tmp_path / "m.gguf")]))
+    assert "model file not found" in err
+    assert "--root" in _one_error_line(runner.invoke(cli_app, ["doctor", "--root", str(tmp_path / "nope")]))
+    assert "command not found" in _one_error_line(runner.invoke(cli_app, ["doctor", "--", "no-such-cmd-xyz"]))
