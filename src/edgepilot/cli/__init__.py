@@ -1,7 +1,6 @@
 """Command-line interface: thin commands over library functions (one module per command family)."""
 
 from edgepilot.cli import (  # noqa: F401  (importing registers the commands)
-    bench_cmd,
     doctor_cmd,
     fit_cmd,
     inspect_cmd,
