@@ -162,3 +162,15 @@ def test_run_refuses_what_would_be_killed(smollm_path):
         app, ["run", str(smollm_path), "-n", "4", "--budget", "150MiB", "--force", "--ctx", "512"]
     )
     assert forced.exit_code == 0, forced.output
+
+
+def test_a_small_cgroup_limit_binds_with_a_margin_scaled_to_it():
+    from dataclasses import replace
+
+    memory = read_device(DEVICES / "x86-laptop-i7-1165g7").memory
+    limited = replace(memory, cgroup_limit_bytes=300 * MIB, cgroup_usage_bytes=20 * MIB)
+    budget = compute_budget(limited, None)
+    assert budget.source.startswith("cgroup limit")
+    assert budget.available_bytes == 280 * MIB
+    assert budget.margin_bytes == 30 * MIB  # 10 % of the limit, not 5 % of the laptop's 15 GiB
+    assert budget.budget_bytes == 250 * MIB

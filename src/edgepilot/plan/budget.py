@@ -17,6 +17,7 @@ MIB = 1 << 20
 GIB = 1 << 30
 LINUX_MARGIN = (256 * MIB, 0.05)  # (at least, share of total RAM)
 ANDROID_MARGIN = (768 * MIB, 0.15)
+CGROUP_FLOOR_SHARE = 0.10  # inside a small cgroup the fixed floor shrinks to this share of its limit
 PRESSURE_PSI = 10.0  # memory PSI some avg10 (%) above which the system is already reclaiming hard
 
 _UNITS = {
@@ -71,13 +72,16 @@ def compute_budget(memory: MemoryFacts, android: AndroidFacts | None, override: 
         )
     if memory.available_estimated:
         source = "MemFree + page cache (no MemAvailable)"
+    floor, share = ANDROID_MARGIN if android is not None else LINUX_MARGIN
+    total = memory.total_bytes or available
     if memory.cgroup_limit_bytes is not None:
         room = memory.cgroup_limit_bytes - (memory.cgroup_usage_bytes or 0)
         if room < available:
             available, source = max(0, room), f"cgroup limit ({memory.cgroup_path or 'memory cgroup'})"
+            # The cgroup's OOM killer strikes at its own limit: the margin scales with the limit, not RAM.
+            total = memory.cgroup_limit_bytes
+            floor = min(floor, int(total * CGROUP_FLOOR_SHARE))
             reasons.append("a memory cgroup limit is tighter than MemAvailable")
-    floor, share = ANDROID_MARGIN if android is not None else LINUX_MARGIN
-    total = memory.total_bytes or available
     margin = max(floor, int(total * share))
     if android is not None:
         reasons.append(
