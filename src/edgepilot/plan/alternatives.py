@@ -52,16 +52,7 @@ def find_alternatives(
         q8_ctx = planner.max_ctx(q8, budget)
         if q8_ctx > best_ctx:
             text = f"q8_0 KV cache with flash attention: context up to {q8_ctx}"
-            out.append(
-                _option(
-                    planner,
-                    "kv-quant",
-                    text,
-                    replace(q8, n_ctx=min(q8_ctx, settings.n_ctx) if fits else q8_ctx) if q8_ctx else q8,
-                    budget,
-                    path,
-                )
-            )
+            out.append(_option(planner, "kv-quant", text, replace(q8, n_ctx=q8_ctx), budget, path))
 
     if settings.n_ubatch > 128:
         small_ub = replace(settings, n_ubatch=128)
