@@ -24,6 +24,13 @@ F16 = 2
 # Live activations per token in the attention phase, in units of n_embd f32 values (residual, normed input,
 # Q/K/V, attention output). Fitted to llama.cpp's reserve for SmolLM2 (5.67) and rounded up.
 ACTIVATION_ROWS = 6
+# A real run's graphs (one output per ubatch, the KV view growing chunk by chunk) touch more score memory
+# than the reserve graph lays out: measured 1.4-1.5 x n_head score planes for SmolLM2 and Gemma 3 at
+# ctx 2048-32768 (benchmarks/data/memory_runs.json). The scheduler grows the buffer when a graph needs it.
+RUN_SCORE_PLANES = 1.45
+# Flash attention's run-time scratch grows with the square of the ubatch: ~6.5 MiB at 512 tokens and
+# ~0.4 MiB at 128 for both calibration models (benchmarks/data/memory_runs.json), whatever the context.
+FLASH_SCRATCH_PER_TOKEN_SQUARED = 26
 
 
 @dataclass
@@ -33,12 +40,12 @@ class ComputeEstimate:
     phase: str  # "output" or "attention": which phase sizes the reserve
 
 
-def _attention_bytes(p: ArchParams, n_tokens: int, n_kv: int, flash_attn: bool) -> int:
+def _attention_bytes(p: ArchParams, n_tokens: int, n_kv: int, flash_attn: bool, planes: float = 1.0) -> int:
     n_head = max(p.n_head) if p.n_head else 0
     activations = n_tokens * p.n_embd * F32 * ACTIVATION_ROWS
     if flash_attn:
         return n_tokens * n_kv * F16 + activations
-    return n_tokens * n_kv * (n_head + 1) * F32 + activations
+    return int(n_tokens * n_kv * (n_head * planes + 1) * F32) + activations
 
 
 def _output_bytes(p: ArchParams, n_tokens: int, n_outputs: int) -> int:
@@ -57,9 +64,12 @@ def compute_buffer(
     attention = _attention_bytes(p, n_tokens, n_kv, flash_attn) if n_kv else 0
     output_reserved = _output_bytes(p, n_tokens, n_tokens)
     reserved = max(attention, output_reserved)
-    touched = max(attention, _output_bytes(p, n_tokens, 1))
+    run_attention = _attention_bytes(p, n_tokens, n_kv, flash_attn, RUN_SCORE_PLANES) if n_kv else 0
+    if flash_attn and n_kv:
+        run_attention += FLASH_SCRATCH_PER_TOKEN_SQUARED * n_tokens * n_tokens
+    touched = max(run_attention, _output_bytes(p, n_tokens, 1))
     return ComputeEstimate(
         reserved_bytes=reserved,
-        touched_bytes=min(touched, reserved),
+        touched_bytes=touched,
         phase="attention" if attention >= output_reserved else "output",
     )
