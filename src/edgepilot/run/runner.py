@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from edgepilot.bench.profiles import load_profile, pin_for_profile
 from edgepilot.engine.inprocess import LlamaEngine
 from edgepilot.engine.process_memory import peak_rss_bytes
 from edgepilot.engine.sampling import SamplerSettings
@@ -92,10 +93,13 @@ def run_model(
     stage("planning memory")
     # A rough token count (about 3 bytes per token) so the context holds the prompt and the reply.
     ctx_needed = len(prompt.encode("utf-8")) // 3 + n_predict + 64
-    plan = decide_settings(path, requested or RequestedSettings(), ctx_needed, budget_bytes=budget_bytes)
+    requested = requested or RequestedSettings()
+    profile = load_profile(path)  # edgepilot tune's settings for this model on this device, if any
+    plan = decide_settings(path, requested, ctx_needed, budget_bytes=budget_bytes, profile=profile)
     if not plan.fits and not force:
         raise DoesNotFit(plan)
     settings = plan.settings
+    pin_for_profile(requested, profile)  # before llama.cpp starts its threads: they inherit the CPU set
     stage(f"loading {path.name}")
     pieces: list[str] = []
 

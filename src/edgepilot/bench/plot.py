@@ -1,0 +1,96 @@
+"""The thread sweep as a picture: tokens/s against threads, one line per core set (and per test).
+
+Terminal: plotext (pure Python). PNG: matplotlib, the optional `plot` extra.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+from edgepilot.errors import UserError
+
+
+@dataclass
+class Series:
+    label: str  # "tg32 · cores 4-7"
+    test: str  # "pp" | "tg"
+    points: list[tuple[int, float]]  # (threads, tokens/s), threads ascending
+
+
+def sweep_series(points: list[tuple[str, str, str, int, float]]) -> list[Series]:
+    """(test kind, test label, cores, threads, t/s) tuples -> one series per (test, cores), best per x."""
+    grouped: dict[tuple[str, str, str], dict[int, float]] = defaultdict(dict)
+    for kind, test, cores, threads, ts in points:
+        line = grouped[(kind, test, cores)]
+        line[threads] = max(ts, line.get(threads, 0.0))
+    series = [
+        Series(f"{test} · cores {cores or 'all'}", kind, sorted(line.items()))
+        for (kind, test, cores), line in grouped.items()
+    ]
+    return sorted(series, key=lambda s: (s.test != "tg", s.label))
+
+
+def worth_plotting(series: list[Series]) -> bool:
+    return any(len(s.points) > 1 for s in series)
+
+
+def terminal_plot(
+    series: list[Series], title: str, width: int = 100, height: int = 16, color: bool = True
+) -> str | None:
+    """The sweep as text (one chart per test kind); None if plotext is not installed."""
+    try:
+        import plotext
+    except ImportError:
+        return None
+    fig = getattr(plotext, "figure", None)  # plotext 6: one module-level figure, built as a string
+    if fig is None or not hasattr(fig, "signal"):
+        return None  # plotext 5 has another API; the table says it all anyway
+    charts = []
+    for kind in ("tg", "pp"):
+        lines = [s for s in series if s.test == kind]
+        if not lines:
+            continue
+        fig.clear()
+        for s in lines:
+            fig.draw(fig.signal([x for x, _ in s.points], [y for _, y in s.points]).lines().label(s.label))
+        fig.plot_size(width, height)
+        fig.title(f"{title} · {'generation' if kind == 'tg' else 'prompt'} t/s vs threads")
+        fig.label("threads", axis="x")
+        fig.ruler("x").ticks(sorted({x for s in lines for x, _ in s.points}))
+        charts.append(fig.build().string(colorless=not color))
+    fig.clear()
+    return "\n".join(charts)
+
+
+def save_png(series: list[Series], path: Path, title: str) -> Path:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as pyplot
+    except ImportError:
+        raise UserError("--plot needs matplotlib: pip install 'edgepilot[plot]'") from None
+    kinds = [k for k in ("tg", "pp") if any(s.test == k for s in series)]
+    fig, axes = pyplot.subplots(1, len(kinds), figsize=(6.4 * len(kinds), 4.4), squeeze=False)
+    for ax, kind in zip(axes[0], kinds, strict=True):
+        for s in (s for s in series if s.test == kind):
+            ax.plot([x for x, _ in s.points], [y for _, y in s.points], marker="o", label=s.label)
+        ax.set_title(("generation" if kind == "tg" else "prompt processing") + " speed")
+        ax.set_xlabel("threads")
+        ax.set_ylabel("tokens / s")
+        ax.xaxis.get_major_locator().set_params(integer=True)
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=120)
+    except OSError as exc:
+        raise UserError(f"cannot write {path}: {exc.strerror or exc}") from None
+    finally:
+        pyplot.close(fig)
+    return path

@@ -1,0 +1,212 @@
+"""`edgepilot bench`: llama-bench's measurement through edgepilot's engine, pinned, with sensors."""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from edgepilot.bench.identity import device_id, model_id, versions
+from edgepilot.bench.monitor import Recording, Sensors, cool_down, throttle_verdict
+from edgepilot.bench.pinning import allowed_cpus, pinned
+from edgepilot.bench.ranges import cpu_mask, cpulist
+from edgepilot.bench.results import BenchReport, BenchRow
+from edgepilot.bench.roofline import bytes_per_token, measure_bandwidth, roofline_fraction
+from edgepilot.bench.store import save_report
+from edgepilot.device.cpu import read_cpu
+from edgepilot.errors import UserError
+
+# (what is running, units done, units in total); a unit is one repetition or warm-up
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass
+class BenchRequest:
+    n_prompt: list[int] = field(default_factory=lambda: [512])
+    n_gen: list[int] = field(default_factory=lambda: [128])
+    reps: int = 5
+    threads: list[int] = field(default_factory=lambda: [4])
+    ubatch: list[int] = field(default_factory=lambda: [512])
+    flash_attn: list[bool] = field(default_factory=lambda: [False])
+    core_sets: list[tuple[int, ...]] | None = None  # None: leave the process's affinity alone
+    n_batch: int = 2048
+    warmup: bool = True
+    cooldown: float = 0.0  # seconds to wait at most before each test for the CPU to cool back
+    roofline: bool = True
+
+    def validate(self) -> BenchRequest:
+        if self.reps < 1:
+            raise UserError("-r must be at least 1")
+        if not any(self.n_prompt) and not any(self.n_gen):
+            raise UserError("nothing to measure: -p and -n are both 0")
+        if any(t < 1 for t in self.threads):
+            raise UserError("-t: thread counts must be at least 1")
+        if any(u < 1 for u in self.ubatch) or self.n_batch < 1:
+            raise UserError("batch sizes must be at least 1")
+        if self.cooldown < 0:
+            raise UserError("--cooldown must be 0 or more seconds")
+        return self
+
+    @property
+    def tests(self) -> list[tuple[str, int]]:
+        return [("pp", p) for p in self.n_prompt if p > 0] + [("tg", n) for n in self.n_gen if n > 0]
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def run_bench(
+    path: Path,
+    req: BenchRequest,
+    progress: Progress | None = None,
+    verbose: bool = False,
+    store: bool = True,
+) -> BenchReport:
+    """Measure every combination of the request; keep the results in the SQLite history unless store=False."""
+    from edgepilot.bench.measure import Bencher, bench_settings
+    from edgepilot.engine.inprocess import LlamaEngine
+
+    req.validate()
+    started, t_start = _now(), time.perf_counter()
+    report_progress = progress or (lambda _d, _n, _t: None)
+    model = model_id(path)
+    cpu = read_cpu(Path("/"))
+    device = device_id(cpu=cpu)
+    sensors = Sensors.find()
+    baseline = sensors.temperature()
+    allowed = allowed_cpus()
+    warnings: list[str] = []
+    for cores in req.core_sets or []:
+        over = [t for t in req.threads if t > len(cores)]
+        if over:
+            warnings.append(
+                f"{max(over)} threads on {len(cores)} pinned CPU(s): threads share cores (oversubscribed)"
+            )
+    if not req.core_sets and max(req.threads) > len(allowed):
+        warnings.append(f"{max(req.threads)} threads but this process may use only {len(allowed)} CPU(s)")
+
+    bandwidth = measure_bandwidth(len(allowed)) if req.roofline else None
+    bpt = bytes_per_token(path) if req.roofline else None
+
+    tests = req.tests
+    per_test = req.reps + (1 if req.warmup else 0)
+    n_sets = len(req.core_sets) if req.core_sets else 1
+    total = len(req.ubatch) * len(req.flash_attn) * n_sets * len(req.threads) * len(tests) * per_test
+    done = 0
+    rows: list[BenchRow] = []
+    first = True
+    max_p = max(req.n_prompt, default=0)
+    max_n = max(req.n_gen, default=0)
+    for ub in req.ubatch:
+        for fa in req.flash_attn:
+            settings = bench_settings(max_p, max_n, req.threads[0], ub, fa, req.n_batch)
+            with LlamaEngine(path, settings, verbose=verbose) as engine:
+                bencher = Bencher(engine)
+                for cores in req.core_sets or [None]:
+                    with pinned(cores):
+                        for t in req.threads:
+                            bencher.set_threads(t)
+                            for kind, size in tests:
+                                label = f"{kind}{size} t{t}" + (f" ub{ub}" if len(req.ubatch) > 1 else "")
+                                label += f" fa{int(fa)}" if len(req.flash_attn) > 1 else ""
+                                if not first and req.cooldown:
+                                    cool_down(
+                                        sensors,
+                                        baseline,
+                                        req.cooldown,
+                                        lambda msg, n=done: report_progress(msg, n, total),
+                                    )
+                                first = False
+                                if req.warmup:
+                                    report_progress(f"{label} warm-up", done, total)
+                                    bencher.pp(size) if kind == "pp" else bencher.tg(1)
+                                    done += 1
+                                recording = Recording(sensors).start()
+                                samples = []
+                                for rep in range(req.reps):
+                                    report_progress(f"{label} rep {rep + 1}/{req.reps}", done, total)
+                                    samples.append(bencher.pp(size) if kind == "pp" else bencher.tg(size))
+                                    done += 1
+                                reading = recording.stop()
+                                rows.append(
+                                    _row(engine, path, settings, t, kind, size, cores, samples, reading)
+                                )
+    report_progress("done", total, total)
+    for row in rows:
+        if row.kind == "tg":
+            row.roofline = roofline_fraction(row.avg_ts, bpt, bandwidth)
+    build = versions()
+    report = BenchReport(
+        rows=rows,
+        model={
+            "path": model.path,
+            "name": model.name,
+            "size": model.size,
+            "key": model.key,
+            "type": rows[0].model_type if rows else "",
+            "n_params": rows[0].model_n_params if rows else 0,
+        },
+        device={"fingerprint": device.fingerprint, "description": device.description},
+        build=build,
+        bandwidth_gbs=round(bandwidth.gb_per_s, 2) if bandwidth else None,
+        bandwidth_threads=bandwidth.threads if bandwidth else None,
+        bytes_per_token=bpt,
+        started=started,
+        seconds=round(time.perf_counter() - t_start, 2),
+        sensors=sensors.notes,
+        warnings=warnings,
+    )
+    if store:
+        save_report(report)
+    return report
+
+
+def sweep_points(report: BenchReport) -> list[tuple[str, str, str, int, float]]:
+    """The rows as plot points (test kind, test, cores, threads, t/s); other settings go in the label."""
+    vary_ub = len({r.n_ubatch for r in report.rows}) > 1
+    vary_fa = len({r.flash_attn for r in report.rows}) > 1
+    points = []
+    for r in report.rows:
+        label = (
+            r.test + (f" ub{r.n_ubatch}" if vary_ub else "") + (f" fa{int(r.flash_attn)}" if vary_fa else "")
+        )
+        points.append((r.kind, label, cpulist(r.cores) if r.cores else "", r.n_threads, r.avg_ts))
+    return points
+
+
+def _row(engine, path, settings, n_threads, kind, size, cores, samples, reading) -> BenchRow:
+    ts = [round(s.ts, 3) for s in samples]
+    row = BenchRow(
+        model_filename=str(path),
+        model_type=engine.load.description,
+        model_size=engine.load.model_bytes,
+        model_n_params=engine.load.n_params,
+        n_batch=settings.n_batch,
+        n_ubatch=settings.n_ubatch,
+        n_threads=n_threads,
+        cpu_mask=cpu_mask(cores),
+        type_k=settings.type_k,
+        type_v=settings.type_v,
+        n_gpu_layers=settings.n_gpu_layers,
+        flash_attn=settings.flash_attn,
+        use_mmap=settings.use_mmap,
+        n_prompt=size if kind == "pp" else 0,
+        n_gen=size if kind == "tg" else 0,
+        test_time=_now(),
+        samples_ns=[int(s.seconds * 1e9) for s in samples],
+        samples_ts=ts,
+        cores=list(cores) if cores else None,
+        temp_start_c=reading.temp_start_c,
+        temp_max_c=reading.temp_max_c,
+        temp_end_c=reading.temp_end_c,
+        watts=reading.watts,
+    )
+    if reading.watts is not None and row.avg_ts > 0:
+        row.joules_per_token = round(reading.watts / row.avg_ts, 4)
+    row.throttled, note = throttle_verdict(ts, reading)
+    if note:
+        row.notes.append(note)
+    return row

@@ -1,0 +1,251 @@
+"""Every bench/tune result in one SQLite file under the user's data directory, and the history view over it.
+
+Location: $EDGEPILOT_DATA_DIR, else $XDG_DATA_HOME/edgepilot, else ~/.local/share/edgepilot.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sqlite3
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from edgepilot.bench.ranges import cpulist
+from edgepilot.bench.results import BenchReport, BenchRow
+from edgepilot.errors import UserError
+
+DB_NAME = "bench.sqlite"
+SCHEMA_VERSION = 1
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    id INTEGER PRIMARY KEY,
+    started TEXT NOT NULL,
+    kind TEXT NOT NULL,                 -- bench | tune
+    device_fp TEXT NOT NULL,
+    device TEXT,
+    model_key TEXT NOT NULL,
+    model_name TEXT,
+    model_path TEXT,
+    model_size INTEGER,
+    model_type TEXT,
+    bandwidth_gbs REAL,
+    bytes_per_token INTEGER,
+    seconds REAL,
+    build TEXT                          -- JSON: versions
+);
+CREATE TABLE IF NOT EXISTS results (
+    id INTEGER PRIMARY KEY,
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    test TEXT NOT NULL,
+    n_prompt INTEGER, n_gen INTEGER, n_threads INTEGER, cores TEXT,
+    n_batch INTEGER, n_ubatch INTEGER, flash_attn INTEGER, type_k TEXT, type_v TEXT, use_mmap INTEGER,
+    avg_ts REAL, stddev_ts REAL, samples_ts TEXT,
+    temp_start_c REAL, temp_max_c REAL, watts REAL, joules_per_token REAL, throttled INTEGER, roofline REAL,
+    test_time TEXT
+);
+CREATE INDEX IF NOT EXISTS results_run ON results(run_id);
+CREATE INDEX IF NOT EXISTS runs_device_model ON runs(device_fp, model_key);
+"""
+
+
+def data_dir() -> Path:
+    explicit = os.environ.get("EDGEPILOT_DATA_DIR")
+    if explicit:
+        return Path(explicit).expanduser()
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "edgepilot"
+
+
+def db_path() -> Path:
+    return data_dir() / DB_NAME
+
+
+@contextlib.contextmanager
+def connect(path: Path | None = None, create: bool = True) -> Iterator[sqlite3.Connection]:
+    path = path or db_path()
+    try:
+        if create:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        con = sqlite3.connect(path, timeout=10)
+    except (OSError, sqlite3.Error) as exc:
+        raise UserError(f"cannot open the results database {path}: {exc}; set EDGEPILOT_DATA_DIR") from None
+    try:
+        con.row_factory = sqlite3.Row
+        con.execute("PRAGMA foreign_keys = ON")
+        version = con.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise UserError(f"{path} was written by a newer edgepilot (schema {version}); upgrade edgepilot")
+        con.executescript(SCHEMA)
+        con.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        with con:
+            yield con
+    except sqlite3.DatabaseError as exc:
+        raise UserError(
+            f"the results database {path} is unusable ({exc}); move it away to start afresh"
+        ) from None
+    finally:
+        con.close()
+
+
+def save_report(report: BenchReport, kind: str = "bench", path: Path | None = None) -> int:
+    with connect(path) as con:
+        cur = con.execute(
+            "INSERT INTO runs (started, kind, device_fp, device, model_key, model_name, model_path,"
+            " model_size, model_type, bandwidth_gbs, bytes_per_token, seconds, build)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                report.started,
+                kind,
+                report.device["fingerprint"],
+                report.device["description"],
+                report.model["key"],
+                report.model["name"],
+                report.model["path"],
+                report.model["size"],
+                report.model.get("type"),
+                report.bandwidth_gbs,
+                report.bytes_per_token,
+                report.seconds,
+                json.dumps(report.build),
+            ),
+        )
+        run_id = int(cur.lastrowid)
+        con.executemany(
+            "INSERT INTO results (run_id, test, n_prompt, n_gen, n_threads, cores, n_batch, n_ubatch,"
+            " flash_attn, type_k, type_v, use_mmap, avg_ts, stddev_ts, samples_ts, temp_start_c, temp_max_c,"
+            " watts, joules_per_token, throttled, roofline, test_time)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            [_result_values(run_id, row) for row in report.rows],
+        )
+    report.run_id = run_id
+    report.db_path = str(path or db_path())
+    return run_id
+
+
+def _result_values(run_id: int, row: BenchRow) -> tuple:
+    return (
+        run_id,
+        row.test,
+        row.n_prompt,
+        row.n_gen,
+        row.n_threads,
+        cpulist(row.cores) if row.cores else None,
+        row.n_batch,
+        row.n_ubatch,
+        int(row.flash_attn),
+        row.type_k,
+        row.type_v,
+        int(row.use_mmap),
+        row.avg_ts,
+        row.stddev_ts,
+        json.dumps(row.samples_ts),
+        row.temp_start_c,
+        row.temp_max_c,
+        row.watts,
+        row.joules_per_token,
+        None if row.throttled is None else int(row.throttled),
+        row.roofline,
+        row.test_time,
+    )
+
+
+@dataclass
+class HistoryEntry:
+    run_id: int
+    started: str
+    kind: str
+    model_name: str
+    test: str
+    n_threads: int
+    cores: str | None
+    n_ubatch: int
+    flash_attn: bool
+    avg_ts: float
+    stddev_ts: float
+    previous_ts: float | None  # the same test with the same settings, the run before
+    change: float | None  # avg_ts / previous_ts - 1
+    best_ts: float  # best ever for the same test and settings
+    throttled: bool | None
+    roofline: float | None
+
+
+@dataclass
+class History:
+    db_path: str
+    device: dict[str, str]
+    model: str | None
+    entries: list[HistoryEntry] = field(default_factory=list)
+    runs: int = 0
+    other_devices: int = 0  # runs stored for other device fingerprints (not shown)
+
+
+def history(
+    device_fp: str,
+    device_desc: str,
+    model_key: str | None = None,
+    model_label: str | None = None,
+    limit: int = 40,
+    path: Path | None = None,
+) -> History:
+    """The latest results on this device (optionally one model), each compared with its previous run."""
+    path = path or db_path()
+    result = History(str(path), {"fingerprint": device_fp, "description": device_desc}, model_label)
+    if not path.exists():
+        return result
+    with connect(path, create=False) as con:
+        where, args = "r.device_fp = ?", [device_fp]
+        if model_key:
+            where += " AND r.model_key = ?"
+            args.append(model_key)
+        rows = con.execute(
+            "SELECT x.*, r.started, r.kind, r.model_name, r.model_key"
+            f" FROM results x JOIN runs r ON r.id = x.run_id WHERE {where} ORDER BY x.run_id, x.id",
+            args,
+        ).fetchall()
+        result.runs = con.execute(f"SELECT COUNT(*) FROM runs r WHERE {where}", args).fetchone()[0]
+        result.other_devices = con.execute(
+            "SELECT COUNT(*) FROM runs WHERE device_fp != ?", (device_fp,)
+        ).fetchone()[0]
+    last_seen: dict[tuple, float] = {}
+    best: dict[tuple, float] = {}
+    entries: list[HistoryEntry] = []
+    for r in rows:
+        key = (
+            r["model_key"],
+            r["test"],
+            r["n_threads"],
+            r["cores"],
+            r["n_ubatch"],
+            r["flash_attn"],
+            r["type_k"],
+            r["type_v"],
+            r["n_batch"],
+        )
+        prev = last_seen.get(key)
+        best[key] = max(best.get(key, 0.0), r["avg_ts"])
+        entries.append(
+            HistoryEntry(
+                run_id=r["run_id"],
+                started=r["started"],
+                kind=r["kind"],
+                model_name=r["model_name"],
+                test=r["test"],
+                n_threads=r["n_threads"],
+                cores=r["cores"],
+                n_ubatch=r["n_ubatch"],
+                flash_attn=bool(r["flash_attn"]),
+                avg_ts=r["avg_ts"],
+                stddev_ts=r["stddev_ts"],
+                previous_ts=prev,
+                change=round(r["avg_ts"] / prev - 1, 4) if prev else None,
+                best_ts=best[key],
+                throttled=None if r["throttled"] is None else bool(r["throttled"]),
+                roofline=r["roofline"],
+            )
+        )
+        last_seen[key] = r["avg_ts"]
+    result.entries = entries[-limit:]
+    return result

@@ -1,0 +1,265 @@
+"""`edgepilot tune`: search threads x core set, flash attention and ubatch; save the winner as a profile."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from edgepilot.bench.coresets import device_sets
+from edgepilot.bench.identity import device_id, model_id, versions
+from edgepilot.bench.lab import EngineLab
+from edgepilot.bench.measure import LLAMA_BENCH_BATCH
+from edgepilot.bench.monitor import Sensors
+from edgepilot.bench.pinning import allowed_cpus
+from edgepilot.bench.profiles import Profile, save_profile
+from edgepilot.bench.ranges import cpu_mask, cpulist, parse_cpulist
+from edgepilot.bench.results import BenchReport, BenchRow
+from edgepilot.bench.roofline import bytes_per_token, measure_bandwidth, roofline_fraction
+from edgepilot.bench.runner import Progress
+from edgepilot.bench.search import Search, SearchConfig, Trial, ubatch_candidates
+from edgepilot.bench.store import save_report
+from edgepilot.device.cpu import read_cpu
+from edgepilot.errors import UserError
+
+
+@dataclass
+class TuneRequest:
+    n_prompt: int = 256
+    n_gen: int = 32
+    reps: int = 3
+    cooldown: float = 0.0
+    save: bool = True  # write the profile
+    store: bool = True  # keep the measurements in the SQLite history
+
+    def validate(self) -> TuneRequest:
+        if self.n_prompt < 1 or self.n_gen < 1:
+            raise UserError("tune needs -p and -n of at least 1")
+        if self.reps < 1:
+            raise UserError("-r must be at least 1")
+        if self.cooldown < 0:
+            raise UserError("--cooldown must be 0 or more seconds")
+        return self
+
+
+@dataclass
+class TuneTrial:
+    phase: str
+    test: str
+    n_threads: int
+    cores: str
+    n_ubatch: int
+    flash_attn: bool
+    ts: float  # median tokens per second
+    samples_ts: list[float]
+    rejected: bool
+
+
+@dataclass
+class TuneReport:
+    model: dict[str, Any]
+    device: dict[str, Any]
+    core_sets: list[str]  # the candidate sets, fastest cluster first
+    gen: dict[str, Any]  # n_threads, cores, flash_attn, tg_ts
+    prompt: dict[str, Any]  # n_threads, cores, n_ubatch, flash_attn, pp_ts
+    default_tg_ts: float | None  # all cores, one thread each (llama.cpp's default on ARM), if measured
+    speedup_vs_default: float | None
+    knee: str | None
+    trials: list[TuneTrial]
+    measurements: int  # repetitions measured
+    loads: int
+    seconds: float
+    bandwidth_gbs: float | None
+    bytes_per_token: int | None
+    roofline: float | None
+    profile: dict[str, Any] | None
+    profile_path: str | None
+    started: str
+    n_prompt: int
+    n_gen: int
+    notes: list[str] = field(default_factory=list)
+    run_id: int | None = None
+    db_path: str | None = None
+    plot_png: str | None = None
+
+
+def _trial(t: Trial) -> TuneTrial:
+    c = t.candidate
+    return TuneTrial(
+        t.phase,
+        t.test,
+        c.n_threads,
+        cpulist(c.cpus),
+        c.n_ubatch,
+        c.flash_attn,
+        round(t.value, 2),
+        [round(s, 2) for s in t.samples],
+        t.rejected,
+    )
+
+
+def run_tune(
+    path: Path, req: TuneRequest, progress: Progress | None = None, verbose: bool = False
+) -> TuneReport:
+    req.validate()
+    started = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    t0 = time.perf_counter()
+    report = progress or (lambda _d, _n, _t: None)
+    model = model_id(path)
+    cpu = read_cpu(Path("/"))
+    device = device_id(cpu=cpu)
+    allowed = allowed_cpus()
+    sets = device_sets(cpu, allowed)
+    n_cpus = len(sets[-1])
+    estimate = req.reps * (len(sets) + 2 * math.ceil(math.log2(n_cpus + 1)) + 6)
+    notes: list[str] = []
+    ubatches = ubatch_candidates(req.n_prompt)
+    if len(ubatches) == 1:
+        notes.append(
+            f"ubatch not tuned: a {req.n_prompt}-token prompt cannot tell ubatches apart (use -p 256)"
+        )
+    sensors = Sensors.find()
+    temp_start = sensors.temperature()
+
+    bandwidth = measure_bandwidth(len(allowed))
+    bpt = bytes_per_token(path)
+
+    with EngineLab(path, req.n_prompt, req.n_gen, verbose=verbose, cooldown=req.cooldown) as lab:
+
+        def on_measure(cand, test):
+            desc = (
+                f"{test} · {cand.n_threads} threads on {cpulist(cand.cpus)} · "
+                f"ub {cand.n_ubatch} · fa {int(cand.flash_attn)}"
+            )
+            report(desc, lab.reps, max(estimate, lab.reps + 1))
+
+        lab.on_measure = on_measure
+        search = Search(sets, lab, SearchConfig(reps=req.reps, ubatches=ubatches))
+        result = search.run()
+        report("done", lab.reps, lab.reps)
+        measurements, loads, info = lab.reps, lab.loads, lab.model_info or {}
+    temp_end = sensors.temperature()
+    if temp_start is not None and temp_end is not None and temp_end - temp_start >= 5:
+        notes.append(
+            f"the CPU warmed from {temp_start:.0f} to {temp_end:.0f} °C during tuning; "
+            "re-run with --cooldown 30 if the figures look uneven"
+        )
+    if result.knee_at is not None:
+        notes.append(f"stopped at the knee: {cpulist(sets[result.knee_at])} was slower than fewer cores")
+
+    gen, prompt = result.gen, result.prompt
+    speedup = round(result.gen_tps / result.default_tg, 3) if result.default_tg else None
+    profile = Profile(
+        device_fingerprint=device.fingerprint,
+        device=device.description,
+        model_key=model.key,
+        model_name=model.name,
+        model_size=model.size,
+        n_threads=gen.n_threads,
+        n_threads_batch=prompt.n_threads,
+        cpus=list(gen.cpus),
+        n_ubatch=prompt.n_ubatch,
+        flash_attn=gen.flash_attn,
+        gen_tps=round(result.gen_tps, 2),
+        prompt_tps=round(result.prompt_tps, 2),
+        created=started,
+        n_prompt=req.n_prompt,
+        n_gen=req.n_gen,
+    )
+    profile_path = str(save_profile(profile)) if req.save else None
+    tune = TuneReport(
+        model={"path": model.path, "name": model.name, "size": model.size, "key": model.key, **info},
+        device={"fingerprint": device.fingerprint, "description": device.description},
+        core_sets=[cpulist(s) for s in sets],
+        gen={
+            "n_threads": gen.n_threads,
+            "cores": cpulist(gen.cpus),
+            "flash_attn": gen.flash_attn,
+            "tg_ts": round(result.gen_tps, 2),
+        },
+        prompt={
+            "n_threads": prompt.n_threads,
+            "cores": cpulist(prompt.cpus),
+            "n_ubatch": prompt.n_ubatch,
+            "flash_attn": prompt.flash_attn,
+            "pp_ts": round(result.prompt_tps, 2),
+        },
+        default_tg_ts=round(result.default_tg, 2) if result.default_tg else None,
+        speedup_vs_default=speedup,
+        knee=cpulist(sets[result.knee_at]) if result.knee_at is not None else None,
+        trials=[_trial(t) for t in result.trials],
+        measurements=measurements,
+        loads=loads,
+        seconds=round(time.perf_counter() - t0, 1),
+        bandwidth_gbs=round(bandwidth.gb_per_s, 2),
+        bytes_per_token=bpt,
+        roofline=roofline_fraction(result.gen_tps, bpt, bandwidth),
+        profile=asdict(profile),
+        profile_path=profile_path,
+        started=started,
+        n_prompt=req.n_prompt,
+        n_gen=req.n_gen,
+        notes=notes,
+    )
+    if req.store:
+        stored = as_bench_report(tune)
+        tune.run_id = save_report(stored, kind="tune")
+        tune.db_path = stored.db_path
+    return tune
+
+
+def as_bench_report(tune: TuneReport) -> BenchReport:
+    """The tune's measurements as bench rows, so they are stored and shown in --history like bench results."""
+    rows = []
+    for t in tune.trials:
+        cpus = parse_cpulist(t.cores) if t.cores else []
+        size = tune.n_prompt if t.test == "pp" else tune.n_gen
+        rows.append(
+            BenchRow(
+                model_filename=tune.model["path"],
+                model_type=tune.model.get("type", ""),
+                model_size=tune.model.get("size", 0),
+                model_n_params=tune.model.get("n_params", 0),
+                n_batch=LLAMA_BENCH_BATCH,
+                n_ubatch=t.n_ubatch,
+                n_threads=t.n_threads,
+                cpu_mask=cpu_mask(cpus),
+                type_k="f16",
+                type_v="f16",
+                n_gpu_layers=0,
+                flash_attn=t.flash_attn,
+                use_mmap=True,
+                n_prompt=size if t.test == "pp" else 0,
+                n_gen=size if t.test == "tg" else 0,
+                test_time=tune.started,
+                samples_ns=[int(size / s * 1e9) if s else 0 for s in t.samples_ts],
+                samples_ts=t.samples_ts,
+                cores=cpus,
+            )
+        )
+    return BenchReport(
+        rows=rows,
+        model=tune.model,
+        device=tune.device,
+        build=versions(),
+        bandwidth_gbs=tune.bandwidth_gbs,
+        bandwidth_threads=None,
+        bytes_per_token=tune.bytes_per_token,
+        started=tune.started,
+        seconds=tune.seconds,
+    )
+
+
+SWEEP_PHASES = ("boundary", "threads", "prompt-threads")
+
+
+def sweep_points(report: TuneReport) -> list[tuple[str, str, str, int, float]]:
+    """The thread sweep of a tune (before flash attention and ubatch were varied), as plot points."""
+    return [
+        (t.test, f"{t.test}{report.n_prompt if t.test == 'pp' else report.n_gen}", t.cores, t.n_threads, t.ts)
+        for t in report.trials
+        if t.phase in SWEEP_PHASES
+    ]

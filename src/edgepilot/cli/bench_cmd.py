@@ -1,0 +1,193 @@
+"""`edgepilot bench` and `edgepilot tune`: thin CLI over edgepilot.bench (llama.cpp loads only to run)."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import typer
+
+from edgepilot.cli.app import app, console, emit, err_console, user_errors
+from edgepilot.cli.bench_render import render_bench, render_history, render_tune
+from edgepilot.errors import UserError
+
+CORES_HELP = (
+    "CPU sets to pin the process to, one per value or separated by '/': all, big, fastK (the K fastest "
+    "clusters), or a cpulist like 4-7 (default: no pinning)"
+)
+CORES_OPTION = typer.Option(None, "--cores", "-C", help=CORES_HELP)
+PLOT_OPTION = typer.Option(None, "--plot", help="Also write the thread sweep as a PNG (needs matplotlib)")
+
+
+@contextlib.contextmanager
+def progress_bar(title: str) -> Iterator:
+    """A rich progress bar on stderr (only on a terminal: --json/--csv stdout stays clean either way)."""
+    if not err_console.is_terminal:
+        yield None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=err_console, transient=True) as bar:
+        task = bar.add_task(title, total=None)
+
+        def update(description: str, done: int, total: int) -> None:
+            bar.update(task, description=f"{title}: {description}", completed=done, total=total)
+
+        yield update
+
+
+def _output_format(as_json: bool, as_csv: bool, as_md: bool) -> str:
+    chosen = [name for name, on in (("json", as_json), ("csv", as_csv), ("md", as_md)) if on]
+    if len(chosen) > 1:
+        raise UserError(f"choose one output format, not {' and '.join('--' + c for c in chosen)}")
+    return chosen[0] if chosen else "table"
+
+
+@app.command()
+@user_errors
+def bench(
+    model: str | None = typer.Argument(None, help="GGUF file (default: the bundled Gemma 3 270M Q4_K_M)"),
+    n_prompt: str = typer.Option(
+        "512", "-p", "--n-prompt", help="Prompt sizes, e.g. 512 or 128,512 (0 = none)"
+    ),
+    n_gen: str = typer.Option("128", "-n", "--n-gen", help="Generation lengths, e.g. 128 (0 = none)"),
+    reps: int = typer.Option(5, "-r", "--repetitions", help="Repetitions of each test"),
+    threads: str | None = typer.Option(None, "-t", "--threads", help="Thread counts: 4, 2,4,8 or 1-8"),
+    ubatch: str = typer.Option("512", "-ub", "--ubatch", help="Physical batch sizes, e.g. 128,512"),
+    flash_attn: str = typer.Option("0", "-fa", "--flash-attn", help="Flash attention: 0, 1 or 0,1"),
+    cores: list[str] | None = CORES_OPTION,
+    batch: int = typer.Option(2048, "-b", "--batch", help="Logical batch size"),
+    cooldown: float = typer.Option(
+        0.0,
+        "--cooldown",
+        help="Before each test wait up to this many seconds "
+        "for the CPU to cool back to its starting temperature",
+    ),
+    no_warmup: bool = typer.Option(False, "--no-warmup", help="Skip the warm-up run before each test"),
+    plot: Path | None = PLOT_OPTION,
+    history: bool = typer.Option(False, "--history", help="Show past results on this device and compare"),
+    last: int = typer.Option(40, "--last", help="With --history: how many results to show"),
+    no_save: bool = typer.Option(False, "--no-save", help="Do not keep the results in the history"),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object"),
+    as_csv: bool = typer.Option(False, "--csv", help="Print CSV with llama-bench's columns"),
+    as_md: bool = typer.Option(False, "--md", help="Print a markdown table like llama-bench"),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Show llama.cpp's own log"),
+) -> None:
+    """Measure prompt (pp) and generation (tg) speed like llama-bench, pinned to chosen cores."""
+    from edgepilot.bench.coresets import parse_core_sets
+    from edgepilot.bench.pinning import allowed_cpus
+    from edgepilot.bench.ranges import parse_bool_list, parse_int_list
+    from edgepilot.device.cpu import read_cpu
+
+    fmt = _output_format(as_json, as_csv, as_md)
+    if history:
+        if fmt in ("csv", "md"):
+            raise UserError("--history prints a table or --json")
+        return _history(model, last, as_json)
+    from edgepilot.bench.runner import BenchRequest
+    from edgepilot.model.resolve import resolve_model
+    from edgepilot.run.defaults import default_threads
+
+    allowed = allowed_cpus()
+    cpu = read_cpu(Path("/"))
+    request = BenchRequest(
+        n_prompt=parse_int_list(n_prompt, "-p"),
+        n_gen=parse_int_list(n_gen, "-n"),
+        reps=reps,
+        threads=parse_int_list(threads, "-t", minimum=1) if threads else [default_threads()],
+        ubatch=parse_int_list(ubatch, "-ub", minimum=1),
+        flash_attn=parse_bool_list(flash_attn, "-fa"),
+        core_sets=parse_core_sets(cores, cpu, allowed) if cores else None,
+        n_batch=batch,
+        warmup=not no_warmup,
+        cooldown=cooldown,
+    ).validate()
+    path = resolve_model(model)
+    if plot is not None:
+        _check_png(plot)
+    from edgepilot.bench.runner import run_bench
+
+    with progress_bar("bench") as update:
+        report = run_bench(path, request, progress=update, verbose=verbose, store=not no_save)
+    if plot is not None:
+        from edgepilot.bench.plot import save_png, sweep_series
+        from edgepilot.bench.runner import sweep_points
+
+        report.plot_png = str(save_png(sweep_series(sweep_points(report)), plot, _title(report.model)))
+    if fmt == "csv":
+        from edgepilot.bench.formats import to_csv
+
+        sys.stdout.write(to_csv(report))
+    elif fmt == "md":
+        from edgepilot.bench.formats import to_markdown
+
+        sys.stdout.write(to_markdown(report))
+    else:
+        emit(report, as_json, render_bench)
+
+
+def _history(model: str | None, last: int, as_json: bool) -> None:
+    from edgepilot.bench.identity import device_id, model_id
+    from edgepilot.bench.store import history
+    from edgepilot.model.resolve import check_model_path
+
+    if last < 1:
+        raise UserError("--last must be at least 1")
+    device = device_id()
+    key = label = None
+    if model is not None:
+        path = check_model_path(model)
+        key, label = model_id(path).key, path.name
+    emit(history(device.fingerprint, device.description, key, label, limit=last), as_json, render_history)
+
+
+def _check_png(path: Path) -> None:
+    if path.suffix.lower() != ".png":
+        raise UserError(f"--plot {path}: give a file name ending in .png")
+    if path.is_dir():
+        raise UserError(f"--plot {path} is a directory; give a file name ending in .png")
+
+
+def _title(model: dict) -> str:
+    return f"{model.get('name', '')} · {model.get('type', '')}".strip(" ·")
+
+
+@app.command()
+@user_errors
+def tune(
+    model: str | None = typer.Argument(None, help="GGUF file (default: the bundled Gemma 3 270M Q4_K_M)"),
+    n_prompt: int = typer.Option(256, "-p", "--n-prompt", help="Prompt size each setting is measured with"),
+    n_gen: int = typer.Option(32, "-n", "--n-gen", help="Tokens generated per measurement"),
+    reps: int = typer.Option(3, "-r", "--repetitions", help="Repetitions per measurement"),
+    cooldown: float = typer.Option(
+        0.0,
+        "--cooldown",
+        help="Between settings wait up to this many seconds "
+        "for the CPU to cool back to its starting temperature",
+    ),
+    plot: Path | None = PLOT_OPTION,
+    no_save: bool = typer.Option(False, "--no-save", help="Measure and report only: no profile, no history"),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object"),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Show llama.cpp's own log"),
+) -> None:
+    """Find the fastest threads x cores, flash attention and ubatch here; save them for `run` and `serve`."""
+    from edgepilot.bench.tune import TuneRequest, run_tune, sweep_points
+    from edgepilot.model.resolve import resolve_model
+
+    request = TuneRequest(n_prompt, n_gen, reps, cooldown, save=not no_save, store=not no_save).validate()
+    path = resolve_model(model)
+    if plot is not None:
+        _check_png(plot)
+    with progress_bar("tune") as update:
+        report = run_tune(path, request, progress=update, verbose=verbose)
+    if plot is not None:
+        from edgepilot.bench.plot import save_png, sweep_series
+
+        report.plot_png = str(save_png(sweep_series(sweep_points(report)), plot, _title(report.model)))
+    emit(report, as_json, render_tune)
+
+
+__all__ = ["bench", "tune", "console"]

@@ -1,0 +1,204 @@
+"""Human rendering of `bench`, `bench --history` and `tune` (rich tables, terminal plots)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from edgepilot.cli.format import human_bytes
+
+if TYPE_CHECKING:
+    from edgepilot.bench.results import BenchReport
+    from edgepilot.bench.store import History
+    from edgepilot.bench.tune import TuneReport
+
+
+def _threads(n: int) -> str:
+    return f"{n} thread" + ("" if n == 1 else "s")
+
+
+def _num(value: float | None, fmt: str = "{:.1f}") -> str:
+    return "-" if value is None else fmt.format(value)
+
+
+def _plot(points: list, title: str, out: Console) -> None:
+    from edgepilot.bench.plot import sweep_series, terminal_plot, worth_plotting
+
+    series = sweep_series(points)
+    if not worth_plotting(series):
+        return
+    width = max(60, min(out.width, 110))
+    text = terminal_plot(series, title, width=width, color=out.is_terminal)
+    if text:
+        out.print(Text.from_ansi(text))
+
+
+def _roofline_line(
+    gbs: float | None, bpt: int | None, tg: float | None, fraction: float | None
+) -> str | None:
+    if gbs is None or not bpt:
+        return None
+    bound = gbs * 1e9 / bpt
+    line = f"roofline: {human_bytes(bpt)} read per token, memory {gbs:.1f} GB/s → at most {bound:.0f} t/s"
+    if tg and fraction is not None:
+        line += f"; generation reaches {fraction:.0%} of it"
+        if fraction >= 0.8:
+            line += " (memory-bound: more tuning cannot help much)"
+        elif fraction < 0.5:
+            line += " (far from the bound: threads, cores or per-token overhead limit it)"
+    return line
+
+
+def render_bench(report: BenchReport, out: Console) -> None:
+    from edgepilot.bench.formats import md_cell, md_columns
+    from edgepilot.bench.runner import sweep_points
+
+    rows = report.rows
+    # model, size, params and backend are the same on every row: they go in the title
+    cols = [c for c in md_columns(rows) if c not in ("model", "size", "params", "backend")]
+    extra = []
+    if any(r.temp_max_c is not None for r in rows):
+        extra.append("°C max")
+    if any(r.joules_per_token is not None for r in rows):
+        extra.append("J/token")
+    if any(r.roofline is not None for r in rows):
+        extra.append("roofline")
+    head = " · ".join(md_cell(rows[0], c) for c in ("model", "size", "params", "backend")) if rows else ""
+    table = Table(
+        title=f"{report.model['name']} ({head})\n{report.device['description']}", title_justify="left"
+    )
+    for c in cols + extra:
+        table.add_column(c, justify="left" if c in ("cores", "test") else "right")
+    for r in rows:
+        cells = [md_cell(r, c) for c in cols]
+        for c in extra:
+            if c == "°C max":
+                cells.append(_num(r.temp_max_c))
+            elif c == "J/token":
+                cells.append(_num(r.joules_per_token, "{:.3f}"))
+            else:
+                cells.append(_num(r.roofline * 100 if r.roofline is not None else None, "{:.0f}%"))
+        table.add_row(*cells, style="yellow" if r.throttled else None)
+    out.print(table)
+    tg_rows = [r for r in rows if r.kind == "tg"]
+    best_tg = max(tg_rows, key=lambda r: r.avg_ts) if tg_rows else None
+    line = _roofline_line(
+        report.bandwidth_gbs,
+        report.bytes_per_token,
+        best_tg.avg_ts if best_tg else None,
+        best_tg.roofline if best_tg else None,
+    )
+    if line:
+        out.print(line, style="dim", soft_wrap=True)
+    for r in rows:
+        for note in r.notes:
+            out.print(f"{r.test} t{r.n_threads}: {note}", style="yellow", soft_wrap=True)
+    for w in report.warnings:
+        out.print(f"warning: {w}", style="yellow", soft_wrap=True)
+    if report.sensors:
+        out.print("no temperature/power figures: " + "; ".join(report.sensors), style="dim", soft_wrap=True)
+    _plot(sweep_points(report), report.model["name"], out)
+    saved = f"saved as run #{report.run_id} in {report.db_path}" if report.run_id else "not saved"
+    png = f" · plot: {report.plot_png}" if report.plot_png else ""
+    out.print(f"{saved} · {report.seconds:.0f} s{png}", style="dim", soft_wrap=True)
+
+
+def render_history(h: History, out: Console) -> None:
+    if not h.entries:
+        where = f" for {h.model}" if h.model else ""
+        out.print(
+            f"no results{where} on this device yet ({h.db_path}); run `edgepilot bench` or `edgepilot tune`"
+        )
+        if h.other_devices:
+            out.print(f"({h.other_devices} run(s) from other devices are stored)", style="dim")
+        return
+    out.print(f"[bold]history[/] · {h.device['description']}", soft_wrap=True)
+    right = ("threads", "ub", "fa", "t/s", "Δ prev", "best")
+    by_run: dict[int, list] = {}
+    for e in h.entries:
+        by_run.setdefault(e.run_id, []).append(e)
+    for run_id, entries in by_run.items():
+        first = entries[0]
+        when = first.started.replace("T", " ").rstrip("Z")
+        title = f"run {run_id} · {first.kind} · {first.model_name} · {when}"
+        table = Table(title=title, title_justify="left")
+        for c in ("test", "threads", "cores", "ub", "fa", "t/s", "Δ prev", "best"):
+            table.add_column(c, justify="right" if c in right else "left")
+        for e in entries:
+            change = "-" if e.change is None else f"{e.change:+.1%}"
+            table.add_row(
+                e.test,
+                str(e.n_threads),
+                e.cores or "-",
+                str(e.n_ubatch),
+                str(int(e.flash_attn)),
+                f"{e.avg_ts:.2f} ± {e.stddev_ts:.2f}",
+                change,
+                f"{e.best_ts:.2f}",
+                style="red" if e.change is not None and e.change < -0.05 else None,
+            )
+        out.print(table)
+    out.print(
+        f"{h.runs} run(s) on this device in {h.db_path} "
+        "(Δ prev: against the same test with the same settings the time before)",
+        style="dim",
+        soft_wrap=True,
+    )
+
+
+def render_tune(r: TuneReport, out: Console) -> None:
+    from edgepilot.bench.tune import sweep_points
+
+    table = Table(title=f"tune · {r.model['name']} · {r.device['description']}", title_justify="left")
+    for c in ("#", "phase", "test", "threads", "cores", "ub", "fa", "t/s", ""):
+        table.add_column(c, justify="right" if c in ("#", "threads", "ub", "t/s") else "left")
+    for i, t in enumerate(r.trials, 1):
+        mark = "stopped after 1 rep: clearly slower" if t.rejected else ""
+        table.add_row(
+            str(i),
+            t.phase,
+            t.test,
+            str(t.n_threads),
+            t.cores,
+            str(t.n_ubatch),
+            str(int(t.flash_attn)),
+            f"{t.ts:.2f}",
+            mark,
+            style="dim" if t.rejected else None,
+        )
+    out.print(table)
+    _plot(sweep_points(r), r.model["name"], out)
+    g, p = r.gen, r.prompt
+    fa = "on" if g["flash_attn"] else "off"
+    out.print(
+        f"[bold]generation[/] {_threads(g['n_threads'])} on CPUs {g['cores']}, flash attention {fa} → "
+        f"{g['tg_ts']:.2f} t/s",
+        soft_wrap=True,
+    )
+    out.print(
+        f"[bold]prompt[/]     {_threads(p['n_threads'])}, ubatch {p['n_ubatch']} → {p['pp_ts']:.2f} t/s",
+        soft_wrap=True,
+    )
+    if r.speedup_vs_default:
+        out.print(
+            f"vs all cores ({r.core_sets[-1]}): {r.speedup_vs_default:.2f}× generation speed", soft_wrap=True
+        )
+    line = _roofline_line(r.bandwidth_gbs, r.bytes_per_token, g["tg_ts"], r.roofline)
+    if line:
+        out.print(line, style="dim", soft_wrap=True)
+    for note in r.notes:
+        out.print(note, style="dim", soft_wrap=True)
+    out.print(
+        f"{len(r.trials)} settings, {r.measurements} measurements, {r.loads} loads in {r.seconds:.0f} s",
+        style="dim",
+    )
+    if r.profile_path:
+        out.print(
+            f"profile saved: {r.profile_path} (`edgepilot run` uses it when you give no --threads)",
+            soft_wrap=True,
+        )
+    if r.plot_png:
+        out.print(f"plot: {r.plot_png}", style="dim")

@@ -1,0 +1,129 @@
+"""What `edgepilot serve` is configured with, and the checks that keep it private.
+
+Loopback by default; any other address needs an API key, because one `--host 0.0.0.0` on public Wi-Fi
+exposes the model (and the phone's CPU) to everyone on the network.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import socket
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from edgepilot.errors import UserError
+from edgepilot.plan.budget import PRESSURE_PSI
+
+MIB = 1 << 20
+KEY_ENV = "EDGEPILOT_API_KEY"
+
+
+@dataclass
+class ServeConfig:
+    host: str = "127.0.0.1"
+    port: int = 8080
+    api_key: str | None = field(default=None, repr=False, metadata={"json": False})
+    max_queue: int = 8  # requests that may wait while one generates; more get 503
+    max_tokens: int = 512  # a request's max_tokens is clamped to this (and to what the context holds)
+    max_body_bytes: int = 1 * MIB
+    psi_limit: float = PRESSURE_PSI  # memory PSI "some" avg10 (%) from which new requests get 503
+    min_available_bytes: int | None = None  # None: 5 % of RAM, between 128 and 512 MiB
+    retry_after: int = 5  # seconds, sent with every 503
+    request_timeout: float = 600.0  # a generation that takes longer than this is cut off
+    watch_root: Path = Path("/")  # the device whose memory is watched (a device tree in tests)
+    verbose: bool = False
+
+    def validate(self) -> ServeConfig:
+        if not 0 <= self.port <= 65535:
+            raise UserError(f"--port {self.port} is not a TCP port (0-65535; 0 picks a free one)")
+        if self.max_queue < 0:
+            raise UserError("--max-queue must be 0 or more")
+        if self.max_tokens < 1:
+            raise UserError("--max-tokens must be at least 1")
+        if self.max_body_bytes < 1024:
+            raise UserError("--max-body must be at least 1KiB")
+        if self.psi_limit <= 0:
+            raise UserError("--psi-limit must be a positive percentage, e.g. 10")
+        check_bind(self.host, self.api_key)
+        return self
+
+    @property
+    def requires_key(self) -> bool:
+        return self.api_key is not None
+
+
+def _addresses(host: str) -> list[str]:
+    try:
+        return [str(ipaddress.ip_address(host.strip("[]")))]
+    except ValueError:
+        pass
+    try:
+        infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as exc:
+        raise UserError(f"cannot resolve --host {host}: {exc}") from None
+    return sorted({str(info[4][0]) for info in infos})
+
+
+def is_loopback(host: str) -> bool:
+    """True when every address the host name stands for is a loopback address (127.0.0.0/8, ::1)."""
+    addresses = _addresses(host)
+    return bool(addresses) and all(ipaddress.ip_address(a.split("%")[0]).is_loopback for a in addresses)
+
+
+def check_bind(host: str, api_key: str | None) -> None:
+    if api_key is None and not is_loopback(host):
+        raise UserError(
+            f"refusing to serve on {host} without an API key: anyone on the network could use the model; "
+            "add --api-key-file FILE (or --api-key KEY), or keep the default --host 127.0.0.1"
+        )
+
+
+def read_api_key(key: str | None, key_file: str | None) -> str | None:
+    """The key from --api-key, --api-key-file or $EDGEPILOT_API_KEY (in that order of preference)."""
+    if key is not None and key_file is not None:
+        raise UserError("give either --api-key or --api-key-file, not both")
+    if key_file is not None:
+        path = Path(key_file).expanduser()
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise UserError(f"API key file not found: {key_file}") from None
+        except IsADirectoryError:
+            raise UserError(f"--api-key-file {key_file} is a directory; give the key's file") from None
+        except PermissionError:
+            raise UserError(f"no permission to read the API key file {key_file}") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UserError(f"cannot read the API key file {key_file}: {exc}") from None
+        key = text.strip()
+        if not key:
+            raise UserError(f"the API key file {key_file} is empty")
+    elif key is None:
+        key = os.environ.get(KEY_ENV) or None
+    if key is not None:
+        key = key.strip()
+        if not key:
+            raise UserError("the API key is empty")
+        if any(ch.isspace() for ch in key) or not key.isprintable():
+            raise UserError("the API key must be one word of printable characters (no spaces)")
+    return key
+
+
+def key_file_warning(key_file: str | None) -> str | None:
+    """A warning when other users may read the key file (the key itself is never printed)."""
+    if key_file is None:
+        return None
+    try:
+        mode = Path(key_file).expanduser().stat().st_mode
+    except OSError:
+        return None
+    if mode & (stat.S_IRGRP | stat.S_IROTH):
+        return f"the API key file {key_file} is readable by other users; chmod 600 {key_file}"
+    return None
+
+
+def default_min_available(total_bytes: int | None) -> int:
+    if not total_bytes:
+        return 128 * MIB
+    return int(min(512 * MIB, max(128 * MIB, total_bytes * 0.05)))

@@ -1,0 +1,250 @@
+"""`edgepilot serve`: the supervisor process that holds it all together.
+
+    client ──TCP──> front (this process: auth, limits, queue, memory gate, status page)
+                      └──Unix socket (private dir)──> worker (child process: llama.cpp + FastAPI)
+                    watchdog thread: starts the worker, diagnoses its deaths (doctor), restarts it
+
+The model never loads in this process, so a memory kill takes the worker, not the port: the front keeps
+answering (503 + Retry-After) while the watchdog brings the worker back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import shutil
+import signal
+import socket
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from edgepilot.errors import UserError
+from edgepilot.model.resolve import resolve_model
+from edgepilot.plan.requested import RequestedSettings
+from edgepilot.serve.config import ServeConfig, default_min_available
+from edgepilot.serve.front import Front
+from edgepilot.serve.planning import ServePlan, plan_serve
+from edgepilot.serve.pressure import PressureWatch
+from edgepilot.serve.state import Death, Pressure, ServerState, WorkerInfo
+from edgepilot.serve.wakelock import WakeLock
+from edgepilot.serve.watchdog import Launch, Watchdog
+
+
+class ServeFailed(UserError):
+    """The model server could not be started (the message carries the doctor's cause and fix)."""
+
+
+@dataclass
+class ServeStarted:
+    """Printed once the model answers (`--json`: this object, on one line)."""
+
+    url: str
+    base_url: str
+    host: str
+    port: int
+    model: str
+    model_name: str
+    settings: dict[str, Any]
+    predicted_peak_rss_bytes: int
+    budget_bytes: int
+    api_key_required: bool
+    pid: int
+    worker_pid: int
+    wake_lock: bool
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ServeStopped:
+    uptime_seconds: float
+    restarts: int
+    requests: dict[str, int]
+    deaths: list[Death]
+
+
+def bind_front(host: str, port: int) -> socket.socket:
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise UserError(f"cannot resolve --host {host}: {exc}") from None
+    family, kind, proto, _, address = infos[0]
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+        sock.listen(128)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise UserError(f"port {port} on {host} is already in use: choose another --port") from None
+        if exc.errno == errno.EACCES:
+            raise UserError(f"no permission to listen on port {port}: use a port above 1023") from None
+        raise UserError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    sock.set_inheritable(False)
+    return sock
+
+
+def _url(host: str, port: int) -> str:
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def prepare(
+    model: str | None, requested: RequestedSettings, budget_bytes: int | None, force: bool
+) -> ServePlan:
+    path = resolve_model(model)
+    plan = plan_serve(path, requested, budget_bytes)
+    if not plan.fit.fits and not force:
+        from edgepilot.run.runner import DoesNotFit  # loads llama.cpp: only on this way out
+
+        raise DoesNotFit(plan.fit)
+    return plan
+
+
+class Supervisor:
+    """The supervisor process's parts: front (uvicorn), watchdog and memory watch, and their lifetimes."""
+
+    def __init__(
+        self,
+        plan: ServePlan,
+        config: ServeConfig,
+        on_ready: Callable[[ServeStarted], None] | None,
+        log: Callable[[str], None],
+    ) -> None:
+        self.plan, self.config, self.on_ready, self.log = plan, config, on_ready, log
+        self.state = ServerState(plan.model.name, config.retry_after)
+        self.wake = WakeLock()
+        self.server: Any = None
+        self.port = 0
+
+    def stop_server(self) -> None:
+        if self.server is not None:
+            self.server.should_exit = True
+
+    def worker_ready(self, info: WorkerInfo) -> None:
+        plan, config = self.plan, self.config
+        notes = list(plan.fit.notes)
+        if self.wake.note:
+            notes.append(self.wake.note)
+        if plan.cpus:
+            notes.append(f"worker pinned to CPUs {','.join(map(str, plan.cpus))} (tuned profile)")
+        if self.on_ready is not None:
+            self.on_ready(
+                ServeStarted(
+                    url=_url(config.host, self.port) + "/",
+                    base_url=_url(config.host, self.port) + "/v1",
+                    host=config.host,
+                    port=self.port,
+                    model=str(plan.model),
+                    model_name=plan.model.name,
+                    settings={**asdict(plan.settings), "n_ctx": info.n_ctx},
+                    predicted_peak_rss_bytes=plan.predicted_peak_bytes,
+                    budget_bytes=plan.fit.budget_bytes,
+                    api_key_required=config.requires_key,
+                    pid=os.getpid(),
+                    worker_pid=info.pid,
+                    wake_lock=self.wake.held,
+                    notes=notes,
+                )
+            )
+
+    def failed(self, message: str) -> None:
+        self.log(message)
+        self.stop_server()
+
+    def publish(self, pressure: Pressure) -> None:
+        self.state.pressure = pressure
+
+    def gate_changed(self, gated: bool, reason: str | None) -> None:
+        self.log(f"memory gate {'closed' if gated else 'open'}{': ' + reason if reason else ''}")
+
+    def memory_watch(self) -> PressureWatch:
+        floor = self.config.min_available_bytes
+        if floor is None:
+            from edgepilot.device.memory import read_memory
+
+            floor = default_min_available(read_memory(self.config.watch_root).total_bytes)
+        return PressureWatch(
+            self.config.watch_root, self.config.psi_limit, floor, self.publish, self.gate_changed
+        )
+
+    def run(self, sock: socket.socket) -> ServeStopped:
+        import uvicorn
+
+        config, plan = self.config, self.plan
+        self.port = sock.getsockname()[1]
+        sock_dir = Path(
+            tempfile.mkdtemp(prefix="edgepilot-serve-")
+        )  # 0700: the worker's socket is ours alone
+        socket_path = str(sock_dir / "worker.sock")
+        launch = Launch(
+            plan.model, plan.model.name, socket_path, config.max_tokens, plan.cpus, config.verbose
+        )
+        watchdog = Watchdog(launch, plan.settings, self.state, self.log, self.worker_ready, self.failed)
+        watch = self.memory_watch()
+        front = Front(config, self.state, socket_path, self.log, plan.predicted_peak_bytes)
+        self.server = uvicorn.Server(
+            uvicorn.Config(
+                front,
+                log_level="warning",
+                access_log=False,
+                lifespan="off",
+                server_header=False,
+                timeout_keep_alive=5,
+                limit_concurrency=config.max_queue + 64,  # past this, uvicorn itself answers 503
+                timeout_graceful_shutdown=5,
+            )
+        )
+        previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+        try:
+            # uvicorn handles SIGINT/SIGTERM while it runs and re-raises them afterwards: make that re-raise
+            # harmless, so the cleanup below (worker, wake lock, socket dir) runs. SIGHUP: Termux closed.
+            signal.signal(signal.SIGINT, lambda *_: None)
+            signal.signal(signal.SIGTERM, lambda *_: None)
+            signal.signal(signal.SIGHUP, lambda *_: self.stop_server())
+            self.wake.acquire()
+            watch.start()
+            watchdog.start()
+            self.server.run(sockets=[sock])
+        finally:
+            self.state.set_stopping()
+            if watchdog.ident is not None:
+                watchdog.shutdown()
+            watch.stop.set()
+            self.wake.release()
+            for sig, handler in previous.items():
+                with contextlib.suppress(ValueError, TypeError):
+                    signal.signal(sig, handler)
+            shutil.rmtree(sock_dir, ignore_errors=True)
+        if self.state.failure:
+            raise ServeFailed(self.state.failure)
+        snap = self.state.snapshot()
+        return ServeStopped(
+            uptime_seconds=round(time.time() - self.state.started, 1),
+            restarts=self.state.restarts,
+            requests={k: v for k, v in snap["requests"].items() if isinstance(v, int)},
+            deaths=self.state.deaths,
+        )
+
+
+def serve(
+    model: str | None,
+    requested: RequestedSettings,
+    config: ServeConfig,
+    budget_bytes: int | None = None,
+    force: bool = False,
+    on_ready: Callable[[ServeStarted], None] | None = None,
+    log: Callable[[str], None] = lambda _m: None,
+) -> ServeStopped:
+    """Plan, listen, run until Ctrl-C / SIGTERM (or a worker that cannot start: ServeFailed)."""
+    config.validate()
+    plan = prepare(model, requested, budget_bytes, force)
+    sock = bind_front(config.host, config.port)
+    try:
+        return Supervisor(plan, config, on_ready, log).run(sock)
+    finally:
+        sock.close()

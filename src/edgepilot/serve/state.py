@@ -1,0 +1,120 @@
+"""What the supervisor knows, shared by the watchdog thread, the memory watch and the front's event loop."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+STARTING, READY, RESTARTING, FAILED, STOPPING = "starting", "ready", "restarting", "failed", "stopping"
+KEEP_DEATHS = 5
+
+
+@dataclass
+class WorkerInfo:
+    pid: int
+    n_ctx: int
+    settings: dict[str, Any]
+    started: float  # time.time()
+    ready_at: float | None = None
+
+
+@dataclass
+class Death:
+    """One worker that died, and what the doctor made of it."""
+
+    at: float
+    pid: int
+    uptime_seconds: float
+    exit_code: int
+    signal_name: str | None
+    peak_rss_bytes: int | None
+    cause: str  # a doctor cause id
+    title: str
+    fix: str
+    evidence: list[str] = field(default_factory=list)
+    action: str = ""  # what the watchdog did about it
+
+
+@dataclass
+class Pressure:
+    available_bytes: int | None = None
+    total_bytes: int | None = None
+    psi_some_avg10: float | None = None
+    celsius: float | None = None
+    zone: str | None = None
+    gated: bool = False
+    reason: str | None = None
+
+
+class ServerState:
+    def __init__(self, model_name: str, retry_after: int) -> None:
+        self._lock = threading.Lock()
+        self.model_name = model_name
+        self.retry_after = retry_after
+        self.started = time.time()
+        self.phase = STARTING
+        self.worker: WorkerInfo | None = None
+        self.restarts = 0
+        self.deaths: list[Death] = []
+        self.failure: str | None = None
+        self.pressure = Pressure()
+        self.counts: Counter[str] = Counter()  # touched only on the event loop
+        self.in_flight = 0
+        self.waiting = 0
+
+    def set_starting(self, info: WorkerInfo, restarting: bool) -> None:
+        with self._lock:
+            self.worker = info
+            self.phase = RESTARTING if restarting else STARTING
+
+    def set_ready(self, n_ctx: int) -> None:
+        with self._lock:
+            if self.worker is not None:
+                self.worker.n_ctx = n_ctx
+                self.worker.ready_at = time.time()
+            if self.phase != STOPPING:
+                self.phase = READY
+
+    def set_died(self, death: Death) -> None:
+        with self._lock:
+            self.deaths = [*self.deaths, death][-KEEP_DEATHS:]
+            if self.phase not in (STOPPING, FAILED):
+                self.phase = RESTARTING
+
+    def note_restart(self) -> None:
+        with self._lock:
+            self.restarts += 1
+
+    def set_failed(self, message: str) -> None:
+        with self._lock:
+            self.phase, self.failure = FAILED, message
+
+    def set_stopping(self) -> None:
+        with self._lock:
+            self.phase = STOPPING
+
+    @property
+    def ready(self) -> bool:
+        return self.phase == READY
+
+    def worker_pid(self) -> int | None:
+        w = self.worker
+        return w.pid if w is not None else None
+
+    def snapshot(self) -> dict[str, Any]:
+        with self._lock:
+            w = self.worker
+            return {
+                "phase": self.phase,
+                "model": self.model_name,
+                "uptime_seconds": round(time.time() - self.started, 1),
+                "restarts": self.restarts,
+                "worker": asdict(w) if w is not None else None,
+                "deaths": [asdict(d) for d in self.deaths],
+                "failure": self.failure,
+                "pressure": asdict(self.pressure),
+                "requests": {**self.counts, "in_flight": self.in_flight, "waiting": self.waiting},
+            }

@@ -1,0 +1,296 @@
+"""The watchdog: start the worker, wait until it answers, and when it dies ask the doctor why and restart it.
+
+A memory death (lmkd / OOM killer SIGKILL, a failed allocation) restarts with a smaller context: the
+largest the planner fits under the memory the worker really had. Other deaths restart with the same
+settings after a growing pause. A worker that cannot even start (bad model, illegal instruction, ...) is not
+restarted in a loop: the server stops with the doctor's diagnosis.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import IO
+
+from edgepilot.plan.requested import RequestedSettings
+from edgepilot.plan.settings import EngineSettings
+from edgepilot.serve.planning import MEMORY_CAUSES, MIN_CTX, after_memory_kill
+from edgepilot.serve.proxy import probe_health
+from edgepilot.serve.state import Death, ServerState, WorkerInfo
+
+LOAD_TIMEOUT = 600.0  # a big model from slow storage on a phone
+POLL = 0.1
+STOP_GRACE = 5.0
+MAX_FAILED_STARTS = 4  # starts in a row that never answered
+STABLE_SECONDS = 60.0  # a worker up this long resets the back-off
+HEAD_LINES, TAIL_LINES = 200, 400
+
+
+@dataclass
+class Launch:
+    model: Path
+    model_name: str
+    socket_path: str
+    max_tokens: int
+    cpus: list[int] | None = None
+    verbose: bool = False
+    python: str = field(default_factory=lambda: sys.executable)
+
+    def argv(self, settings: EngineSettings) -> list[str]:
+        import json
+
+        args = [self.python, "-m", "edgepilot.serve.worker", "--socket", self.socket_path]
+        args += ["--model", str(self.model), "--model-name", self.model_name]
+        args += ["--settings", json.dumps(asdict(settings)), "--max-tokens", str(self.max_tokens)]
+        args += ["--parent", str(os.getpid())]
+        if self.cpus:
+            args += ["--cpus", ",".join(map(str, self.cpus))]
+        if self.verbose:
+            args.append("--verbose")
+        return args
+
+
+class OutputRing:
+    """The worker's output: first and last lines kept for the doctor, echoed with --verbose."""
+
+    def __init__(self, pipe: IO[bytes], echo: bool) -> None:
+        self.head: list[str] = []
+        self.tail: deque[str] = deque(maxlen=TAIL_LINES)
+        self.dropped = 0
+        self.echo = echo
+        self.thread = threading.Thread(target=self._pump, args=(pipe,), daemon=True, name="worker-output")
+        self.thread.start()
+
+    def _pump(self, pipe: IO[bytes]) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            for raw in pipe:
+                line = raw.decode("utf-8", errors="replace").rstrip("\n")
+                if self.echo:
+                    sys.stderr.write(f"worker: {line}\n")
+                if len(self.head) < HEAD_LINES:
+                    self.head.append(line)
+                else:
+                    if len(self.tail) == self.tail.maxlen:
+                        self.dropped += 1
+                    self.tail.append(line)
+        with contextlib.suppress(OSError):
+            pipe.close()
+
+    def lines(self) -> list[str]:
+        self.thread.join(timeout=2)
+        gap = [f"[... {self.dropped} lines not kept ...]"] if self.dropped else []
+        return [*self.head, *gap, *self.tail]
+
+
+class Worker:
+    def __init__(self, argv: list[str], echo: bool) -> None:
+        self.argv = argv
+        self.started = time.time()
+        self.proc = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+        )
+        self.pid = self.proc.pid
+        self.output = OutputRing(self.proc.stdout, echo)  # type: ignore[arg-type]
+        self._lock = threading.Lock()
+        self.reaped = False
+        self.status = 0
+        self.maxrss_bytes: int | None = None
+
+    def signal(self, sig: int) -> None:
+        with self._lock:
+            if not self.reaped:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(self.pid, sig)
+
+    def poll(self, block: bool) -> bool:
+        """Reap the worker if it has exited; True once it has."""
+        if self.reaped:
+            return True
+        while True:
+            try:
+                pid, status, usage = os.wait4(self.pid, 0 if block else os.WNOHANG)
+            except InterruptedError:
+                continue
+            except ChildProcessError:
+                pid, status, usage = self.pid, 0, None
+            break
+        if pid != self.pid:
+            return False
+        with self._lock:
+            self.reaped = True
+            self.status = status
+            # ru_maxrss covers the exec'd worker's own peak (it is far above the forked parent's pages)
+            self.maxrss_bytes = usage.ru_maxrss * 1024 if usage is not None and usage.ru_maxrss else None
+            self.proc.returncode = os.waitstatus_to_exitcode(status)  # so Popen does not wait again
+        return True
+
+    @property
+    def returncode(self) -> int:
+        return os.waitstatus_to_exitcode(self.status)
+
+
+def requested_dict(settings: EngineSettings) -> dict[str, object]:
+    names = {f.name for f in fields(RequestedSettings)}
+    return {k: v for k, v in asdict(settings).items() if k in names}
+
+
+class Watchdog(threading.Thread):
+    def __init__(
+        self,
+        launch: Launch,
+        settings: EngineSettings,
+        state: ServerState,
+        log: Callable[[str], None],
+        on_ready: Callable[[WorkerInfo], None],
+        on_failed: Callable[[str], None],
+    ) -> None:
+        super().__init__(name="watchdog", daemon=True)
+        self.launch, self.settings, self.state = launch, settings, state
+        self.log, self.on_ready, self.on_failed = log, on_ready, on_failed
+        self.stopping = threading.Event()
+        self.current: Worker | None = None
+        self.ever_ready = False
+        self.last_load_seconds = 2.0
+
+    # -- control from other threads ---------------------------------------------------------------------
+    def shutdown(self) -> None:
+        self.stopping.set()
+        w = self.current
+        if w is not None:
+            w.signal(signal.SIGTERM)
+        self.join(STOP_GRACE)
+        if self.is_alive() and w is not None:
+            w.signal(signal.SIGKILL)
+            self.join(STOP_GRACE)
+
+    # -- the loop ----------------------------------------------------------------------------------------
+    def run(self) -> None:
+        try:
+            self._loop()
+        except Exception as exc:  # a bug here must not leave clients waiting on a server that never comes
+            message = f"the watchdog failed: {type(exc).__name__}: {exc}"
+            self.state.set_failed(message)
+            self.on_failed(message)
+
+    def _spawn(self, settings: EngineSettings, restarting: bool) -> Worker:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.launch.socket_path)  # a dead worker's socket would refuse, not time out: tidy
+        worker = Worker(self.launch.argv(settings), self.launch.verbose)
+        self.current = worker
+        info = WorkerInfo(
+            pid=worker.pid, n_ctx=settings.n_ctx, settings=asdict(settings), started=time.time()
+        )
+        self.state.set_starting(info, restarting)
+        return worker
+
+    def _until_ready(self, w: Worker) -> bool:
+        deadline = time.monotonic() + LOAD_TIMEOUT
+        while not w.poll(block=False):
+            if self.stopping.is_set():
+                w.signal(signal.SIGTERM)
+            elif time.monotonic() > deadline:
+                self.log(f"worker {w.pid} did not answer within {LOAD_TIMEOUT:.0f} s: killing it")
+                w.signal(signal.SIGKILL)
+            else:
+                info = probe_health(self.launch.socket_path)
+                if info is not None:
+                    self.last_load_seconds = float(info.get("load_seconds") or self.last_load_seconds)
+                    self.state.set_ready(int(info.get("n_ctx") or 0))
+                    return True
+            time.sleep(POLL)
+        return False
+
+    def _loop(self) -> None:
+        settings, restarting, failed_starts, short_lives = self.settings, False, 0, 0
+        while not self.stopping.is_set():
+            w = self._spawn(settings, restarting)
+            ready = self._until_ready(w)
+            if ready:
+                failed_starts = 0
+                if not self.ever_ready:
+                    self.ever_ready = True
+                    if self.state.worker is not None:
+                        self.on_ready(self.state.worker)
+                w.poll(block=True)
+            if self.stopping.is_set():
+                return
+            uptime = time.time() - w.started
+            short_lives = 0 if uptime >= STABLE_SECONDS else short_lives + 1
+            death = self._diagnose(w, settings, uptime)
+            memory = death.cause in MEMORY_CAUSES
+            if not ready:
+                failed_starts += 1
+                hopeless = not memory and death.signal_name is None  # it refused to start: it will again
+                stuck = failed_starts >= MAX_FAILED_STARTS or (memory and settings.n_ctx <= MIN_CTX)
+                if (hopeless and not self.ever_ready) or stuck:
+                    death.action = "not restarted"
+                    self.state.set_died(death)
+                    message = f"the model server could not start: {death.title} — fix: {death.fix}"
+                    self.state.set_failed(message)
+                    self.on_failed(message)
+                    return
+            delay = min(30.0, 0.5 * 2 ** max(0, short_lives - 1))
+            why = ""
+            if memory:
+                settings, why = after_memory_kill(self.launch.model, settings, death.peak_rss_bytes)
+            death.action = f"restarting in {delay:.1f} s" + (f" with {why}" if why else "")
+            self.state.retry_after = max(1, math.ceil(delay + self.last_load_seconds + 1))
+            self.state.set_died(death)
+            how = death.signal_name or f"exit status {death.exit_code}"
+            self.log(f"worker {w.pid} died ({how}) after {uptime:.1f} s: {death.cause} — {death.action}")
+            if self.stopping.wait(delay):
+                return
+            self.state.note_restart()
+            restarting = True
+
+    def _diagnose(self, w: Worker, settings: EngineSettings, uptime: float) -> Death:
+        from edgepilot.doctor.diagnose import diagnose
+        from edgepilot.doctor.evidence import signal_name
+        from edgepilot.doctor.supervise import device_state
+        from edgepilot.doctor.types import RunRecord
+
+        rc = w.returncode
+        sig = -rc if rc < 0 else None
+        lines = w.output.lines()
+        try:
+            after = device_state()
+            record = RunRecord(
+                command=w.argv,
+                returncode=rc,
+                exit_code=128 + sig if sig else rc,
+                signal=sig,
+                signal_name=signal_name(sig),
+                wall_seconds=round(uptime, 3),
+                peak_rss_bytes=w.maxrss_bytes,
+                before=after,  # not sampled at start: a server's start is minutes or days ago
+                after=after,
+                output_lines=len(lines),
+            )
+            d = diagnose(lines, model=str(self.launch.model), run=record, requested=requested_dict(settings))
+            top = d.top
+            cause, title, fix, evidence = top.id, top.title, top.fix, top.evidence[:4]
+        except Exception as exc:  # the doctor must not stop the restart
+            cause, title = "unknown", "the doctor could not diagnose this death"
+            fix, evidence = "see the worker's output with --verbose", [f"{type(exc).__name__}: {exc}"]
+        return Death(
+            at=time.time(),
+            pid=w.pid,
+            uptime_seconds=round(uptime, 1),
+            exit_code=128 + sig if sig else rc,
+            signal_name=signal_name(sig),
+            peak_rss_bytes=w.maxrss_bytes,
+            cause=cause,
+            title=title,
+            fix=fix,
+            evidence=evidence,
+        )

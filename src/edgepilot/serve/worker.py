@@ -1,0 +1,230 @@
+"""The worker process: the model in llama.cpp (LlamaEngine) behind a FastAPI app on a private Unix socket.
+
+Started and restarted by the supervisor (`edgepilot serve`); only the front talks to it, so it does no
+authentication: its socket lives in a directory only this user can enter. It exits when the supervisor dies
+(PR_SET_PDEATHSIG), so a killed `edgepilot serve` never leaves a model resident in the background.
+
+    python -m edgepilot.serve.worker --socket S --model M --settings JSON --model-name NAME
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import ctypes
+import json
+import os
+import signal
+import sys
+import threading
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, StreamingResponse
+from starlette.background import BackgroundTask
+
+from edgepilot.engine.sampling import SamplerSettings
+from edgepilot.serve import protocol as p
+from edgepilot.serve.generation import ContextFull, Generator, Job
+from edgepilot.serve.wire import error_body, sse
+
+DISCONNECT_POLL = 0.25
+PR_SET_PDEATHSIG = 1
+
+
+def _sampler(req: p._Sampling) -> SamplerSettings:
+    d = SamplerSettings()
+    return SamplerSettings(
+        temperature=d.temperature if req.temperature is None else req.temperature,
+        top_k=d.top_k if req.top_k is None else req.top_k,
+        top_p=d.top_p if req.top_p is None else req.top_p,
+        min_p=d.min_p if req.min_p is None else req.min_p,
+        seed=d.seed if req.seed is None else req.seed & 0xFFFFFFFF,
+    )
+
+
+def _error(status: int, message: str, kind: str = "invalid_request_error", code: str | None = None):
+    return JSONResponse(error_body(message, kind, code), status_code=status)
+
+
+async def _watch_disconnect(request: Request, cancelled: threading.Event) -> None:
+    while not cancelled.is_set():
+        if await request.is_disconnected():
+            cancelled.set()
+            return
+        await asyncio.sleep(DISCONNECT_POLL)
+
+
+def create_app(gen: Generator, model_name: str, max_tokens: int, info: dict[str, Any]) -> FastAPI:
+    app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        first = exc.errors()[0] if exc.errors() else {}
+        where = ".".join(str(x) for x in first.get("loc", ()) if x != "body")
+        return _error(400, f"{where + ': ' if where else ''}{first.get('msg', 'invalid request')}")
+
+    @app.get("/health")
+    async def health() -> dict[str, Any]:
+        return {"status": "ok", "pid": os.getpid(), **info, "stats": gen.stats.as_dict()}
+
+    def clamp(wanted: int | None) -> int:
+        return max_tokens if wanted is None else min(wanted, max_tokens)
+
+    async def respond(job: Job, stream: bool, usage: bool, request: Request, chat: bool):
+        rid = p.new_id("chatcmpl" if chat else "cmpl")
+        cancelled = threading.Event()
+        if not stream:
+            watcher = asyncio.create_task(_watch_disconnect(request, cancelled))
+            try:
+                outcome = await gen.complete(job, cancelled)
+            except ContextFull as exc:
+                return _error(400, str(exc), code="context_length_exceeded")
+            finally:
+                watcher.cancel()
+            body = (p.chat_response if chat else p.completion_response)(rid, model_name, outcome)
+            return JSONResponse(body)
+
+        pieces = gen.stream(job, cancelled)
+        try:  # the first item: the prompt was accepted (or an error can still be a proper status code)
+            first = await anext(pieces)
+        except ContextFull as exc:
+            return _error(400, str(exc), code="context_length_exceeded")
+
+        async def events():
+            obj = "chat.completion.chunk" if chat else "text_completion"
+            try:
+                if chat:
+                    yield sse(p.chat_chunk(rid, model_name, {"role": "assistant", "content": ""}))
+                item = first
+                while True:
+                    if isinstance(item, p.Outcome):
+                        if chat:
+                            yield sse(p.chat_chunk(rid, model_name, {}, item.finish_reason))
+                        else:
+                            yield sse(p.completion_chunk(rid, model_name, "", item.finish_reason))
+                        if usage:
+                            yield sse(p.usage_chunk(rid, model_name, obj, item))
+                        break
+                    if chat:
+                        yield sse(p.chat_chunk(rid, model_name, {"content": item}))
+                    else:
+                        yield sse(p.completion_chunk(rid, model_name, item))
+                    item = await anext(pieces)
+                yield b"data: [DONE]\n\n"
+            except Exception as exc:  # the status line is gone: say it in the stream, never end silently
+                yield sse(error_body(str(exc), "server_error"))
+            finally:
+                await pieces.aclose()
+
+        async def stop_generating() -> None:  # also when the client left before the stream began
+            cancelled.set()
+            await pieces.aclose()
+
+        return StreamingResponse(
+            events(),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache"},
+            background=BackgroundTask(stop_generating),
+        )
+
+    @app.post("/v1/chat/completions")
+    async def chat(req: p.ChatRequest, request: Request):
+        try:
+            messages = [(m.role, m.text()) for m in req.messages]
+        except ValueError as exc:
+            return _error(400, str(exc))
+        job = Job(messages, "", clamp(req.wanted_tokens()), _sampler(req), req.stop_list())
+        return await respond(job, req.stream, req.include_usage(), request, chat=True)
+
+    @app.post("/v1/completions")
+    async def completions(req: p.CompletionRequest, request: Request):
+        job = Job(None, req.prompt_text(), clamp(req.wanted_tokens()), _sampler(req), req.stop_list())
+        return await respond(job, req.stream, req.include_usage(), request, chat=False)
+
+    return app
+
+
+def die_with_parent(parent: int) -> None:
+    """Ask the kernel for SIGKILL when the supervisor goes (Linux/Android), then check it has not already."""
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if parent and os.getppid() != parent:
+        sys.exit(0)
+
+
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(prog="edgepilot-serve-worker")
+    ap.add_argument("--socket", required=True)
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--model-name", required=True)
+    ap.add_argument("--settings", required=True, help="EngineSettings as JSON")
+    ap.add_argument("--max-tokens", type=int, required=True)
+    ap.add_argument("--cpus", default="", help="pin to these CPUs (comma-separated) before loading")
+    ap.add_argument("--parent", type=int, default=0)
+    ap.add_argument("--verbose", action="store_true")
+    return ap.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse(argv)
+    die_with_parent(args.parent)
+    from edgepilot.engine import llama_log
+    from edgepilot.engine.inprocess import EngineError, LlamaEngine
+    from edgepilot.plan.settings import EngineSettings
+
+    settings = EngineSettings(**json.loads(args.settings))
+    if args.cpus:
+        from edgepilot.bench.pinning import pin_process
+
+        pin_process(int(c) for c in args.cpus.split(","))
+    try:
+        engine = LlamaEngine(args.model, settings, verbose=args.verbose)
+    except EngineError as exc:
+        # The supervisor hands these lines to the doctor: the error and llama.cpp's last words.
+        for line in llama_log.lines_since(0)[-60:]:
+            sys.stderr.write(line if line.endswith("\n") else line + "\n")
+        sys.stderr.write(f"edgepilot-worker: error: {exc}\n")
+        return 2
+    info = {
+        "model": args.model_name,
+        "n_ctx": engine.load.n_ctx,
+        "n_batch": engine.load.n_batch,
+        "n_ubatch": engine.load.n_ubatch,
+        "n_threads": settings.n_threads,
+        "type_k": settings.type_k,
+        "type_v": settings.type_v,
+        "flash_attn": settings.flash_attn,
+        "load_seconds": round(engine.load.seconds, 3),
+        "max_tokens": args.max_tokens,
+    }
+    gen = Generator(engine)
+    app = create_app(gen, args.model_name, args.max_tokens, info)
+
+    import uvicorn
+
+    config = uvicorn.Config(
+        app,
+        uds=args.socket,
+        log_level="info" if args.verbose else "warning",
+        access_log=False,
+        lifespan="off",
+        timeout_graceful_shutdown=3,
+    )
+    server = uvicorn.Server(config)
+    # uvicorn re-raises SIGTERM/SIGINT after its graceful shutdown: end with status 0 instead.
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: None)
+    try:
+        server.run()
+    finally:
+        gen.close()
+        engine.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,164 @@
+"""`edgepilot bench` and `edgepilot tune` end to end on both real models (short runs), plus their store."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import sqlite3
+
+import pytest
+from typer.testing import CliRunner
+
+from edgepilot.bench.formats import LLAMA_BENCH_FIELDS
+from edgepilot.bench.pinning import allowed_cpus
+
+runner = CliRunner()
+SHORT = ["-p", "32", "-n", "8", "-r", "2"]
+BENCH_KEYS = {"n_threads", "n_prompt", "n_gen", "avg_ts", "stddev_ts", "samples_ts"}
+
+
+def bench(cli_app, *args):
+    res = runner.invoke(cli_app, ["bench", *args])
+    assert res.exit_code == 0, res.output
+    return res
+
+
+@pytest.mark.parametrize("model", ["gemma_path", "smollm_path"])
+def test_bench_json_rows_are_llama_bench_rows(cli_app, model, request, data_dir):
+    path = request.getfixturevalue(model)
+    res = bench(cli_app, str(path), *SHORT, "-t", "1,2", "--json")
+    data = json.loads(res.stdout)
+    rows = data["rows"]
+    assert [(r["test"], r["n_threads"]) for r in rows] == [("pp32", 1), ("tg8", 1), ("pp32", 2), ("tg8", 2)]
+    for r in rows:
+        assert set(r) >= BENCH_KEYS
+        assert len(r["samples_ts"]) == 2 and r["avg_ts"] > 0
+        assert r["avg_ts"] == pytest.approx(sum(r["samples_ts"]) / 2, rel=1e-3)
+        assert r["model_size"] > 0 and r["model_type"]
+    assert rows[1]["roofline"] is not None and 0 < rows[1]["roofline"] < 1.5
+    assert data["bandwidth_gbs"] > 0 and data["bytes_per_token"] > 0
+    assert data["run_id"] == 1 and (data_dir / "bench.sqlite").is_file()
+    with sqlite3.connect(data_dir / "bench.sqlite") as con:
+        assert con.execute("SELECT COUNT(*) FROM results").fetchone()[0] == 4
+        assert con.execute("SELECT device_fp, model_key FROM runs").fetchone()[1] == data["model"]["key"]
+
+
+def test_bench_csv_has_llama_bench_columns(cli_app, smollm_path):
+    res = bench(cli_app, str(smollm_path), *SHORT, "--csv")
+    table = list(csv.reader(io.StringIO(res.stdout)))
+    header, rows = table[0], table[1:]
+    assert header[: len(LLAMA_BENCH_FIELDS)] == LLAMA_BENCH_FIELDS
+    assert len(rows) == 2
+    row = dict(zip(header, rows[0], strict=True))
+    assert row["n_prompt"] == "32" and row["n_gen"] == "0" and float(row["avg_ts"]) > 0
+    assert row["cpu_mask"] == "0x0" and row["backends"] == "CPU"
+
+
+def test_bench_md_like_llama_bench_with_pinning(cli_app, smollm_path):
+    cpu = allowed_cpus()[0]
+    res = bench(cli_app, str(smollm_path), *SHORT, "-t", "1", "--cores", str(cpu), "-fa", "0,1", "--md")
+    lines = res.stdout.splitlines()
+    assert lines[0].startswith("| model") and "| threads |" in lines[0] and "cores" in lines[0]
+    assert "fa" in lines[0] and lines[0].rstrip().endswith("t/s |")
+    assert lines[1].startswith("| ---") or lines[1].startswith("| -")
+    body = [ln for ln in lines[2:] if ln.startswith("|")]
+    assert len(body) == 4 and all("±" in ln for ln in body)
+    assert any("pp32" in ln for ln in body) and any("tg8" in ln for ln in body)
+    assert lines[-1].startswith("build: llama-cpp-python")
+    assert os.sched_getaffinity(0) == set(allowed_cpus())  # pinning undone afterwards
+
+
+def test_history_shows_and_compares_runs(cli_app, smollm_path, gemma_path):
+    bench(cli_app, str(smollm_path), *SHORT, "--json")
+    bench(cli_app, str(smollm_path), *SHORT, "--json")
+    bench(cli_app, str(gemma_path), "-p", "0", "-n", "8", "-r", "2", "--json")
+    res = bench(cli_app, "--history", "--json")
+    data = json.loads(res.stdout)
+    assert data["runs"] == 3 and len(data["entries"]) == 5
+    second = [e for e in data["entries"] if e["run_id"] == 2]
+    assert all(e["previous_ts"] is not None and e["change"] is not None for e in second)
+    assert all(e["best_ts"] >= e["avg_ts"] for e in data["entries"])
+    only = json.loads(bench(cli_app, "--history", str(gemma_path), "--json").stdout)
+    assert {e["model_name"] for e in only["entries"]} == {gemma_path.name}
+    table = bench(cli_app, "--history").stdout
+    assert "Δ prev" in table and "tg8" in table
+
+
+def test_history_before_any_run(cli_app):
+    res = bench(cli_app, "--history")
+    assert "no results" in res.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["-t", "0"], "-t"),
+        (["-t", "two"], "-t"),
+        (["-p", "1-"], "-p"),
+        (["-r", "0"], "-r"),
+        (["-p", "0", "-n", "0"], "nothing to measure"),
+        (["--cores", "4096"], "--cores"),
+        (["--cores", "fast9"], "--cores"),
+        (["-fa", "maybe"], "-fa"),
+        (["--json", "--csv"], "one output format"),
+        (["--plot", "sweep.svg"], "--plot"),
+        (["--cooldown", "-1"], "--cooldown"),
+        (["/no/such/model.gguf"], "not found"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(cli_app, args, needle):
+    res = runner.invoke(cli_app, ["bench", *args])
+    assert res.exit_code == 2, res.output
+    err = res.stderr.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("edgepilot: error:") and needle in err[0]
+    assert "Traceback" not in res.output and res.stdout == ""
+
+
+def test_bench_table_and_png(cli_app, smollm_path, tmp_path):
+    png = tmp_path / "sweep.png"
+    res = bench(cli_app, str(smollm_path), *SHORT, "-t", "1,2", "--plot", str(png))
+    assert png.is_file() and png.read_bytes()[:4] == b"\x89PNG"
+    assert "tg8" in res.stdout and "roofline" in res.stdout
+    assert "threads" in res.stdout  # the terminal plot's x axis
+
+
+@pytest.mark.parametrize("model", ["gemma_path", "smollm_path"])
+def test_tune_saves_a_profile_that_run_picks_up(cli_app, model, request, data_dir):
+    path = request.getfixturevalue(model)
+    res = runner.invoke(cli_app, ["tune", str(path), *SHORT, "--json"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert data["core_sets"] == [_cpulist(allowed_cpus())]
+    gen, prompt = data["gen"], data["prompt"]
+    assert 1 <= gen["n_threads"] <= len(allowed_cpus()) and gen["tg_ts"] > 0 and prompt["pp_ts"] > 0
+    assert [t["phase"] for t in data["trials"]][0] == "boundary"
+    profile = json.loads((data_dir / "profiles").glob("*.json").__next__().read_text())
+    assert profile["n_threads"] == gen["n_threads"] and profile["n_ubatch"] == prompt["n_ubatch"]
+    assert profile == data["profile"] and data["profile_path"].startswith(str(data_dir))
+    hist = json.loads(runner.invoke(cli_app, ["bench", "--history", "--json"]).stdout)
+    assert {e["kind"] for e in hist["entries"]} == {"tune"}
+
+    from edgepilot.bench.profiles import load_profile
+
+    assert load_profile(path).n_threads == gen["n_threads"]
+
+
+def test_tune_table_and_png(cli_app, smollm_path, tmp_path):
+    png = tmp_path / "tune.png"
+    res = runner.invoke(cli_app, ["tune", str(smollm_path), *SHORT, "--plot", str(png), "--no-save"])
+    assert res.exit_code == 0, res.output
+    assert "generation" in res.stdout and "prompt" in res.stdout and "profile saved" not in res.stdout
+    assert png.is_file()
+
+
+def test_tune_bad_input(cli_app):
+    res = runner.invoke(cli_app, ["tune", "-n", "0"])
+    assert res.exit_code == 2 and res.stderr.startswith("edgepilot: error:")
+
+
+def _cpulist(cpus):
+    from edgepilot.bench.ranges import cpulist
+
+    return cpulist(cpus)

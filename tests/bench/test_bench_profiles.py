@@ -1,0 +1,122 @@
+"""Tuned profiles: saved per (device, model), used by `run` only where the user gave nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from edgepilot.bench.identity import device_id, model_id
+from edgepilot.bench.pinning import allowed_cpus
+from edgepilot.bench.profiles import Profile, apply_profile, load_profile, profile_path, save_profile
+from edgepilot.run.defaults import RequestedSettings, decide_settings
+
+
+def make_profile(path, root=None, **kw) -> Profile:
+    device = device_id(root) if root is not None else device_id()
+    model = model_id(path)
+    values = dict(
+        device_fingerprint=device.fingerprint,
+        device=device.description,
+        model_key=model.key,
+        model_name=model.name,
+        model_size=model.size,
+        n_threads=1,
+        n_threads_batch=2,
+        cpus=[allowed_cpus()[0]],
+        n_ubatch=256,
+        flash_attn=True,
+        gen_tps=50.0,
+        prompt_tps=300.0,
+        created="2026-11-29T12:00:00Z",
+    )
+    values.update(kw)
+    return Profile(**values)
+
+
+def test_no_profile_without_a_tune(gemma_path):
+    assert load_profile(gemma_path) is None
+
+
+def test_round_trip_and_keyed_by_device_and_model(gemma_path, smollm_path, devices):
+    saved = save_profile(make_profile(gemma_path))
+    assert saved.parent.name == "profiles"
+    assert load_profile(gemma_path) == make_profile(gemma_path)
+    assert load_profile(smollm_path) is None  # another model
+    tree = devices / "rk3588-orangepi5plus"
+    assert load_profile(gemma_path, root=tree) is None  # another device
+    save_profile(make_profile(gemma_path, root=tree, n_threads=4, cpus=[4, 5, 6, 7]))
+    assert load_profile(gemma_path, root=tree).cpus == [4, 5, 6, 7]
+    assert load_profile(gemma_path).n_threads == 1  # this device's profile is still its own
+
+
+def test_model_key_survives_a_copy_not_a_change(gemma_path, tmp_path):
+    copy = tmp_path / "renamed.gguf"
+    data = gemma_path.read_bytes()
+    copy.write_bytes(data)
+    assert model_id(copy).key == model_id(gemma_path).key
+    changed = tmp_path / "changed.gguf"
+    changed.write_bytes(data[:-1] + bytes([data[-1] ^ 1]))
+    assert model_id(changed).key != model_id(gemma_path).key
+
+
+@pytest.mark.parametrize(
+    "damage", ["{not json", json.dumps({"version": 99}), json.dumps({"version": 1, "n_threads": 0}), "[]"]
+)
+def test_a_damaged_profile_is_ignored(gemma_path, damage):
+    p = make_profile(gemma_path)
+    path = profile_path(p.model_key, p.device_fingerprint)
+    path.parent.mkdir(parents=True)
+    path.write_text(damage)
+    assert load_profile(gemma_path) is None
+
+
+def test_profile_fills_only_what_the_user_left_open(gemma_path):
+    p = make_profile(gemma_path)
+    assert apply_profile(RequestedSettings(), p) == RequestedSettings(
+        n_threads=1, n_ubatch=256, flash_attn=True
+    )
+    mine = RequestedSettings(n_threads=2, n_ubatch=512, flash_attn=False)
+    assert apply_profile(mine, p) == mine
+    assert apply_profile(mine, None) == mine
+
+
+def test_decide_settings_uses_the_profile(gemma_path):
+    p = make_profile(gemma_path)
+    plan = decide_settings(gemma_path, RequestedSettings(), profile=p)
+    s = plan.settings
+    assert (s.n_threads, s.n_threads_batch, s.n_ubatch, s.flash_attn) == (1, 2, 256, True)
+    assert any("tuned profile" in n for n in plan.notes)
+    plan = decide_settings(gemma_path, RequestedSettings(n_threads=2), profile=p)
+    assert (plan.settings.n_threads, plan.settings.n_threads_batch) == (2, None)  # the user's -t wins
+    assert plan.settings.n_ubatch == 256  # the rest of the profile still applies
+
+
+def test_run_pins_to_the_profile_cpus_before_loading(gemma_path):
+    from edgepilot.engine.sampling import SamplerSettings
+    from edgepilot.run.runner import run_model
+
+    cpu = allowed_cpus()[-1]
+    save_profile(make_profile(gemma_path, cpus=[cpu]))
+    greedy = SamplerSettings(temperature=0)
+    result = run_model(
+        str(gemma_path), "Hi", n_predict=4, requested=RequestedSettings(n_ctx=256), sampler=greedy
+    )
+    assert os.sched_getaffinity(0) == {cpu}
+    assert result.settings["n_threads"] == 1 and result.settings["n_threads_batch"] == 2
+    # every thread llama.cpp started (OpenMP workers included) runs on that CPU
+    from edgepilot.bench.pinning import thread_affinities
+
+    assert {tuple(v) for v in thread_affinities().values()} == {(cpu,)}
+
+
+def test_run_with_explicit_threads_does_not_pin(gemma_path):
+    from edgepilot.engine.sampling import SamplerSettings
+    from edgepilot.run.runner import run_model
+
+    before = os.sched_getaffinity(0)
+    save_profile(make_profile(gemma_path, cpus=[allowed_cpus()[-1]]))
+    requested = RequestedSettings(n_ctx=256, n_threads=1)
+    run_model(str(gemma_path), "Hi", n_predict=2, requested=requested, sampler=SamplerSettings(temperature=0))
+    assert os.sched_getaffinity(0) == before

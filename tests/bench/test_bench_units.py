@@ -1,0 +1,133 @@
+"""List/range parsing, pinning, sensors, roofline, formats: the pieces of bench without a model run."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import pytest
+
+from edgepilot.bench.monitor import Reading, Sensors, cool_down, throttle_verdict
+from edgepilot.bench.pinning import allowed_cpus, pin_process, pinned, thread_affinities
+from edgepilot.bench.ranges import cpu_mask, cpulist, parse_bool_list, parse_cpulist, parse_int_list
+from edgepilot.bench.roofline import bytes_per_token, measure_bandwidth, roofline_fraction
+from edgepilot.errors import UserError
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("4", [4]),
+        ("2,4", [2, 4]),
+        ("1-4", [1, 2, 3, 4]),
+        ("1-8+2", [1, 3, 5, 7]),
+        ("1-16*2", [1, 2, 4, 8, 16]),
+        ("2,1-3", [2, 1, 3]),  # llama-bench keeps the given order; duplicates dropped
+        (" 8 , 16 ", [8, 16]),
+    ],
+)
+def test_int_lists_like_llama_bench(text, expected):
+    assert parse_int_list(text, "-t") == expected
+
+
+@pytest.mark.parametrize(
+    "text", ["", "a", "1-", "-1", "4-2", "1-8+0", "1-8*1", "0-4*2", "1,,2", "1.5", "1-9999999"]
+)
+def test_bad_int_lists_are_user_errors(text):
+    with pytest.raises(UserError) as err:
+        parse_int_list(text, "-t")
+    assert err.value.args[0].startswith("-t")
+
+
+def test_minimum_is_enforced():
+    with pytest.raises(UserError, match="too small"):
+        parse_int_list("0,2", "-t", minimum=1)
+
+
+def test_bool_lists():
+    assert parse_bool_list("0,1", "-fa") == [False, True]
+    assert parse_bool_list("on", "-fa") == [True]
+    with pytest.raises(UserError):
+        parse_bool_list("maybe", "-fa")
+
+
+def test_cpulists_round_trip():
+    assert parse_cpulist("0-3,6") == [0, 1, 2, 3, 6]
+    assert cpulist([6, 0, 1, 2, 3]) == "0-3,6"
+    assert cpulist([7]) == "7"
+    assert cpu_mask([4, 5, 6, 7]) == "0xf0" and cpu_mask(None) == "0x0"
+    for bad in ("3-1", "a", "1-"):
+        with pytest.raises(ValueError):
+            parse_cpulist(bad)
+
+
+def test_pinning_moves_every_thread_and_new_threads_inherit():
+    cpus = allowed_cpus()
+    ready, done = threading.Event(), threading.Event()
+    worker = threading.Thread(target=lambda: (ready.set(), done.wait(5)))
+    worker.start()
+    ready.wait(5)
+    try:
+        with pinned([cpus[0]]):
+            assert set(thread_affinities()[worker.native_id]) == {cpus[0]}  # an existing thread moved too
+            seen = []
+            later = threading.Thread(target=lambda: seen.append(os.sched_getaffinity(0)))
+            later.start()
+            later.join()
+            assert seen == [{cpus[0]}]
+        assert allowed_cpus() == cpus  # restored
+    finally:
+        done.set()
+        worker.join()
+
+
+def test_pinning_to_an_unavailable_cpu_is_a_user_error():
+    with pytest.raises(UserError, match="cannot pin to CPUs 4096"):
+        pin_process([4096])
+    with pytest.raises(UserError):
+        pin_process([])
+
+
+def test_sensors_on_device_trees(devices):
+    rk = Sensors.find(devices / "rk3588-orangepi5plus")
+    assert rk.zones and rk.temperature() is not None and rk.battery is None
+    pixel = Sensors.find(devices / "pixel6a-tensor-g1")
+    assert pixel.battery == "battery" and pixel.watts() is not None and pixel.watts() > 0
+    sd = Sensors.find(devices / "sd8gen2-xiaomi13pro")  # /sys/class/thermal denied by SELinux
+    assert not sd.zones and any("permission denied" in n for n in sd.notes)
+
+
+def test_recording_on_a_tree_averages_watts(devices):
+    from edgepilot.bench.monitor import Recording
+
+    rec = Recording(Sensors.find(devices / "pixel6a-tensor-g1"), interval=0.01).start()
+    threading.Event().wait(0.05)
+    reading = rec.stop()
+    assert reading.watts is not None and reading.samples >= 2
+
+
+def test_throttle_verdicts():
+    hot = Reading(temp_start_c=40.0, temp_end_c=47.0)
+    assert throttle_verdict([30, 29, 27, 25, 24, 23], hot)[0] is True
+    assert throttle_verdict([30, 30, 30, 30], hot) == (False, "")
+    assert throttle_verdict([30, 30, 29, 30], Reading(temp_start_c=40.0, temp_end_c=40.5)) == (False, "")
+    verdict, note = throttle_verdict([30, 25, 20], Reading())
+    assert verdict is None and "no temperature sensor" in note
+    assert throttle_verdict([30, 20], hot) == (None, "")  # too few repetitions to tell
+
+
+def test_cool_down_without_a_sensor_just_waits(devices):
+    waited = cool_down(Sensors.find(devices / "sd8gen2-xiaomi13pro"), None, 0.05)
+    assert waited == pytest.approx(0.05)
+    rk = Sensors.find(devices / "rk3588-orangepi5plus")
+    assert cool_down(rk, rk.temperature(), 5.0) < 1.0  # already at the baseline: no wait
+
+
+def test_roofline_pieces(gemma_path, smollm_path):
+    # Gemma 3 ties its output to the token embedding: every weight is read per token
+    assert 200e6 < bytes_per_token(gemma_path) < gemma_path.stat().st_size
+    assert 60e6 < bytes_per_token(smollm_path) < smollm_path.stat().st_size
+    bw = measure_bandwidth(len(allowed_cpus()), buffer_mib=16, reps=2)
+    assert bw.bytes_per_s > 1e8 and bw.threads == len(allowed_cpus())
+    assert roofline_fraction(10.0, 100_000_000, bw) == pytest.approx(1e9 / bw.bytes_per_s, abs=1e-3)
+    assert roofline_fraction(10.0, None, bw) is None

@@ -1,0 +1,134 @@
+"""A worker killed mid-reply (SIGKILL, as lmkd does) comes back: clients see an error or 503 + Retry-After,
+then answers; the doctor's diagnosis is recorded and the context shrinks. Also: Termux's wake lock, stop."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import openai
+import pytest
+from servekit import Served, start_server, write_device
+
+FAKE_TOOL = """#!/bin/sh
+echo "$(basename "$0")" >> "{log}"
+"""
+
+
+@pytest.fixture(scope="module")
+def restartable(smollm_path, tmp_path_factory) -> Served:
+    tmp = tmp_path_factory.mktemp("serve-restart")
+    bin_dir, sock_tmp = tmp / "bin", tmp / "tmpdir"
+    bin_dir.mkdir()
+    sock_tmp.mkdir()
+    for name in ("termux-wake-lock", "termux-wake-unlock"):
+        tool = bin_dir / name
+        tool.write_text(FAKE_TOOL.format(log=tmp / "wake.log"))
+        tool.chmod(0o755)
+    env = {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "TMPDIR": str(sock_tmp)}
+    write_device(tmp / "device")
+    args = ["--ctx", "1024", "--max-tokens", "400", "--watch-root", str(tmp / "device")]
+    server = start_server(smollm_path, *args, tmp=tmp, env=env)
+    server.tmp = tmp  # type: ignore[attr-defined]
+    yield server
+    server.stop(signal.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_wake_lock_taken_on_start(restartable):
+    assert restartable.info["wake_lock"] is True
+    assert (restartable.tmp / "wake.log").read_text().split() == ["termux-wake-lock"]
+
+
+def test_killed_worker_comes_back_and_answers(restartable):
+    client = restartable.client(timeout=60)
+    old = restartable.status()["worker"]
+    stream = client.chat.completions.create(
+        model="any",
+        messages=[{"role": "user", "content": "Tell me a very long story about a lighthouse."}],
+        max_tokens=400,
+        temperature=0.8,
+        stream=True,
+    )
+    got, ended = [], None
+    t0 = time.monotonic()
+    try:
+        for chunk in stream:
+            if chunk.choices and chunk.choices[0].delta.content:
+                got.append(chunk.choices[0].delta.content)
+                if len(got) == 3:
+                    os.kill(old["pid"], signal.SIGKILL)  # mid-reply
+        ended = "complete"
+    except openai.APIError as exc:  # the front's error event: the reply was cut, and the client is told
+        ended = f"error: {exc}"
+    assert time.monotonic() - t0 < 60
+    assert len(got) >= 3
+    assert ended.startswith("error") and "restarting" in ended, ended
+
+    seen = []
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            r = client.chat.completions.create(
+                model="any", messages=[{"role": "user", "content": "Hi"}], max_tokens=8
+            )
+            seen.append(200)
+            break
+        except openai.APIStatusError as exc:
+            assert exc.status_code == 503, exc
+            assert int(exc.response.headers["retry-after"]) >= 1
+            seen.append(503)
+            time.sleep(0.3)
+    assert seen[-1] == 200, seen
+    assert r.choices[0].message.content is not None
+
+    status = restartable.status()
+    assert status["phase"] == "ready" and status["restarts"] == 1
+    death = status["deaths"][-1]
+    assert death["pid"] == old["pid"] and death["signal_name"] == "SIGKILL" and death["exit_code"] == 137
+    assert death["cause"] == "killed-by-system"  # the doctor's verdict on a SIGKILL
+    assert death["peak_rss_bytes"] > 50 << 20
+    assert status["worker"]["pid"] != old["pid"] and not _alive(old["pid"])
+    assert status["worker"]["n_ctx"] < 1024  # a memory kill: restarted with a smaller context
+    assert "1024 ->" in death["action"]
+    assert "killed-by-system" in restartable.stderr()
+
+
+def _wait_ready_again(served: Served, old_pid: int) -> dict:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        status = served.status()
+        if status["phase"] == "ready" and status["worker"]["pid"] != old_pid:
+            return status
+        time.sleep(0.3)
+    raise AssertionError(served.stderr())
+
+
+def test_a_crash_restarts_with_the_same_context(restartable):
+    before = restartable.status()
+    os.kill(before["worker"]["pid"], signal.SIGSEGV)
+    after = _wait_ready_again(restartable, before["worker"]["pid"])
+    death = after["deaths"][-1]
+    assert death["signal_name"] == "SIGSEGV"
+    assert death["cause"] not in ("killed-by-system", "out-of-memory-alloc", "context-too-large")
+    assert after["worker"]["n_ctx"] == before["worker"]["n_ctx"]  # not a memory death: same settings
+    assert after["restarts"] == before["restarts"] + 1
+    reply = restartable.client().completions.create(model="any", prompt="Hi", max_tokens=2)
+    assert reply.usage.completion_tokens >= 1
+
+
+def test_stop_releases_everything(restartable):
+    worker = restartable.status()["worker"]["pid"]
+    assert restartable.stop(signal.SIGTERM) == 0
+    assert not _alive(worker)
+    assert (restartable.tmp / "wake.log").read_text().split() == ["termux-wake-lock", "termux-wake-unlock"]
+    assert list((restartable.tmp / "tmpdir").iterdir()) == []  # the private socket directory is gone
+    assert "stopped after" in restartable.stderr()
