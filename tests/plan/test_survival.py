@@ -26,23 +26,42 @@ problem = cgroup_problem()
 pytestmark = pytest.mark.skipif(problem is not None, reason=problem or "")
 
 
+N_GEN = 4
+
+
+def _filling_prompt(path: Path, model: Path, n_ctx: int) -> Path:
+    with LlamaEngine(model, EngineSettings(n_ctx=256)) as engine:
+        words = engine.tokenize("phone battery memory model token layer cache window " * (n_ctx // 4))
+        prompt_tokens = words[: n_ctx - N_GEN - 8]
+        prompt = b"".join(engine.piece(t) for t in prompt_tokens).decode("utf-8", errors="ignore")
+    path.write_text(prompt)
+    return path
+
+
+def _run_limited(model: Path, prompt: Path, extra: list[str]) -> dict:
+    run = [
+        EDGEPILOT,
+        "run",
+        str(model),
+        "--prompt-file",
+        str(prompt),
+        "-n",
+        str(N_GEN),
+        "--raw",
+        "--temp",
+        "0",
+    ]
+    doctor = [EDGEPILOT, "doctor", "--memory-limit", "300MiB", "--json", "--", *run, *extra]
+    proc = subprocess.run(doctor, capture_output=True, text=True, timeout=900)
+    return json.loads(proc.stdout)
+
+
 def test_planned_context_survives_a_memory_limit_equal_to_the_budget(tmp_path, smollm_path):
     plan = fit_model(smollm_path, budget_bytes=BUDGET)
     assert plan.fits and plan.max_ctx >= 1024
-    n_ctx, n_gen = plan.settings.n_ctx, 4
-    with LlamaEngine(smollm_path, EngineSettings(n_ctx=256)) as engine:
-        words = engine.tokenize("phone battery memory model token layer cache window " * (n_ctx // 4))
-        prompt_tokens = words[: n_ctx - n_gen - 8]
-        prompt = b"".join(engine.piece(t) for t in prompt_tokens).decode("utf-8", errors="ignore")
-    prompt_file = tmp_path / "prompt.txt"
-    prompt_file.write_text(prompt)
-    run = [EDGEPILOT, "run", str(smollm_path), "--budget", "300MiB", "--prompt-file", str(prompt_file)]
-    run += ["-n", str(n_gen), "--raw", "--temp", "0", "--json"]
-    doctor = [EDGEPILOT, "doctor", "--memory-limit", "300MiB", "--json", "--", *run]
-    proc = subprocess.run(doctor, capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    report = json.loads(proc.stdout)
-    assert report["run"]["exit_code"] == 0
+    prompt = _filling_prompt(tmp_path / "p.txt", smollm_path, plan.settings.n_ctx)
+    report = _run_limited(smollm_path, prompt, ["--budget", "300MiB"])
+    assert report["run"]["exit_code"] == 0, report["causes"][:1]
     peak = report["run"]["peak_rss_bytes"]
     assert peak <= BUDGET
     # the prediction was for exactly this: a prompt that fills the planned context
