@@ -26,6 +26,7 @@ import json
 import os
 import platform
 import random
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -514,6 +515,12 @@ def survival(limits: list[tuple[Case, int | None, float]], data_path: Path, out:
                 limit = int(measured[case.id] * factor)
             prepared.append((case, limit, pf))
         maker.close()
+        # A private copy of each model: nobody else has it mapped, so after drop_caches every page of it the
+        # child touches is charged to the child's cgroup (pages mapped elsewhere stay charged elsewhere).
+        for name in {case.model for case, _, _ in prepared}:
+            copy = Path(tmp) / paths[name].name
+            shutil.copyfile(paths[name], copy)
+            paths[name] = copy
         for case, limit, pf in prepared:
             log(f"survival {case.id} under {limit / MIB:.1f} MiB ...")
             run = run_in_cgroup(
@@ -535,7 +542,7 @@ def survival(limits: list[tuple[Case, int | None, float]], data_path: Path, out:
             if cg.get("model_mapped_by"):
                 print(
                     f"    note: pids {cg['model_mapped_by']} had the model mapped: its pages stay charged to "
-                    "their cgroups, not this one (usage < RSS); rerun with nothing else using the model"
+                    "their cgroups, not this one (usage < RSS)"
                 )
             results.append({"id": case.id, "limit_bytes": limit, "verdict": verdict, **run.to_json()})
     if out:
