@@ -3,7 +3,7 @@
     python benchmarks/memory_accuracy.py --collect benchmarks/data/memory_runs.json   # ~40 min on 2 cores
     python benchmarks/memory_accuracy.py --collect OUT.json --max-ctx 8192 --models smollm2
     python benchmarks/memory_accuracy.py --report benchmarks/data/memory_runs.json
-    python benchmarks/memory_accuracy.py --report DATA.json --predict edgepilot.plan.memory:predict
+    python benchmarks/memory_accuracy.py --report DATA.json --predict memory_accuracy:edgepilot_plan
     python benchmarks/memory_accuracy.py --survival          # cgroup v1 limit runs (root)
 
 --collect runs every case in a child process (`edgepilot run ... --raw --json --verbose`) with a prompt that
@@ -463,7 +463,8 @@ def report(data_path: Path, predict_spec: str | None) -> int:
         if r["returncode"] != 0:
             line += f"  rc={r['returncode']}"
         if predict and r["returncode"] == 0:
-            p = predict(e["model_path"], predictor_settings(e))
+            # the recorded path may be from another machine: find the model by its key here
+            p = predict(str(model_paths()[e["model"]]), predictor_settings(e))
             ep = 100.0 * (p["peak_rss_bytes"] - r["ru_maxrss_bytes"]) / r["ru_maxrss_bytes"]
             er = (
                 100.0 * (p["reserved_bytes"] - ll["reserved_bytes"]) / ll["reserved_bytes"]
@@ -548,6 +549,19 @@ def survival(limits: list[tuple[Case, int | None, float]], data_path: Path, out:
     if out:
         save({"survival": results}, out)
     return 0
+
+
+def edgepilot_plan(model_path: str, settings: dict[str, Any]) -> dict[str, int]:
+    """The planner's prediction for one recorded case (its settings as `edgepilot run` got them)."""
+    from dataclasses import fields
+
+    from edgepilot.plan.fit import fit_model
+    from edgepilot.plan.requested import RequestedSettings
+
+    known = {f.name for f in fields(RequestedSettings)}
+    requested = RequestedSettings(**{k: v for k, v in settings.items() if k in known})
+    plan = fit_model(model_path, requested, budget_bytes=1 << 40)
+    return {"peak_rss_bytes": plan.memory.peak_rss_bytes, "reserved_bytes": plan.memory.reserved_bytes}
 
 
 def main() -> int:
