@@ -133,7 +133,7 @@ def test_tune_saves_a_profile_that_run_picks_up(cli_app, model, request, data_di
     assert data["core_sets"] == [_cpulist(allowed_cpus())]
     gen, prompt = data["gen"], data["prompt"]
     assert 1 <= gen["n_threads"] <= len(allowed_cpus()) and gen["tg_ts"] > 0 and prompt["pp_ts"] > 0
-    assert [t["phase"] for t in data["trials"]][0] == "boundary"
+    assert [t["phase"] for t in data["trials"]][0] == "scan"
     profile = json.loads((data_dir / "profiles").glob("*.json").__next__().read_text())
     assert profile["n_threads"] == gen["n_threads"] and profile["n_ubatch"] == prompt["n_ubatch"]
     assert profile == data["profile"] and data["profile_path"].startswith(str(data_dir))

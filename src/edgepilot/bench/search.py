@@ -1,15 +1,15 @@
 """The tuning search, independent of how a setting is measured (a real engine, or a speed model in tests).
 
 Order of work, cheapest knowledge first:
-1. generation speed at each cluster boundary, fastest cluster first (its cores, then + the next cluster ...);
-   stop at the knee: the first boundary clearly slower than the best so far (threads now wait on slow cores);
-2. bracket search for the best thread count between the neighbouring boundaries (generation speed is taken
-   as unimodal in the thread count when cores are filled fastest first);
+1. scan: one repetition of generation speed per thread count, cores filled fastest cluster first (the fastest
+   cluster's cores, then the next cluster's ...); stop at the knee: once speed clearly falls (threads now wait
+   on slower cores) at a cluster boundary or twice in a row;
+2. confirm: the thread counts the scan could not tell from the best get their remaining repetitions,
+   interleaved, and the best median wins (a re-check of the winner against its runner-up);
 3. prompt threads within the winning core set (one process affinity serves both phases);
-4. flash attention on/off, 5. ubatch (prompt only: ubatch does not change single-token decoding);
-6. re-check: if the runner-up came within a few percent, measure both again, interleaved.
-A measurement starts with one repetition; a setting already clearly behind the best is not repeated further.
-Thresholds widen with the noise seen so far (the spread of repetitions), so a noisy device is not misread.
+4. flash attention on/off, 5. ubatch (prompt only: ubatch does not change single-token decoding).
+After the scan a measurement starts with one repetition, and a setting already clearly behind the best is
+not repeated further. Thresholds widen with the noise seen so far, so a noisy device is not misread.
 """
 
 from __future__ import annotations
@@ -44,7 +44,12 @@ class Trial:
 
     @property
     def value(self) -> float:
-        return statistics.median(self.samples) if self.samples else 0.0
+        """The mean of the faster half of the repetitions: other load and hiccups only ever slow a run down,
+        so the slow ones say least about the setting itself."""
+        if not self.samples:
+            return 0.0
+        fast = sorted(self.samples, reverse=True)[: (len(self.samples) + 1) // 2]
+        return statistics.fmean(fast)
 
 
 class Lab(Protocol):
@@ -56,10 +61,9 @@ class Lab(Protocol):
 class SearchConfig:
     reps: int = 3
     ubatches: tuple[int, ...] = UBATCH_CANDIDATES  # largest first; only those <= n_prompt matter
-    knee: float = 0.03  # a boundary this much below the best ends the boundary scan
+    knee: float = 0.05  # the scan stops once speed falls this much below the best (at least `reject`)
     reject: float = 0.10  # one repetition this much below the best: no more repetitions
     tie: float = 0.02  # differences below this are noise: prefer the cheaper/smaller setting
-    recheck: float = 0.03  # runner-up within this of the winner: measure both again
 
 
 @dataclass
@@ -70,7 +74,7 @@ class SearchResult:
     prompt_tps: float
     trials: list[Trial]
     sets: list[tuple[int, ...]]
-    knee_at: int | None  # index into sets of the boundary that ended the scan
+    knee_at: int | None  # index into sets of the core set in which the scan stopped at the knee
     default_tg: float | None  # all cores, all threads (llama.cpp's default on ARM) if measured
     notes: list[str] = field(default_factory=list)
 
@@ -121,10 +125,8 @@ class Search:
         if not rejected and reps > 1:
             samples += self.lab.measure(cand, test, reps - 1)
         trial = Trial(cand, test, samples, phase, rejected)
-        self.trials.append(trial)
+        self._record(trial)
         self.cache[(cand, test)] = trial
-        if self.on_trial:
-            self.on_trial(trial)
         return trial.value
 
     def cand(
@@ -134,29 +136,14 @@ class Search:
 
     # -- the search -----------------------------------------------------------------------------------------
     def run(self) -> SearchResult:
-        tg: dict[int, float] = {}  # generation t/s by thread count (cores filled fastest first)
-        best_j, knee_at = self._boundaries(tg)
-        t_gen = self._bracket(tg, best_j)
-        others = sorted(((v, t) for t, v in tg.items() if t != t_gen), reverse=True)
-        close = others and others[0][0] >= tg[t_gen] * (1 - self.margin(self.cfg.recheck))
-        runner_up = others[0][1] if close else None
-
+        scan, knee_at = self._scan()
+        t_gen, tg_gen = self._confirm(scan)
         gen_set = set_for_threads(self.sets, t_gen)
         t_batch, pp_best = self._prompt_threads(t_gen, gen_set, fa=False)
-        fa, gen_tps, pp_best = self._flash_attn(t_gen, tg[t_gen], t_batch, pp_best, gen_set)
+        fa, gen_tps, pp_best = self._flash_attn(t_gen, tg_gen, t_batch, pp_best, gen_set)
         ubatch = self._ubatch(t_batch, fa, gen_set, pp_best)
-
-        if runner_up is not None:  # 6. a close runner-up: measure both again, interleaved
-            a, b = self.cand(t_gen, fa), self.cand(runner_up, fa)
-            va, vb = self._interleaved(a, b)
-            gen_tps = max(va, vb)
-            if vb > va:
-                t_gen, gen_set = runner_up, b.cpus
-                if set(b.cpus) != set(a.cpus):
-                    t_batch, _ = self._prompt_threads(t_gen, gen_set, fa)
-
         prompt = Candidate(t_batch, gen_set, ubatch, fa)
-        default = self.cache.get((self.cand(len(self.sets[-1])), "tg"))
+        default = self.cache.get((self.cand(len(self.sets[-1])), "tg"))  # llama.cpp's default on ARM
         return SearchResult(
             gen=Candidate(t_gen, gen_set, ubatch, fa),
             gen_tps=gen_tps,
@@ -168,35 +155,49 @@ class Search:
             default_tg=default.value if default is not None else None,
         )
 
-    def _boundaries(self, tg: dict[int, float]) -> tuple[int, int | None]:
-        """1. Each cluster boundary, fastest cluster first, until one is clearly slower than the best."""
-        bounds = [len(s) for s in self.sets]
-        best_j = 0
-        for j, b in enumerate(bounds):
-            best = tg[bounds[best_j]] if tg else None
-            tg[b] = self.eval(self.cand(b), "tg", "boundary", best)
-            if tg[b] > tg[bounds[best_j]]:
-                best_j = j
-            elif tg[b] < tg[bounds[best_j]] * (1 - self.margin(self.cfg.knee)):
-                return best_j, j
-        return best_j, None
+    def _scan(self) -> tuple[dict[int, float], int | None]:
+        """1. One tg repetition per thread count, fastest cores first, until the knee.
 
-    def _bracket(self, tg: dict[int, float], best_j: int) -> int:
-        """2. The best thread count between the best boundary's neighbours (each probe halves a side)."""
-        bounds = [len(s) for s in self.sets]
-        lo = bounds[best_j - 1] if best_j > 0 else 0
-        hi = bounds[best_j + 1] if best_j + 1 < len(bounds) else bounds[-1] + 1
-        mid = bounds[best_j]
-        while mid - lo > 1 or hi - mid > 1:
-            x = (mid + hi) // 2 if hi - mid >= mid - lo else (lo + mid + 1) // 2
-            tg[x] = self.eval(self.cand(x), "tg", "threads", tg[mid])
-            if tg[x] > tg[mid]:
-                lo, mid, hi = (mid, x, hi) if x > mid else (lo, x, mid)
-            elif x > mid:
-                hi = x
-            else:
-                lo = x
-        return mid
+        Returns the speeds and, if the scan stopped early, the index of the core set it stopped in."""
+        bounds = {len(cpus) for cpus in self.sets}
+        drop = max(self.cfg.reject, 2 * self.cfg.knee)  # one repetition: only a clear fall counts
+        speeds: dict[int, float] = {}
+        falls = 0
+        for t in range(1, len(self.sets[-1]) + 1):
+            cand = self.cand(t)
+            speeds[t] = self.lab.measure(cand, "tg", 1)[0]
+            self._record(Trial(cand, "tg", [speeds[t]], "scan"))
+            falls = falls + 1 if speeds[t] < max(speeds.values()) * (1 - drop) else 0
+            if falls >= 2 or (falls and t in bounds and t < len(self.sets[-1])):
+                return speeds, self.sets.index(set_for_threads(self.sets, t))
+        return speeds, None
+
+    def _confirm(self, scan: dict[int, float]) -> tuple[int, float]:
+        """2. Complete the repetitions of every thread count the scan could not tell from the best
+        (interleaved, so drift hits all alike); the best median wins."""
+        top = max(scan.values())
+        contenders = sorted((t for t, v in scan.items() if v >= top * (1 - self.cfg.reject)), key=scan.get)
+        contenders = contenders[-3:]  # the three fastest at most
+        for trial in self.trials:  # the others stay at their one repetition: clearly behind
+            if trial.phase == "scan" and trial.candidate.n_threads not in contenders:
+                trial.rejected = True
+                self.cache[(trial.candidate, "tg")] = trial
+        samples = {t: [scan[t]] for t in contenders}
+        for i in range(self.cfg.reps - 1):
+            for t in contenders if i % 2 == 0 else reversed(contenders):
+                samples[t] += self.lab.measure(self.cand(t), "tg", 1)
+        for t in contenders:
+            trial = Trial(self.cand(t), "tg", samples[t], "confirm")
+            self._record(trial)
+            self.cache[(trial.candidate, "tg")] = trial
+        trials = {t: self.cache[(self.cand(t), "tg")] for t in contenders}
+        best = max(contenders, key=lambda t: trials[t].value)
+        return best, trials[best].value
+
+    def _record(self, trial: Trial) -> None:
+        self.trials.append(trial)
+        if self.on_trial:
+            self.on_trial(trial)
 
     def _flash_attn(
         self, t_gen: int, tg_off: float, t_batch: int, pp_off: float, cpus: tuple[int, ...]
@@ -221,27 +222,14 @@ class Search:
         return min(u for u, v in speed.items() if v >= top * 0.99)
 
     def _prompt_threads(self, t_gen: int, cpus: tuple[int, ...], fa: bool) -> tuple[int, float]:
-        """Prompt processing is compute-bound: all CPUs of the set usually win; check the generation count."""
+        """3. Prompt processing is compute-bound: all CPUs of the set usually win; the generation thread
+        count is measured first so a hopeless full set is stopped after one repetition."""
+        v_gen = self.eval(self.cand(t_gen, fa, cpus=cpus), "pp", "prompt-threads")
         full = len(cpus)
-        v_full = self.eval(self.cand(full, fa, cpus=cpus), "pp", "prompt-threads")
         if t_gen == full:
-            return full, v_full
-        v_gen = self.eval(self.cand(t_gen, fa, cpus=cpus), "pp", "prompt-threads", v_full)
-        return (t_gen, v_gen) if v_gen > v_full else (full, v_full)
-
-    def _interleaved(self, a: Candidate, b: Candidate) -> tuple[float, float]:
-        sa: list[float] = []
-        sb: list[float] = []
-        for i in range(self.cfg.reps):
-            first, second = (a, b) if i % 2 == 0 else (b, a)
-            for c in (first, second):
-                (sa if c == a else sb).extend(self.lab.measure(c, "tg", 1))
-        for c, s in ((a, sa), (b, sb)):
-            trial = Trial(c, "tg", s, "re-check")
-            self.trials.append(trial)
-            if self.on_trial:
-                self.on_trial(trial)
-        return statistics.median(sa), statistics.median(sb)
+            return full, v_gen
+        v_full = self.eval(self.cand(full, fa, cpus=cpus), "pp", "prompt-threads", v_gen)
+        return (full, v_full) if v_full > v_gen else (t_gen, v_gen)
 
 
 def exhaustive(

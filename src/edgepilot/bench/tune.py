@@ -53,7 +53,7 @@ class TuneTrial:
     cores: str
     n_ubatch: int
     flash_attn: bool
-    ts: float  # median tokens per second
+    ts: float  # tokens per second: mean of the faster half of the repetitions
     samples_ts: list[float]
     rejected: bool
 
@@ -253,7 +253,7 @@ def as_bench_report(tune: TuneReport) -> BenchReport:
     )
 
 
-SWEEP_PHASES = ("boundary", "threads", "prompt-threads")
+SWEEP_PHASES = ("scan", "confirm", "prompt-threads")
 
 
 def sweep_points(report: TuneReport) -> list[tuple[str, str, str, int, float]]:

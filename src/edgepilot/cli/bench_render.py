@@ -156,7 +156,7 @@ def render_tune(r: TuneReport, out: Console) -> None:
     for c in ("#", "phase", "test", "threads", "cores", "ub", "fa", "t/s", ""):
         table.add_column(c, justify="right" if c in ("#", "threads", "ub", "t/s") else "left")
     for i, t in enumerate(r.trials, 1):
-        mark = "stopped after 1 rep: clearly slower" if t.rejected else ""
+        mark = "1 rep: clearly slower" if t.rejected else ""
         table.add_row(
             str(i),
             t.phase,
