@@ -27,15 +27,6 @@ def fit(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object"),
 ) -> None:
     """Predict memory and pick settings that fit this device: never let the OS kill the run."""
-    requested = RequestedSettings(
-        n_ctx=ctx,
-        n_batch=batch,
-        n_ubatch=ubatch,
-        type_k=kv,
-        type_v=kv,
-        flash_attn=flash_attn,
-        use_mmap=False if no_mmap else None,
-        n_threads=threads,
-    )
+    requested = RequestedSettings.from_flags(ctx, batch, ubatch, kv, flash_attn, no_mmap, threads)
     budget_bytes = parse_size(budget) if budget is not None else None
     emit(fit_model(model, requested, budget_bytes=budget_bytes, root=root), as_json, render_fit)

@@ -60,16 +60,7 @@ def run(
     from edgepilot.run.runner import DoesNotFit, read_prompt, run_model  # loads llama.cpp: only when running
 
     text = read_prompt(prompt, prompt_file)
-    requested = RequestedSettings(
-        n_ctx=ctx,
-        n_batch=batch,
-        n_ubatch=ubatch,
-        type_k=kv,
-        type_v=kv,
-        flash_attn=flash_attn,
-        use_mmap=False if no_mmap else None,
-        n_threads=threads,
-    )
+    requested = RequestedSettings.from_flags(ctx, batch, ubatch, kv, flash_attn, no_mmap, threads)
     sampler = SamplerSettings(temperature=temp, **({} if seed is None else {"seed": seed}))
 
     def stream(piece: str) -> None:

@@ -21,6 +21,20 @@ class RequestedSettings:
     use_mmap: bool | None = None
     n_threads: int | None = None
 
+    @classmethod
+    def from_flags(
+        cls,
+        ctx: int | None = None,
+        batch: int | None = None,
+        ubatch: int | None = None,
+        kv: str | None = None,
+        flash_attn: bool | None = None,
+        no_mmap: bool = False,
+        threads: int | None = None,
+    ) -> RequestedSettings:
+        """The command-line flags `run`, `fit` and `serve` share (one --kv sets both K and V)."""
+        return cls(ctx, batch, ubatch, kv, kv, flash_attn, False if no_mmap else None, threads)
+
 
 def usable_cpus() -> int:
     """CPUs this process may run on (respects taskset / cgroup cpusets)."""
