@@ -24,6 +24,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from edgepilot.doctor.cgroup import drop_page_cache
+
 MIB = 1024 * 1024
 KIB = 1024
 
@@ -407,16 +409,6 @@ def cgroup_v1_problem(root: Path = CGROUP_V1_MEMORY) -> str | None:
     except OSError as exc:
         return f"cannot create a cgroup under {root}: {exc.strerror or exc}"
     return None
-
-
-def drop_page_cache() -> bool:
-    """sync + drop clean page cache, so the child's first touch of the model file is charged to its cgroup."""
-    os.sync()
-    try:
-        Path("/proc/sys/vm/drop_caches").write_text("1\n")
-        return True
-    except OSError:
-        return False
 
 
 def processes_mapping(path: str | os.PathLike[str]) -> list[int]:
