@@ -6,7 +6,7 @@ import pytest
 
 from edgepilot.errors import UserError
 from edgepilot.model.arch import arch_params
-from edgepilot.model.gguf_header import SkippedValue
+from edgepilot.model.gguf_records import SkippedValue
 
 
 def md(arch: str, n_layer: int, **keys) -> dict:

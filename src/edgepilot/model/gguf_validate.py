@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from edgepilot.errors import UserError
-from edgepilot.model.gguf_header import GGUFHeader, Problem, open_checked, read_header
+from edgepilot.model.gguf_header import read_header
+from edgepilot.model.gguf_records import GGUFHeader, Problem, open_checked
 
 MiB = 1 << 20
 TAIL_WINDOW = 1 * MiB  # the last bytes of tensor data that must not be all zeros

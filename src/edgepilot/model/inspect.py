@@ -5,8 +5,9 @@ from __future__ import annotations
 import os
 
 from edgepilot.errors import UserError
-from edgepilot.model.gguf_header import SkippedValue, read_header
+from edgepilot.model.gguf_header import read_header
 from edgepilot.model.gguf_info import ModelInfo, TensorRecord, summarize
+from edgepilot.model.gguf_records import SkippedValue
 from edgepilot.model.gguf_validate import validate_gguf
 from edgepilot.model.resolve import check_model_path
 

@@ -6,7 +6,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from edgepilot.model.gguf_header import GGUFHeader
+from edgepilot.model.gguf_records import GGUFHeader
 from edgepilot.model.quant_types import estimate_file_bytes, quant_for_file_type, smaller_than
 from edgepilot.plan.settings import EngineSettings
 from edgepilot.plan.types import Alternative

@@ -13,7 +13,8 @@ from edgepilot.device.memory import MemoryFacts, read_memory
 from edgepilot.device.probe import open_root
 from edgepilot.errors import UserError
 from edgepilot.model.arch import ArchParams, arch_params
-from edgepilot.model.gguf_header import GGUFHeader, read_header
+from edgepilot.model.gguf_header import read_header
+from edgepilot.model.gguf_records import GGUFHeader
 from edgepilot.model.resolve import check_model_path
 from edgepilot.plan.alternatives import find_alternatives
 from edgepilot.plan.budget import compute_budget

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from edgepilot.model.arch import ArchParams
-from edgepilot.model.gguf_header import GGUFHeader
+from edgepilot.model.gguf_records import GGUFHeader
 from edgepilot.model.kv_cache import KVCacheSize, kv_cache_bytes
 from edgepilot.plan.compute import ComputeEstimate, compute_buffer
 from edgepilot.plan.settings import EngineSettings

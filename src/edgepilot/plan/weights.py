@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from edgepilot.model.gguf_header import TensorInfo
+from edgepilot.model.gguf_records import TensorInfo
 
 # Tensors read with get_rows (an embedding lookup), never multiplied: not repacked.
 _LOOKUP_TENSORS = (
