@@ -57,7 +57,7 @@ def test_no_plan_for_a_model_that_fits(smollm_path):
 
 
 def test_edgepilot_runs_own_refusal_is_read(smollm_path):
-    from edgepilot.run.runner import DoesNotFit
+    from edgepilot.plan.types import DoesNotFit
 
     budget = 300 * MiB
     plan = fit.fit_model(smollm_path, fit.RequestedSettings(n_ctx=32768), budget_bytes=budget)

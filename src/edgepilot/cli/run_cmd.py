@@ -57,7 +57,8 @@ def run(
 ) -> None:
     """Plan settings, load the model and stream a completion; ends with prompt/generation speed."""
     from edgepilot.engine.inprocess import EngineError
-    from edgepilot.run.runner import DoesNotFit, read_prompt, run_model  # loads llama.cpp: only when running
+    from edgepilot.plan.types import DoesNotFit
+    from edgepilot.run.runner import read_prompt, run_model  # loads llama.cpp: only when running
 
     text = read_prompt(prompt, prompt_file)
     requested = RequestedSettings.from_flags(ctx, batch, ubatch, kv, flash_attn, no_mmap, threads)

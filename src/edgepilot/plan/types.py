@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from edgepilot.errors import UserError
 from edgepilot.plan.settings import EngineSettings
 
 
@@ -51,3 +52,16 @@ class FitResult:
     alternatives: list[Alternative]
     budget: Budget
     notes: list[str] = field(default_factory=list)
+
+
+class DoesNotFit(UserError):
+    """The planner predicts the OS would kill this run; carries the plan so the CLI can show it."""
+
+    def __init__(self, plan: FitResult) -> None:
+        mib = 1 << 20
+        super().__init__(
+            f"predicted peak memory {plan.memory.peak_rss_bytes / mib:.0f} MiB exceeds the budget of "
+            f"{plan.budget_bytes / mib:.0f} MiB: the system would kill this run (use the settings above, "
+            "or --force to try anyway)"
+        )
+        self.plan = plan

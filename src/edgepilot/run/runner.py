@@ -13,22 +13,8 @@ from edgepilot.engine.process_memory import peak_rss_bytes
 from edgepilot.engine.sampling import SamplerSettings
 from edgepilot.errors import UserError
 from edgepilot.model.resolve import resolve_model
-from edgepilot.plan.types import FitResult
+from edgepilot.plan.types import DoesNotFit, FitResult
 from edgepilot.run.defaults import RequestedSettings, decide_settings
-
-
-class DoesNotFit(UserError):
-    """The planner predicts the OS would kill this run; carries the plan so the CLI can show it."""
-
-    def __init__(self, plan: FitResult) -> None:
-        mib = 1 << 20
-        super().__init__(
-            f"predicted peak memory {plan.memory.peak_rss_bytes / mib:.0f} MiB exceeds the budget of "
-            f"{plan.budget_bytes / mib:.0f} MiB: the system would kill this run (use the settings above, "
-            "or --force to try anyway)"
-        )
-        self.plan = plan
-
 
 DEFAULT_PROMPT = "Here are three things a phone can do without an internet connection:"
 

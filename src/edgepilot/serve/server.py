@@ -26,6 +26,7 @@ from typing import Any
 from edgepilot.errors import UserError
 from edgepilot.model.resolve import resolve_model
 from edgepilot.plan.requested import RequestedSettings
+from edgepilot.plan.types import DoesNotFit
 from edgepilot.serve.config import ServeConfig, default_min_available
 from edgepilot.serve.front import Front
 from edgepilot.serve.planning import ServePlan, plan_serve
@@ -99,8 +100,6 @@ def prepare(
     path = resolve_model(model)
     plan = plan_serve(path, requested, budget_bytes)
     if not plan.fit.fits and not force:
-        from edgepilot.run.runner import DoesNotFit  # loads llama.cpp: only on this way out
-
         raise DoesNotFit(plan.fit)
     return plan
 
