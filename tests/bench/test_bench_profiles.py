@@ -9,7 +9,14 @@ import pytest
 
 from edgepilot.bench.identity import device_id, model_id
 from edgepilot.bench.pinning import allowed_cpus
-from edgepilot.bench.profiles import Profile, apply_profile, load_profile, profile_path, save_profile
+from edgepilot.bench.profiles import (
+    Profile,
+    apply_profile,
+    load_profile,
+    phase_pinning,
+    profile_path,
+    save_profile,
+)
 from edgepilot.run.defaults import RequestedSettings, decide_settings
 
 
@@ -120,3 +127,50 @@ def test_run_with_explicit_threads_does_not_pin(gemma_path):
     requested = RequestedSettings(n_ctx=256, n_threads=1)
     run_model(str(gemma_path), "Hi", n_predict=2, requested=requested, sampler=SamplerSettings(temperature=0))
     assert os.sched_getaffinity(0) == before
+
+
+def test_profiles_without_prompt_cpus_still_load_and_use_one_set(gemma_path):
+    p = make_profile(gemma_path)
+    data = {k: v for k, v in json.loads(json.dumps(p.__dict__)).items() if k != "prompt_cpus"}
+    path = profile_path(p.model_key, p.device_fingerprint)
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(data))  # a profile saved before prompt CPUs existed
+    loaded = load_profile(gemma_path)
+    assert loaded is not None and loaded.prompt_cpus == []
+    assert phase_pinning(RequestedSettings(), loaded) is None
+
+
+def test_run_pins_prompt_and_generation_to_their_own_cpus(gemma_path, monkeypatch):
+    from edgepilot.bench import pinning
+    from edgepilot.bench.pinning import thread_affinities
+    from edgepilot.engine.sampling import SamplerSettings
+    from edgepilot.run.runner import run_model
+
+    cpus = allowed_cpus()
+    if len(cpus) < 2:
+        pytest.skip("needs two CPUs")
+    gen_cpu = cpus[-1]
+    save_profile(make_profile(gemma_path, cpus=[gen_cpu], prompt_cpus=cpus, n_threads_batch=len(cpus)))
+    assert load_profile(gemma_path).prompt_cpus == cpus
+    assert phase_pinning(RequestedSettings(n_threads=1), load_profile(gemma_path)) is None  # the user's -t
+    pins: list[list[int]] = []
+    real_pin = pinning.pin_process
+    monkeypatch.setattr(pinning, "pin_process", lambda c: pins.append(sorted(c)) or real_pin(c))
+    while_generating: list[set] = []
+
+    def on_text(_text: str) -> None:
+        while_generating.append({tuple(v) for v in thread_affinities().values()})
+
+    result = run_model(
+        str(gemma_path),
+        "Write a sentence about phones. " * 8,
+        n_predict=6,
+        requested=RequestedSettings(n_ctx=256),
+        sampler=SamplerSettings(temperature=0),
+        on_text=on_text,
+    )
+    assert result.n_gen > 0 and result.settings["n_threads_batch"] == len(cpus)
+    # before loading: the generation set (threads inherit it); then the prompt on every CPU, then generation
+    assert pins == [[gen_cpu], cpus, [gen_cpu]]
+    # every thread llama.cpp started for the prompt (OpenMP workers included) moved to the generation CPU
+    assert while_generating and all(s == {(gen_cpu,)} for s in while_generating)

@@ -89,9 +89,9 @@ def test_pick_is_near_the_exhaustive_best_at_a_fraction_of_the_work(devices, nam
         model = SpeedModel.for_cpu(cpu, noise=noise, seed=seed)
         result = Search(sets, model, SearchConfig(reps=3, ubatches=UBATCHES)).run()
         assert truth.true_tg(result.gen) >= bound * best_tg, (seed, result.gen)
-        # prompt speed: the best within the chosen core set (one affinity serves both phases)
-        best_pp_set = max(t.value for t in grid if t.test == "pp" and t.candidate.cpus == result.gen.cpus)
-        assert truth.true_pp(result.prompt) >= bound * best_pp_set, (seed, result.prompt)
+        # prompt speed against the best over every core set: the prompt gets its own set (re-pinned per phase)
+        best_pp = max(t.value for t in grid if t.test == "pp")
+        assert truth.true_pp(result.prompt) >= bound * best_pp, (seed, result.prompt)
         assert model.reps <= 0.30 * truth.reps
 
 
@@ -140,3 +140,13 @@ def test_ubatch_candidates_follow_the_prompt_size():
 def test_candidate_is_hashable_and_ordered_by_fields():
     a = Candidate(4, (4, 5, 6, 7))
     assert {a: 1}[Candidate(4, (4, 5, 6, 7), 512, False)] == 1
+
+
+def test_prompt_gets_wider_cores_where_slower_clusters_still_add_speed(devices):
+    sets = sets_of(devices, "rk3588-orangepi5plus")
+    model = SpeedModel.for_cpu(probe(devices / "rk3588-orangepi5plus").cpu)
+    result = Search(sets, model).run()
+    assert result.gen.cpus == (4, 5, 6, 7)  # generation: the A76s only (the barrier waits for an A55)
+    assert result.prompt.cpus == tuple(range(8))  # prompt: dynamic chunks, so the A55s still add speed
+    assert result.prompt.n_threads == 8
+    assert model.true_pp(result.prompt) > 1.1 * model.true_pp(Candidate(4, (4, 5, 6, 7)))

@@ -131,3 +131,28 @@ def test_roofline_pieces(gemma_path, smollm_path):
     assert bw.bytes_per_s > 1e8 and bw.threads == len(allowed_cpus())
     assert roofline_fraction(10.0, 100_000_000, bw) == pytest.approx(1e9 / bw.bytes_per_s, abs=1e-3)
     assert roofline_fraction(10.0, None, bw) is None
+
+
+def test_tuned_settings_as_a_llama_cpp_command_line():
+    from edgepilot.bench.search import Candidate
+    from edgepilot.bench.tune import llama_cpp_command
+
+    gen = Candidate(4, (4, 5, 6, 7), 256, True)
+    same = llama_cpp_command("m.gguf", gen, Candidate(4, (4, 5, 6, 7), 256, True))
+    assert " ".join(same) == "taskset -c 4-7 llama-cli -m m.gguf -t 4 -tb 4 -ub 256 -fa on"
+    wide = llama_cpp_command("m.gguf", gen, Candidate(8, tuple(range(8)), 512, True))
+    assert wide[:3] == ["taskset", "-c", "0-7"]  # the union: each phase's own set comes from the masks
+    assert wide[wide.index("-C") + 1] == "0xf0" and wide[wide.index("-Cb") + 1] == "0xff"
+    assert wide[wide.index("-tb") + 1] == "8" and "--cpu-strict-batch" in wide
+
+
+def test_serve_worker_gets_the_prompt_cpus_only_with_its_own_cpus(tmp_path):
+    from pathlib import Path
+
+    from edgepilot.plan.settings import EngineSettings
+    from edgepilot.serve.watchdog import Launch
+
+    settings = EngineSettings(n_ctx=256)
+    argv = Launch(Path("m.gguf"), "m", "s.sock", 8, cpus=[4, 5], prompt_cpus=[0, 1, 4, 5]).argv(settings)
+    assert argv[argv.index("--cpus") + 1] == "4,5" and argv[argv.index("--prompt-cpus") + 1] == "0,1,4,5"
+    assert "--prompt-cpus" not in Launch(Path("m.gguf"), "m", "s.sock", 8, prompt_cpus=[0, 1]).argv(settings)

@@ -83,3 +83,19 @@ def thread_affinities() -> dict[int, list[int]]:
         with contextlib.suppress(OSError):
             result[tid] = sorted(os.sched_getaffinity(tid))
     return result
+
+
+class PhasePinning:
+    """Re-pins the process between prompt processing and generation when tune found a different best CPU set
+    for each (prompt: compute-bound, slower clusters still add speed; generation: barrier-bound, they stall).
+    Called by the engine with "prompt" and "generate"; a phase already on its set costs nothing."""
+
+    def __init__(self, prompt_cpus: Iterable[int], gen_cpus: Iterable[int]) -> None:
+        self.cpus = {"prompt": sorted(set(prompt_cpus)), "generate": sorted(set(gen_cpus))}
+        self.current: list[int] | None = None
+
+    def __call__(self, phase: str) -> None:
+        wanted = self.cpus["prompt" if phase == "prompt" else "generate"]
+        if wanted != self.current:
+            pin_process(wanted)
+            self.current = wanted

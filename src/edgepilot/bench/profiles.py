@@ -19,6 +19,7 @@ from edgepilot.bench.store import data_dir
 from edgepilot.errors import UserError
 
 if TYPE_CHECKING:
+    from edgepilot.bench.pinning import PhasePinning
     from edgepilot.plan.requested import RequestedSettings
     from edgepilot.plan.types import FitResult
 
@@ -42,12 +43,16 @@ class Profile:
     created: str
     n_prompt: int = 0  # the test sizes tune measured with
     n_gen: int = 0
+    prompt_cpus: list[int] = field(default_factory=list)  # prompt processing's CPUs (empty: `cpus`)
     version: int = PROFILE_VERSION
     notes: list[str] = field(default_factory=list)
 
     def usable_cpus(self, allowed: list[int]) -> list[int]:
         """The profile's CPUs this process may use (taskset or a cgroup may have narrowed them since)."""
         return [c for c in self.cpus if c in allowed]
+
+    def usable_prompt_cpus(self, allowed: list[int]) -> list[int]:
+        return [c for c in self.prompt_cpus or self.cpus if c in allowed]
 
 
 def profiles_dir() -> Path:
@@ -94,6 +99,8 @@ def read_profile(path: Path) -> Profile | None:
         and profile.n_ubatch >= 1
         and isinstance(profile.cpus, list)
         and all(isinstance(c, int) and c >= 0 for c in profile.cpus)
+        and isinstance(profile.prompt_cpus, list)
+        and all(isinstance(c, int) and c >= 0 for c in profile.prompt_cpus)
     )
     return profile if ok else None
 
@@ -136,8 +143,14 @@ def finish_with_profile(plan: FitResult, requested: RequestedSettings, profile: 
         return plan
     if requested.n_threads is None:
         plan.settings = replace(plan.settings, n_threads_batch=profile.n_threads_batch)
+    prompt_cpus = profile.prompt_cpus if profile.prompt_cpus and profile.prompt_cpus != profile.cpus else None
     used = [
         f"{plan.settings.n_threads} thread(s) on CPUs {cpulist(profile.cpus)}"
+        + (
+            f" (prompt: {plan.settings.n_threads_batch} on CPUs {cpulist(prompt_cpus)})"
+            if prompt_cpus
+            else ""
+        )
         if requested.n_threads is None
         else "",
         f"ubatch {plan.settings.n_ubatch}" if requested.n_ubatch is None else "",
@@ -162,3 +175,17 @@ def pin_for_profile(requested: RequestedSettings, profile: Profile | None) -> li
         return None
     pin_process(cpus)
     return cpus
+
+
+def phase_pinning(requested: RequestedSettings, profile: Profile | None) -> PhasePinning | None:
+    """A re-pinning hook for the engine when the profile gives prompt processing other CPUs than generation
+    (and the user did not choose the thread count); None when one CPU set serves both."""
+    from edgepilot.bench.pinning import PhasePinning, allowed_cpus
+
+    if profile is None or requested.n_threads is not None or not profile.prompt_cpus:
+        return None
+    allowed = allowed_cpus()
+    gen, prompt = profile.usable_cpus(allowed), profile.usable_prompt_cpus(allowed)
+    if not gen or not prompt or gen == prompt:
+        return None
+    return PhasePinning(prompt, gen)

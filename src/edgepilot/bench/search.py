@@ -6,7 +6,10 @@ Order of work, cheapest knowledge first:
    on slower cores) at a cluster boundary or twice in a row;
 2. confirm: the thread counts the scan could not tell from the best get their remaining repetitions,
    interleaved, and the best median wins (a re-check of the winner against its runner-up);
-3. prompt threads within the winning core set (one process affinity serves both phases);
+3. prompt threads and cores: the generation set with its thread count and with all its CPUs, then each wider
+   set (the next slower cluster added) while prompt speed still grows: prompt processing is compute-bound and
+   ggml hands out matrix chunks dynamically, so slower cores can still add speed there (run and serve re-pin
+   the process between the two phases);
 4. flash attention on/off, 5. ubatch (prompt only: ubatch does not change single-token decoding).
 After the scan a measurement starts with one repetition, and a setting already clearly behind the best is
 not repeated further. Thresholds widen with the noise seen so far, so a noisy device is not misread.
@@ -139,10 +142,10 @@ class Search:
         scan, knee_at = self._scan()
         t_gen, tg_gen = self._confirm(scan)
         gen_set = set_for_threads(self.sets, t_gen)
-        t_batch, pp_best = self._prompt_threads(t_gen, gen_set, fa=False)
-        fa, gen_tps, pp_best = self._flash_attn(t_gen, tg_gen, t_batch, pp_best, gen_set)
-        ubatch = self._ubatch(t_batch, fa, gen_set, pp_best)
-        prompt = Candidate(t_batch, gen_set, ubatch, fa)
+        t_batch, prompt_set, pp_best = self._prompt_threads(t_gen, gen_set, fa=False)
+        fa, gen_tps, pp_best = self._flash_attn(t_gen, tg_gen, t_batch, pp_best, prompt_set)
+        ubatch = self._ubatch(t_batch, fa, prompt_set, pp_best)
+        prompt = Candidate(t_batch, prompt_set, ubatch, fa)
         default = self.cache.get((self.cand(len(self.sets[-1])), "tg"))  # llama.cpp's default on ARM
         return SearchResult(
             gen=Candidate(t_gen, gen_set, ubatch, fa),
@@ -221,15 +224,23 @@ class Search:
         top = max(speed.values())
         return min(u for u, v in speed.items() if v >= top * 0.99)
 
-    def _prompt_threads(self, t_gen: int, cpus: tuple[int, ...], fa: bool) -> tuple[int, float]:
-        """3. Prompt processing is compute-bound: all CPUs of the set usually win; the generation thread
-        count is measured first so a hopeless full set is stopped after one repetition."""
-        v_gen = self.eval(self.cand(t_gen, fa, cpus=cpus), "pp", "prompt-threads")
-        full = len(cpus)
-        if t_gen == full:
-            return full, v_gen
-        v_full = self.eval(self.cand(full, fa, cpus=cpus), "pp", "prompt-threads", v_gen)
-        return (full, v_full) if v_full > v_gen else (t_gen, v_gen)
+    def _prompt_threads(
+        self, t_gen: int, gen_set: tuple[int, ...], fa: bool
+    ) -> tuple[int, tuple[int, ...], float]:
+        """3. Prompt threads and cores. The generation thread count is measured first (a hopeless full set is
+        then stopped after one repetition); a wider set must beat the best so far by more than noise (fewer
+        cores: less heat), and the first one that does not ends the walk."""
+        best = (t_gen, gen_set, self.eval(self.cand(t_gen, fa, cpus=gen_set), "pp", "prompt-threads"))
+        tries = [(len(gen_set), gen_set)] if t_gen < len(gen_set) else []
+        tries += [(len(s), s) for s in self.sets[self.sets.index(gen_set) + 1 :]]
+        for t, cpus in tries:
+            v = self.eval(self.cand(t, fa, cpus=cpus), "pp", "prompt-threads", best[2])
+            wider, margin = cpus != gen_set, self.margin(self.cfg.tie)
+            if v > best[2] * (1 + margin if wider else 1):
+                best = (t, cpus, v)
+            elif wider or v < best[2] * (1 - margin):
+                break
+        return best
 
 
 def exhaustive(

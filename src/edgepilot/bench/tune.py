@@ -20,7 +20,7 @@ from edgepilot.bench.ranges import cpu_mask, cpulist, parse_cpulist
 from edgepilot.bench.results import BenchReport, BenchRow
 from edgepilot.bench.roofline import bytes_per_token, measure_bandwidth, roofline_fraction
 from edgepilot.bench.runner import Progress
-from edgepilot.bench.search import Search, SearchConfig, Trial, ubatch_candidates
+from edgepilot.bench.search import Candidate, Search, SearchConfig, Trial, ubatch_candidates
 from edgepilot.bench.store import save_report
 from edgepilot.device.cpu import read_cpu
 from edgepilot.errors import UserError
@@ -84,6 +84,20 @@ class TuneReport:
     run_id: int | None = None
     db_path: str | None = None
     plot_png: str | None = None
+    llama_cpp_args: list[str] = field(default_factory=list)  # the same settings for llama-cli / llama-server
+
+
+def llama_cpp_command(model_path: str, gen: Candidate, prompt: Candidate) -> list[str]:
+    """The tuned settings as a llama.cpp command line. `taskset` confines the process on every kernel
+    (llama.cpp's own masks were a no-op on Android until mid-2026); the masks give each phase its own CPUs."""
+    cpus = sorted(set(gen.cpus) | set(prompt.cpus))
+    args = ["taskset", "-c", cpulist(cpus), "llama-cli", "-m", model_path, "-t", str(gen.n_threads)]
+    args += ["-tb", str(prompt.n_threads), "-ub", str(prompt.n_ubatch)]
+    args += ["-fa", "on" if gen.flash_attn else "off"]
+    if set(gen.cpus) != set(prompt.cpus):
+        args += ["-C", cpu_mask(gen.cpus), "--cpu-strict", "1"]
+        args += ["-Cb", cpu_mask(prompt.cpus), "--cpu-strict-batch", "1"]
+    return args
 
 
 def _trial(t: Trial) -> TuneTrial:
@@ -168,6 +182,7 @@ def run_tune(
         created=started,
         n_prompt=req.n_prompt,
         n_gen=req.n_gen,
+        prompt_cpus=list(prompt.cpus) if prompt.cpus != gen.cpus else [],
     )
     profile_path = str(save_profile(profile)) if req.save else None
     tune = TuneReport(
@@ -203,6 +218,7 @@ def run_tune(
         n_prompt=req.n_prompt,
         n_gen=req.n_gen,
         notes=notes,
+        llama_cpp_args=llama_cpp_command(model.path, gen, prompt),
     )
     if req.store:
         stored = as_bench_report(tune)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from typing import TYPE_CHECKING
 
 from rich.console import Console
@@ -178,8 +179,10 @@ def render_tune(r: TuneReport, out: Console) -> None:
         f"{g['tg_ts']:.2f} t/s",
         soft_wrap=True,
     )
+    cores = f" on CPUs {p['cores']}" if p["cores"] != g["cores"] else ""
     out.print(
-        f"[bold]prompt[/]     {_threads(p['n_threads'])}, ubatch {p['n_ubatch']} → {p['pp_ts']:.2f} t/s",
+        f"[bold]prompt[/]     {_threads(p['n_threads'])}{cores}, ubatch {p['n_ubatch']} → "
+        f"{p['pp_ts']:.2f} t/s",
         soft_wrap=True,
     )
     if r.speedup_vs_default:
@@ -191,6 +194,11 @@ def render_tune(r: TuneReport, out: Console) -> None:
         out.print(line, style="dim", soft_wrap=True)
     for note in r.notes:
         out.print(note, style="dim", soft_wrap=True)
+    if r.llama_cpp_args:
+        out.print("llama.cpp:", shlex.join(r.llama_cpp_args), style="cyan", soft_wrap=True, markup=False)
+    if r.profile_path:
+        edgepilot = shlex.join(["edgepilot", "run", r.model["path"]])
+        out.print(f"edgepilot: {edgepilot}  (run and serve pick the profile up)", style="cyan", markup=False)
     out.print(
         f"{len(r.trials)} settings, {r.measurements} measurements, {r.loads} loads in {r.seconds:.0f} s",
         style="dim",

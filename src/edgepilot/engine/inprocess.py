@@ -259,11 +259,13 @@ class LlamaEngine:
         sampler: SamplerSettings | None = None,
         on_text: Callable[[str], bool | None] | None = None,
         stop_at_eog: bool = True,
+        on_phase: Callable[[str], None] | None = None,
     ) -> GenerationStats:
         """Evaluate the prompt, then sample and decode up to n_predict tokens, streaming text to on_text.
 
         on_text may return True to stop early (a stop string was reached, the client went away): the result
-        then says stopped_by="caller".
+        then says stopped_by="caller". on_phase is called with "prompt" and then "generate" before each
+        phase starts (run and serve re-pin the process there when tune found other CPUs for each).
         """
         n_ctx = llama_cpp.llama_n_ctx(self._ctx)
         if not prompt_tokens:
@@ -274,7 +276,11 @@ class LlamaEngine:
                 f"use a larger --ctx or a shorter prompt"
             )
         self.reset()
+        if on_phase is not None:
+            on_phase("prompt")
         prompt_seconds = self.eval_prompt(prompt_tokens)
+        if on_phase is not None:
+            on_phase("generate")
 
         chain = build_chain((sampler or SamplerSettings()).validate())
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")

@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from edgepilot.bench.profiles import load_profile, pin_for_profile
+from edgepilot.bench.profiles import load_profile, phase_pinning, pin_for_profile
 from edgepilot.engine.inprocess import LlamaEngine
 from edgepilot.engine.process_memory import peak_rss_bytes
 from edgepilot.engine.sampling import SamplerSettings
@@ -85,6 +85,7 @@ def run_model(
     if not plan.fits and not force:
         raise DoesNotFit(plan)
     settings = plan.settings
+    on_phase = phase_pinning(requested, profile)  # before pinning narrows the CPUs this process may use
     pin_for_profile(requested, profile)  # before llama.cpp starts its threads: they inherit the CPU set
     stage(f"loading {path.name}")
     pieces: list[str] = []
@@ -98,7 +99,7 @@ def run_model(
         formatted = None if raw_prompt else engine.chat_prompt(prompt)
         tokens = engine.tokenize(formatted if formatted is not None else prompt)
         stage("generating")
-        stats = engine.generate(tokens, n_predict, sampler=sampler, on_text=collect)
+        stats = engine.generate(tokens, n_predict, sampler=sampler, on_text=collect, on_phase=on_phase)
         return RunResult(
             text="".join(pieces),
             n_prompt=stats.n_prompt,

@@ -77,8 +77,9 @@ def fallback_prompt(messages: list[tuple[str, str]]) -> str:
 
 
 class Generator:
-    def __init__(self, engine: LlamaEngine) -> None:
+    def __init__(self, engine: LlamaEngine, on_phase: Callable[[str], None] | None = None) -> None:
         self.engine = engine
+        self.on_phase = on_phase  # re-pins between prompt and generation (tuned profile), or None
         self.n_ctx = engine.load.n_ctx
         self.stats = EngineStats()
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="engine")
@@ -125,7 +126,9 @@ class Generator:
                     on_piece(out)
                 return hit
 
-            stats = engine.generate(tokens, job.max_tokens, sampler=job.sampler, on_text=on_text)
+            stats = engine.generate(
+                tokens, job.max_tokens, sampler=job.sampler, on_text=on_text, on_phase=self.on_phase
+            )
             tail = matcher.flush()
             if tail:
                 pieces.append(tail)

@@ -35,6 +35,7 @@ class ServePlan:
     settings: EngineSettings
     predicted_peak_bytes: int  # the worker's: the planner's peak plus the HTTP stack
     cpus: list[int] | None  # the tuned profile's CPUs (the worker pins itself before loading)
+    prompt_cpus: list[int] | None = None  # the profile's CPUs for prompt processing, when they differ
 
 
 def device_budget(root: str | Path, override: int | None) -> Budget:
@@ -72,15 +73,19 @@ def plan_serve(
 
     profile = load_profile(model_path)
     fit = _fit(model_path, requested, device_budget(root, budget_bytes), root, profile)
-    cpus = None
+    cpus = prompt_cpus = None
     if profile is not None and requested.n_threads is None:
         cpus = profile.usable_cpus(allowed_cpus()) or None
+        prompt_cpus = profile.usable_prompt_cpus(allowed_cpus()) or None
+        if prompt_cpus == cpus:
+            prompt_cpus = None
     return ServePlan(
         model=model_path,
         fit=fit,
         settings=fit.settings,
         predicted_peak_bytes=fit.memory.peak_rss_bytes + SERVER_RUNTIME_BYTES,
         cpus=cpus,
+        prompt_cpus=prompt_cpus if cpus else None,
     )
 
 

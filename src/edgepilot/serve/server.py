@@ -130,7 +130,11 @@ class Supervisor:
         if self.wake.note:
             notes.append(self.wake.note)
         if plan.cpus:
-            notes.append(f"worker pinned to CPUs {','.join(map(str, plan.cpus))} (tuned profile)")
+            notes.append(
+                f"worker pinned to CPUs {','.join(map(str, plan.cpus))}"
+                + (f", prompts on {','.join(map(str, plan.prompt_cpus))}" if plan.prompt_cpus else "")
+                + " (tuned profile)"
+            )
         if self.on_ready is not None:
             self.on_ready(
                 ServeStarted(
@@ -181,7 +185,13 @@ class Supervisor:
         )  # 0700: the worker's socket is ours alone
         socket_path = str(sock_dir / "worker.sock")
         launch = Launch(
-            plan.model, plan.model.name, socket_path, config.max_tokens, plan.cpus, config.verbose
+            plan.model,
+            plan.model.name,
+            socket_path,
+            config.max_tokens,
+            plan.cpus,
+            config.verbose,
+            prompt_cpus=plan.prompt_cpus,
         )
         watchdog = Watchdog(launch, plan.settings, self.state, self.log, self.worker_ready, self.failed)
         watch = self.memory_watch()

@@ -44,6 +44,7 @@ class Launch:
     max_tokens: int
     cpus: list[int] | None = None
     verbose: bool = False
+    prompt_cpus: list[int] | None = None
     python: str = field(default_factory=lambda: sys.executable)
 
     def argv(self, settings: EngineSettings) -> list[str]:
@@ -55,6 +56,8 @@ class Launch:
         args += ["--parent", str(os.getpid())]
         if self.cpus:
             args += ["--cpus", ",".join(map(str, self.cpus))]
+        if self.cpus and self.prompt_cpus:
+            args += ["--prompt-cpus", ",".join(map(str, self.prompt_cpus))]
         if self.verbose:
             args.append("--verbose")
         return args

@@ -164,6 +164,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--settings", required=True, help="EngineSettings as JSON")
     ap.add_argument("--max-tokens", type=int, required=True)
     ap.add_argument("--cpus", default="", help="pin to these CPUs (comma-separated) before loading")
+    ap.add_argument("--prompt-cpus", default="", help="re-pin to these CPUs for prompt processing")
     ap.add_argument("--parent", type=int, default=0)
     ap.add_argument("--verbose", action="store_true")
     return ap.parse_args(argv)
@@ -177,10 +178,14 @@ def main(argv: list[str] | None = None) -> int:
     from edgepilot.plan.settings import EngineSettings
 
     settings = EngineSettings(**json.loads(args.settings))
+    on_phase = None
     if args.cpus:
-        from edgepilot.bench.pinning import pin_process
+        from edgepilot.bench.pinning import PhasePinning, pin_process
 
-        pin_process(int(c) for c in args.cpus.split(","))
+        cpus = [int(c) for c in args.cpus.split(",")]
+        pin_process(cpus)
+        if args.prompt_cpus:
+            on_phase = PhasePinning((int(c) for c in args.prompt_cpus.split(",")), cpus)
     try:
         engine = LlamaEngine(args.model, settings, verbose=args.verbose)
     except EngineError as exc:
@@ -201,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
         "load_seconds": round(engine.load.seconds, 3),
         "max_tokens": args.max_tokens,
     }
-    gen = Generator(engine)
+    gen = Generator(engine, on_phase)
     app = create_app(gen, args.model_name, args.max_tokens, info)
 
     import uvicorn
