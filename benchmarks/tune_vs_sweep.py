@@ -3,7 +3,7 @@
     python benchmarks/tune_vs_sweep.py               # both models, tune's defaults (pp256 / tg32, 3 reps)
     python benchmarks/tune_vs_sweep.py --models smollm2 -p 128 -n 16
 
-Both use the same measuring bench (edgepilot.bench.lab.EngineLab: pinning, warm-ups, model reloads) and the
+Both use the same measuring bench (edgepilot.bench.lab.EngineLab: pinning, warm-ups, context switches) and the
 same per-measurement settings. The exhaustive sweep measures pp and tg for every thread count on every
 cluster-prefix core set, every ubatch tune considers, flash attention off and on. The pick is then judged
 twice: by the sweep's own figures (its value for tune's settings / its best), and head to head: tune's
@@ -55,13 +55,13 @@ def compare(name: str, path: Path, p: int, n: int, reps: int, h2h_reps: int) -> 
     t0 = time.perf_counter()
     with EngineLab(path, p, n) as lab:
         result = Search(sets, lab, SearchConfig(reps=reps, ubatches=ubatches)).run()
-        tune_reps, tune_loads = lab.reps, lab.loads
+        tune_reps, tune_loads = lab.reps, f"{lab.loads} load(s), {lab.contexts} context switches"
     tune_s = time.perf_counter() - t0
 
     t0 = time.perf_counter()
     with EngineLab(path, p, n) as lab:
         grid = exhaustive(sets, lab, reps, ubatches)
-        sweep_reps, sweep_loads = lab.reps, lab.loads
+        sweep_reps, sweep_loads = lab.reps, f"{lab.loads} load(s), {lab.contexts} context switches"
     sweep_s = time.perf_counter() - t0
 
     # ubatch does not change single-token decoding: the sweep's tg figures for one (threads, cores, fa) at
@@ -80,8 +80,8 @@ def compare(name: str, path: Path, p: int, n: int, reps: int, h2h_reps: int) -> 
     picks = {"tg": result.gen, "pp": result.prompt}
     print(f"\n{name}: core sets {[cpulist(s) for s in sets]}, pp{p} / tg{n}, {reps} reps per measurement")
     print(
-        f"  time   tune {tune_s:6.1f} s ({tune_reps} reps, {tune_loads} loads)   "
-        f"sweep {sweep_s:6.1f} s ({sweep_reps} reps, {sweep_loads} loads)   ratio {tune_s / sweep_s:.3f}"
+        f"  time   tune {tune_s:6.1f} s ({tune_reps} reps, {tune_loads})   "
+        f"sweep {sweep_s:6.1f} s ({sweep_reps} reps, {sweep_loads})   ratio {tune_s / sweep_s:.3f}"
     )
     for test in ("tg", "pp"):
         pick, top = picks[test], best[test]

@@ -1,5 +1,6 @@
-"""The real measuring bench for the tuner: one engine reloaded only when ubatch/flash-attn change, the process
-pinned per candidate, threads switched on the live context, a short warm-up after every change."""
+"""The real measuring bench for the tuner: the model loaded once, a fresh context when ubatch or flash
+attention change, the process pinned per candidate, threads switched on the live context, a warm-up after
+every change."""
 
 from __future__ import annotations
 
@@ -41,7 +42,8 @@ class EngineLab:
         self.state: tuple | None = None
         self.best_tg = 0.0
         self.reps = 0  # repetitions measured (warm-ups not counted)
-        self.loads = 0
+        self.loads = 0  # model loads
+        self.contexts = 0  # fresh contexts on the loaded model (ubatch / flash attention switches)
         self.original_cpus = allowed_cpus()
         self.sensors = Sensors.find() if cooldown else None
         self.baseline = self.sensors.temperature() if self.sensors else None
@@ -53,15 +55,18 @@ class EngineLab:
 
         key = (cand.n_ubatch, cand.flash_attn)
         if key != self.loaded:
-            self.close_engine()
             settings = bench_settings(
                 self.n_prompt, self.n_gen, cand.n_threads, cand.n_ubatch, cand.flash_attn
             )
-            self.engine = LlamaEngine(self.path, settings, verbose=self.verbose)
-            self.bencher = Bencher(self.engine)
+            if self.engine is None:
+                self.engine = LlamaEngine(self.path, settings, verbose=self.verbose)
+                self.bencher = Bencher(self.engine)
+                self.loads += 1
+            else:
+                self.engine.reconfigure(settings)
+                self.contexts += 1
             self.bencher.threads = cand.n_threads
             self.loaded = key
-            self.loads += 1
             if self.model_info is None:
                 load = self.engine.load
                 self.model_info = {
@@ -77,7 +82,10 @@ class EngineLab:
         if state != self.state:
             if self.state is not None and self.sensors is not None:
                 cool_down(self.sensors, self.baseline, self.cooldown)
-            self.bencher.pp(min(WARMUP_PROMPT, self.n_prompt) or WARMUP_PROMPT)
+            # A new context's compute buffer is untouched memory: the first full-size prompt pays its page
+            # faults (5-15 % of a pp512 here), enough to get a good setting rejected after one repetition.
+            fresh = self.state is None or self.state[0] != key
+            self.bencher.pp(self.n_prompt if fresh else min(WARMUP_PROMPT, self.n_prompt) or WARMUP_PROMPT)
             self.bencher.tg(1)
             self.state = state
 

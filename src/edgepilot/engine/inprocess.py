@@ -141,6 +141,23 @@ class LlamaEngine:
             raise EngineError(f"llama.cpp could not create a context (n_ctx={s.n_ctx}): {detail}")
         return ctx
 
+    def reconfigure(self, settings: EngineSettings) -> None:
+        """Context settings (ctx, batch, ubatch, threads, KV types, flash attention) changed: a fresh context
+        on the loaded model. The weights stay mapped (and repacked, on ARM): no reload, which on a phone costs
+        seconds per switch. mmap and GPU layers shape the model itself and need a new engine."""
+        settings.validate()
+        s = self.settings
+        if (settings.use_mmap, settings.n_gpu_layers) != (s.use_mmap, s.n_gpu_layers):
+            raise ValueError("mmap and GPU layers are model settings: load a new engine for them")
+        if self._ctx:
+            llama_cpp.llama_free(self._ctx)  # first: two contexts at once would need both KV caches
+            self._ctx = None
+        self.settings = settings
+        self._ctx = self._new_context()
+        self.load.n_ctx = llama_cpp.llama_n_ctx(self._ctx)
+        self.load.n_batch = llama_cpp.llama_n_batch(self._ctx)
+        self.load.n_ubatch = llama_cpp.llama_n_ubatch(self._ctx)
+
     def _describe(self) -> str:
         buf = ctypes.create_string_buffer(256)
         n = llama_cpp.llama_model_desc(self._model, buf, 256)
