@@ -33,3 +33,19 @@ def test_reconfigure_switches_context_settings_without_a_reload(smollm_path):
         with pytest.raises(ValueError, match="model settings"):
             engine.reconfigure(replace(base, use_mmap=False))
         assert _reply(engine, "The capital of France is") == first  # a refused switch leaves it usable
+
+
+def test_a_parked_context_is_swapped_back_in_without_a_new_one(smollm_path):
+    base = EngineSettings(n_ctx=256, n_batch=256, n_ubatch=256, n_threads=1, flash_attn=False)
+    with LlamaEngine(smollm_path, base) as engine:
+        first_ctx = engine._ctx
+        reply = _reply(engine, "The capital of France is")
+        assert engine.reconfigure(replace(base, flash_attn=True), park=True) is True  # a new context
+        on_ctx = engine._ctx
+        assert engine.reconfigure(replace(base, n_threads=2), park=True) is False  # threads: same context
+        assert engine._ctx is first_ctx and engine.settings.n_threads == 2
+        assert _reply(engine, "The capital of France is") == reply
+        assert engine.reconfigure(replace(base, flash_attn=True), park=True) is False
+        assert engine._ctx is on_ctx
+        assert engine.reconfigure(replace(base, n_ubatch=64), park=True) is True  # a third: one is freed
+        assert engine._parked is not None and engine._parked[1] is on_ctx

@@ -44,6 +44,7 @@ class EngineLab:
         self.reps = 0  # repetitions measured (warm-ups not counted)
         self.loads = 0  # model loads
         self.contexts = 0  # fresh contexts on the loaded model (ubatch / flash attention switches)
+        self.cold = False  # the current context has not run a full-size batch yet
         self.original_cpus = allowed_cpus()
         self.sensors = Sensors.find() if cooldown else None
         self.baseline = self.sensors.temperature() if self.sensors else None
@@ -62,9 +63,11 @@ class EngineLab:
                 self.engine = LlamaEngine(self.path, settings, verbose=self.verbose)
                 self.bencher = Bencher(self.engine)
                 self.loads += 1
+                self.cold = True
             else:
-                self.engine.reconfigure(settings)
-                self.contexts += 1
+                # the previous context stays parked: flash attention on/off is compared back and forth
+                self.cold = self.engine.reconfigure(settings, park=True)
+                self.contexts += int(self.cold)
             self.bencher.threads = cand.n_threads
             self.loaded = key
             if self.model_info is None:
@@ -84,9 +87,10 @@ class EngineLab:
                 cool_down(self.sensors, self.baseline, self.cooldown)
             # A new context's compute buffer is untouched memory: the first full-size prompt pays its page
             # faults (5-15 % of a pp512 here), enough to get a good setting rejected after one repetition.
-            fresh = self.state is None or self.state[0] != key
-            self.bencher.pp(self.n_prompt if fresh else min(WARMUP_PROMPT, self.n_prompt) or WARMUP_PROMPT)
+            short = min(WARMUP_PROMPT, self.n_prompt) or WARMUP_PROMPT
+            self.bencher.pp(self.n_prompt if self.cold else short)
             self.bencher.tg(1)
+            self.cold = False
             self.state = state
 
     def measure(self, cand: Candidate, test: str, reps: int) -> list[float]:

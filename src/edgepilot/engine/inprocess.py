@@ -10,7 +10,7 @@ import codecs
 import ctypes
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import llama_cpp
@@ -73,6 +73,11 @@ class LoadInfo:
     log: list[str] = field(default_factory=list)
 
 
+def _same_context(a: EngineSettings, b: EngineSettings) -> bool:
+    """Whether one context serves both (thread counts can be changed on a live context)."""
+    return replace(a, n_threads=1, n_threads_batch=None) == replace(b, n_threads=1, n_threads_batch=None)
+
+
 class LlamaEngine:
     """One model + one context with fixed settings. Use as a context manager so C memory is freed."""
 
@@ -80,6 +85,7 @@ class LlamaEngine:
         settings.validate()
         self.settings = settings
         self.model_path = Path(model_path)
+        self._parked: tuple[EngineSettings, llama_cpp.llama_context_p] | None = None
         init_backend(verbose)
         log_start = llama_log.mark()
         t0 = time.perf_counter()
@@ -141,22 +147,39 @@ class LlamaEngine:
             raise EngineError(f"llama.cpp could not create a context (n_ctx={s.n_ctx}): {detail}")
         return ctx
 
-    def reconfigure(self, settings: EngineSettings) -> None:
+    def reconfigure(self, settings: EngineSettings, park: bool = False) -> bool:
         """Context settings (ctx, batch, ubatch, threads, KV types, flash attention) changed: a fresh context
         on the loaded model. The weights stay mapped (and repacked, on ARM): no reload, which on a phone costs
-        seconds per switch. mmap and GPU layers shape the model itself and need a new engine."""
+        seconds per switch. mmap and GPU layers shape the model itself and need a new engine.
+
+        park=True keeps the current context aside (one at most): switching back to its settings swaps it in
+        again, so A/B comparisons cost no new context each time. Returns True when a new context was created
+        (its buffers are untouched memory: the first full-size batch pays the page faults)."""
         settings.validate()
         s = self.settings
         if (settings.use_mmap, settings.n_gpu_layers) != (s.use_mmap, s.n_gpu_layers):
             raise ValueError("mmap and GPU layers are model settings: load a new engine for them")
-        if self._ctx:
-            llama_cpp.llama_free(self._ctx)  # first: two contexts at once would need both KV caches
-            self._ctx = None
-        self.settings = settings
-        self._ctx = self._new_context()
+        parked, self._parked = self._parked, None
+        if park:
+            self._parked = (self.settings, self._ctx)
+        elif self._ctx:
+            llama_cpp.llama_free(self._ctx)
+        self._ctx = None
+        if parked is not None and _same_context(parked[0], settings):
+            self._ctx = parked[1]
+            self.settings = settings
+            self.set_threads(settings.n_threads, settings.n_threads_batch)
+            fresh = False
+        else:
+            if parked is not None:
+                llama_cpp.llama_free(parked[1])  # first: a third context at once would need its KV cache too
+            self.settings = settings
+            self._ctx = self._new_context()
+            fresh = True
         self.load.n_ctx = llama_cpp.llama_n_ctx(self._ctx)
         self.load.n_batch = llama_cpp.llama_n_batch(self._ctx)
         self.load.n_ubatch = llama_cpp.llama_n_ubatch(self._ctx)
+        return fresh
 
     def _describe(self) -> str:
         buf = ctypes.create_string_buffer(256)
@@ -165,6 +188,10 @@ class LlamaEngine:
 
     # -- lifecycle -------------------------------------------------------------------------------------------
     def close(self) -> None:
+        parked = getattr(self, "_parked", None)
+        if parked is not None:
+            llama_cpp.llama_free(parked[1])
+            self._parked = None
         if getattr(self, "_ctx", None):
             llama_cpp.llama_free(self._ctx)
             self._ctx = None
