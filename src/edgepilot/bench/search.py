@@ -207,18 +207,15 @@ class Search:
     ) -> tuple[bool, float, float]:
         """4. Flash attention on or off. Its effect, a few per cent either way, is the size of what a busy or
         throttling device drifts over a few seconds: so on and off are measured alternately (the lab keeps
-        both contexts) and compared on those samples alone. Generation decides beyond `tie`; within it, prompt
-        speed, measured the same way, does."""
+        both contexts) and compared on those samples alone. Generation decides beyond `tie`. In a tie it is
+        on unless prompt speed clearly suffers: flash attention never materializes the context x heads score
+        matrix (less compute memory at long contexts) and allows a quantized V cache."""
         tg_on, tg_off = self._alternate(self.cand(t_gen, True), self.cand(t_gen), "tg")
         d_tg = tg_on / tg_off - 1
-        if abs(d_tg) > self.cfg.tie:
-            on = d_tg > 0
-            pp_on = self.eval(self.cand(t_batch, True, cpus=cpus), "pp", "flash-attn") if on else pp_off
-        else:
-            pp_on, pp_off = self._alternate(
-                self.cand(t_batch, True, cpus=cpus), self.cand(t_batch, cpus=cpus), "pp"
-            )
-            on = d_tg + pp_on / pp_off - 1 > 0
+        if d_tg < -self.cfg.tie:
+            return False, tg_off, pp_off
+        pp_on = self.eval(self.cand(t_batch, True, cpus=cpus), "pp", "flash-attn", pp_off)
+        on = d_tg > self.cfg.tie or pp_on >= pp_off * (1 - self.margin(self.cfg.tie))
         return on, (tg_on if on else tg_off), (pp_on if on else pp_off)
 
     def _alternate(self, a: Candidate, b: Candidate, test: str) -> tuple[float, float]:
