@@ -143,8 +143,8 @@ class Search:
         t_gen, tg_gen = self._confirm(scan)
         gen_set = set_for_threads(self.sets, t_gen)
         t_batch, prompt_set, pp_best = self._prompt_threads(t_gen, gen_set, fa=False)
-        fa, gen_tps, pp_best = self._flash_attn(t_gen, tg_gen, t_batch, pp_best, prompt_set)
-        ubatch = self._ubatch(t_batch, fa, prompt_set, pp_best)
+        fa, gen_tps, _ = self._flash_attn(t_gen, tg_gen, t_batch, pp_best, prompt_set)
+        ubatch = self._ubatch(t_batch, fa, prompt_set)
         prompt = Candidate(t_batch, prompt_set, ubatch, fa)
         default = self.cache.get((self.cand(len(self.sets[-1])), "tg"))  # llama.cpp's default on ARM
         return SearchResult(
@@ -186,7 +186,7 @@ class Search:
                 trial.rejected = True
                 self.cache[(trial.candidate, "tg")] = trial
         samples = {t: [scan[t]] for t in contenders}
-        for i in range(self.cfg.reps - 1):
+        for i in range(self.cfg.reps - 1 if len(contenders) > 1 else 0):  # one contender: nothing to tell
             for t in contenders if i % 2 == 0 else reversed(contenders):
                 samples[t] += self.lab.measure(self.cand(t), "tg", 1)
         for t in contenders:
@@ -218,28 +218,34 @@ class Search:
         on = d_tg > self.cfg.tie or pp_on >= pp_off * (1 - self.margin(self.cfg.tie))
         return on, (tg_on if on else tg_off), (pp_on if on else pp_off)
 
-    def _alternate(self, a: Candidate, b: Candidate, test: str) -> tuple[float, float]:
-        """`reps` repetitions of a and b in turns (a b, b a, a b ...): drift hits both alike."""
+    def _alternate(
+        self, a: Candidate, b: Candidate, test: str, phase: str = "flash-attn", rounds: int | None = None
+    ) -> tuple[float, float]:
+        """Repetitions of a and b in turns (a b, b a, a b ...): drift hits both alike."""
         samples: dict[Candidate, list[float]] = {a: [], b: []}
-        for i in range(self.cfg.reps):
+        for i in range(rounds or self.cfg.reps):
             for cand in (a, b) if i % 2 == 0 else (b, a):
                 samples[cand] += self.lab.measure(cand, test, 1)
-        trials = [Trial(cand, test, samples[cand], "flash-attn") for cand in (a, b)]
+        trials = [Trial(cand, test, samples[cand], phase) for cand in (a, b)]
         for trial in trials:
             self._record(trial)
-        self.cache[(a, test)] = trials[0]
+            self.cache[(trial.candidate, test)] = trial
         return trials[0].value, trials[1].value
 
-    def _ubatch(self, t_batch: int, fa: bool, cpus: tuple[int, ...], pp_base: float) -> int:
-        """5. ubatch, largest first, until smaller ones fall behind. The fastest wins; a smaller one within
-        1 % of it is preferred (less compute memory; the planner shrinks it further if memory is short)."""
-        speed = {self.base_ub: pp_base}
+    def _ubatch(self, t_batch: int, fa: bool, cpus: tuple[int, ...]) -> int:
+        """5. ubatch, largest first: each smaller one against the best so far, measured in turns (the lab
+        keeps both contexts) so drift cannot pick one; smaller ones that fall behind end it. A smaller one
+        within 1 % is preferred (less compute memory; the planner shrinks it further if memory is short)."""
+        best = self.base_ub
         for ub in self.cfg.ubatches[1:]:
-            speed[ub] = self.eval(self.cand(t_batch, fa, ub, cpus), "pp", "ubatch", max(speed.values()))
-            if speed[ub] < max(speed.values()) * (1 - self.margin(self.cfg.tie)):
+            new, old = self._alternate(
+                self.cand(t_batch, fa, ub, cpus), self.cand(t_batch, fa, best, cpus), "pp", "ubatch", rounds=2
+            )
+            if new >= old * 0.99:
+                best = ub
+            elif new < old * (1 - self.margin(self.cfg.tie)):
                 break
-        top = max(speed.values())
-        return min(u for u, v in speed.items() if v >= top * 0.99)
+        return best
 
     def _prompt_threads(
         self, t_gen: int, gen_set: tuple[int, ...], fa: bool
