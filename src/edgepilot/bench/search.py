@@ -6,11 +6,12 @@ Order of work, cheapest knowledge first:
    on slower cores) at a cluster boundary or twice in a row;
 2. confirm: the thread counts the scan could not tell from the best get their remaining repetitions,
    interleaved, and the best median wins (a re-check of the winner against its runner-up);
-3. prompt threads and cores: the generation set with its thread count and with all its CPUs, then each wider
-   set (the next slower cluster added) while prompt speed still grows: prompt processing is compute-bound and
-   ggml hands out matrix chunks dynamically, so slower cores can still add speed there (run and serve re-pin
-   the process between the two phases);
-4. flash attention on/off, 5. ubatch (prompt only: ubatch does not change single-token decoding).
+3. prompt threads and cores, where there is a choice: the generation set with its thread count and with all
+   its CPUs, then each wider set (the next slower cluster added) while prompt speed still grows: prompt
+   processing is compute-bound and ggml hands out matrix chunks dynamically, so slower cores can still add
+   speed there (run and serve re-pin the process between the two phases);
+4. flash attention on/off and 5. ubatch (prompt only: it does not change single-token decoding), each
+   measured in turns against the alternative (drift over a few seconds is as large as their effect).
 After the scan a measurement starts with one repetition, and a setting already clearly behind the best is
 not repeated further. Thresholds widen with the noise seen so far, so a noisy device is not misread.
 """
@@ -140,10 +141,10 @@ class Search:
     # -- the search -----------------------------------------------------------------------------------------
     def run(self) -> SearchResult:
         scan, knee_at = self._scan()
-        t_gen, tg_gen = self._confirm(scan)
+        t_gen, _ = self._confirm(scan)
         gen_set = set_for_threads(self.sets, t_gen)
-        t_batch, prompt_set, pp_best = self._prompt_threads(t_gen, gen_set, fa=False)
-        fa, gen_tps, _ = self._flash_attn(t_gen, tg_gen, t_batch, pp_best, prompt_set)
+        t_batch, prompt_set = self._prompt_threads(t_gen, gen_set, fa=False)
+        fa, gen_tps = self._flash_attn(t_gen, t_batch, prompt_set)
         ubatch = self._ubatch(t_batch, fa, prompt_set)
         prompt = Candidate(t_batch, prompt_set, ubatch, fa)
         default = self.cache.get((self.cand(len(self.sets[-1])), "tg"))  # llama.cpp's default on ARM
@@ -202,21 +203,22 @@ class Search:
         if self.on_trial:
             self.on_trial(trial)
 
-    def _flash_attn(
-        self, t_gen: int, tg_off: float, t_batch: int, pp_off: float, cpus: tuple[int, ...]
-    ) -> tuple[bool, float, float]:
+    def _flash_attn(self, t_gen: int, t_batch: int, cpus: tuple[int, ...]) -> tuple[bool, float]:
         """4. Flash attention on or off. Its effect, a few per cent either way, is the size of what a busy or
         throttling device drifts over a few seconds: so on and off are measured alternately (the lab keeps
         both contexts) and compared on those samples alone. Generation decides beyond `tie`. In a tie it is
-        on unless prompt speed clearly suffers: flash attention never materializes the context x heads score
-        matrix (less compute memory at long contexts) and allows a quantized V cache."""
+        on unless prompt speed, measured the same way, clearly suffers: flash attention never materializes
+        the context x heads score matrix (less compute memory at long contexts) and allows a quantized V."""
         tg_on, tg_off = self._alternate(self.cand(t_gen, True), self.cand(t_gen), "tg")
         d_tg = tg_on / tg_off - 1
-        if d_tg < -self.cfg.tie:
-            return False, tg_off, pp_off
-        pp_on = self.eval(self.cand(t_batch, True, cpus=cpus), "pp", "flash-attn", pp_off)
-        on = d_tg > self.cfg.tie or pp_on >= pp_off * (1 - self.margin(self.cfg.tie))
-        return on, (tg_on if on else tg_off), (pp_on if on else pp_off)
+        if abs(d_tg) > self.cfg.tie:
+            on = d_tg > 0
+        else:
+            pp_on, pp_off = self._alternate(
+                self.cand(t_batch, True, cpus=cpus), self.cand(t_batch, cpus=cpus), "pp", rounds=2
+            )
+            on = pp_on >= pp_off * (1 - self.margin(self.cfg.tie))
+        return on, (tg_on if on else tg_off)
 
     def _alternate(
         self, a: Candidate, b: Candidate, test: str, phase: str = "flash-attn", rounds: int | None = None
@@ -247,15 +249,15 @@ class Search:
                 break
         return best
 
-    def _prompt_threads(
-        self, t_gen: int, gen_set: tuple[int, ...], fa: bool
-    ) -> tuple[int, tuple[int, ...], float]:
-        """3. Prompt threads and cores. The generation thread count is measured first (a hopeless full set is
-        then stopped after one repetition); a wider set must beat the best so far by more than noise (fewer
-        cores: less heat), and the first one that does not ends the walk."""
-        best = (t_gen, gen_set, self.eval(self.cand(t_gen, fa, cpus=gen_set), "pp", "prompt-threads"))
+    def _prompt_threads(self, t_gen: int, gen_set: tuple[int, ...], fa: bool) -> tuple[int, tuple[int, ...]]:
+        """3. Prompt threads and cores, when there is a choice. The generation thread count is measured first
+        (a hopeless full set is then stopped after one repetition); a wider set must beat the best so far by
+        more than noise (fewer cores: less heat), and the first one that does not ends the walk."""
         tries = [(len(gen_set), gen_set)] if t_gen < len(gen_set) else []
         tries += [(len(s), s) for s in self.sets[self.sets.index(gen_set) + 1 :]]
+        if not tries:
+            return t_gen, gen_set
+        best = (t_gen, gen_set, self.eval(self.cand(t_gen, fa, cpus=gen_set), "pp", "prompt-threads"))
         for t, cpus in tries:
             v = self.eval(self.cand(t, fa, cpus=cpus), "pp", "prompt-threads", best[2])
             wider, margin = cpus != gen_set, self.margin(self.cfg.tie)
@@ -263,7 +265,7 @@ class Search:
                 best = (t, cpus, v)
             elif wider or v < best[2] * (1 - margin):
                 break
-        return best
+        return best[0], best[1]
 
 
 def exhaustive(
