@@ -186,8 +186,13 @@ class Search:
             if trial.phase == "scan" and trial.candidate.n_threads not in contenders:
                 trial.rejected = True
                 self.cache[(trial.candidate, "tg")] = trial
+        if len(contenders) == 1:  # nothing to tell apart
+            (t,) = contenders
+            only = next(x for x in self.trials if x.phase == "scan" and x.candidate.n_threads == t)
+            self.cache[(only.candidate, "tg")] = only
+            return t, only.value
         samples = {t: [scan[t]] for t in contenders}
-        for i in range(self.cfg.reps - 1 if len(contenders) > 1 else 0):  # one contender: nothing to tell
+        for i in range(self.cfg.reps - 1):
             for t in contenders if i % 2 == 0 else reversed(contenders):
                 samples[t] += self.lab.measure(self.cand(t), "tg", 1)
         for t in contenders:

@@ -200,7 +200,8 @@ def render_tune(r: TuneReport, out: Console) -> None:
         edgepilot = shlex.join(["edgepilot", "run", r.model["path"]])
         out.print(f"edgepilot: {edgepilot}  (run and serve pick the profile up)", style="cyan", markup=False)
     out.print(
-        f"{len(r.trials)} settings, {r.measurements} measurements, {r.loads} loads in {r.seconds:.0f} s",
+        f"{len(r.trials)} settings, {r.measurements} measurements, "
+        f"{r.loads} model load{'' if r.loads == 1 else 's'} in {r.seconds:.0f} s",
         style="dim",
     )
     if r.profile_path:
