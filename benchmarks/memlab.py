@@ -1,7 +1,7 @@
 """Measure a child's memory from outside it, parse llama.cpp's buffer log, run under a cgroup v1 memory limit.
 
-Used by benchmarks/memory_accuracy.py; the lead's tests may reuse `run_measured`, `parse_llama_log` and
-`run_in_memory_limit` (add benchmarks/ to sys.path). Linux only; nothing here imports edgepilot.
+Used by benchmarks/memory_accuracy.py and survival_bound.py. Linux only; the cgroup itself is the doctor's
+(edgepilot.doctor.cgroup), so `edgepilot doctor --memory-limit` and these benchmarks limit memory alike.
 
 What is measured, and why from outside:
 - peak RSS = the kernel's high-water mark (`ru_maxrss` from `os.wait4`, the same counter as VmHWM). It is
@@ -17,14 +17,13 @@ import contextlib
 import os
 import re
 import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from edgepilot.doctor.cgroup import drop_page_cache
+from edgepilot.doctor.cgroup import MemoryLimit, drop_page_cache
 
 MIB = 1024 * 1024
 KIB = 1024
@@ -391,25 +390,6 @@ def parse_llama_log(text: str) -> dict[str, Any]:
 
 # -- cgroup v1 memory limit ----------------------------------------------------------------------------------
 
-CGROUP_V1_MEMORY = Path("/sys/fs/cgroup/memory")
-
-
-def cgroup_v1_problem(root: Path = CGROUP_V1_MEMORY) -> str | None:
-    """None when a memory cgroup can be made under root; otherwise why not (for a clear message)."""
-    if sys.platform != "linux":
-        return "cgroup memory limits need Linux"
-    if not (root / "memory.limit_in_bytes").exists():
-        return f"{root} is not a cgroup v1 memory hierarchy (cgroup v2-only system? try memory.max instead)"
-    if os.geteuid() != 0 and not os.access(root, os.W_OK):
-        return f"{root} is not writable (run as root)"
-    probe = root / f"edgepilot-probe-{os.getpid()}"
-    try:
-        probe.mkdir()
-        probe.rmdir()
-    except OSError as exc:
-        return f"cannot create a cgroup under {root}: {exc.strerror or exc}"
-    return None
-
 
 def processes_mapping(path: str | os.PathLike[str]) -> list[int]:
     """Pids (but this one) that have `path` mapped. Mapped page-cache pages survive drop_caches and stay
@@ -438,77 +418,11 @@ def _cgroup_stat(cg: Path) -> dict[str, int]:
     return out
 
 
-class MemoryCgroup:
-    """A fresh cgroup v1 memory group `edgepilot-survival-N`, hard limit (no swap either); removed on exit."""
-
-    def __init__(
-        self, limit_bytes: int, root: Path = CGROUP_V1_MEMORY, prefix: str = "edgepilot-survival"
-    ) -> None:
-        self.limit_bytes = int(limit_bytes)
-        self.root = root
-        self.prefix = prefix
-        self.path: Path | None = None
-
-    def __enter__(self) -> MemoryCgroup:
-        problem = cgroup_v1_problem(self.root)
-        if problem:
-            raise RuntimeError(problem)
-        n = 0
-        while True:
-            path = self.root / f"{self.prefix}-{n}"
-            try:
-                path.mkdir()
-                break
-            except FileExistsError:
-                n += 1
-        self.path = path
-        # A new group is unlimited: lower memory first, then memory+swap (memsw must stay >= memory).
-        (path / "memory.limit_in_bytes").write_text(str(self.limit_bytes))
-        memsw = path / "memory.memsw.limit_in_bytes"
-        if memsw.exists():
-            with contextlib.suppress(OSError):
-                memsw.write_text(str(self.limit_bytes))
-        with contextlib.suppress(OSError):
-            (path / "memory.swappiness").write_text("0")
-        return self
-
-    def read(self, name: str) -> str:
-        assert self.path is not None
-        try:
-            return (self.path / name).read_text().strip()
-        except OSError:
-            return ""
-
-    def counters(self) -> dict[str, Any]:
-        oom = dict(line.split() for line in self.read("memory.oom_control").splitlines() if " " in line)
-        return {
-            "limit_bytes": int(self.read("memory.limit_in_bytes") or 0),
-            "max_usage_bytes": int(self.read("memory.max_usage_in_bytes") or 0),
-            "memsw_max_usage_bytes": int(self.read("memory.memsw.max_usage_in_bytes") or 0),
-            "failcnt": int(self.read("memory.failcnt") or 0),
-            "oom_kill": int(oom.get("oom_kill", 0)),
-            "under_oom": int(oom.get("under_oom", 0)),
-        }
-
-    def __exit__(self, *exc: object) -> None:
-        if self.path is None:
-            return
-        for _ in range(50):  # the group can only go once its tasks are gone
-            try:
-                self.path.rmdir()
-                break
-            except OSError:
-                with contextlib.suppress(OSError):
-                    (self.path / "memory.force_empty").write_text("0")
-                time.sleep(0.1)
-        self.path = None
-
-
 def run_in_cgroup(
     argv: list[str], limit_bytes: int, *, drop_caches: bool = True, model_path: str | None = None, **kw: Any
 ) -> ChildRun:
     """run_measured inside a fresh memory cgroup of limit_bytes; ChildRun.cgroup holds its counters."""
-    with MemoryCgroup(limit_bytes) as cg:
+    with MemoryLimit(limit_bytes) as cg:
         dropped = drop_page_cache() if drop_caches else False
         shared = processes_mapping(model_path) if model_path else []
         run = run_measured(argv, model_path=model_path, cgroup_dir=cg.path, **kw)
@@ -520,14 +434,3 @@ def run_in_cgroup(
             "model_mapped_by": shared,
         }
     return run
-
-
-def run_in_memory_limit(argv: list[str], limit_bytes: int) -> tuple[int, int, int]:
-    """Run argv under a cgroup v1 memory limit; (returncode, cgroup max_usage_in_bytes, peak RSS bytes).
-
-    returncode -9 = killed by the OOM killer (SIGKILL). The page cache is dropped first so the model file's
-    pages are charged to the child's group, as on a phone after a cold start. Raises RuntimeError
-    with the reason when cgroup v1 memory limits are not available (not Linux, cgroup v2 only, not root).
-    """
-    run = run_in_cgroup(argv, limit_bytes)
-    return run.returncode, run.cgroup["max_usage_bytes"], run.ru_maxrss_bytes

@@ -37,9 +37,9 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from edgepilot.doctor.cgroup import cgroup_problem  # noqa: E402
 from memlab import (  # noqa: E402
     MIB,
-    cgroup_v1_problem,
     parse_llama_log,
     run_in_cgroup,
     run_measured,
@@ -495,7 +495,7 @@ def report(data_path: Path, predict_spec: str | None) -> int:
 
 def survival(limits: list[tuple[Case, int | None, float]], data_path: Path, out: Path | None) -> int:
     """Run each case in a cgroup limited to `limit` bytes (or measured peak x factor when limit is None)."""
-    problem = cgroup_v1_problem()
+    problem = cgroup_problem()
     if problem:
         print(f"survival check skipped: {problem}", file=sys.stderr)
         return 2

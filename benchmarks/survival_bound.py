@@ -35,7 +35,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from memlab import MIB, cgroup_v1_problem, run_in_cgroup  # noqa: E402
+from edgepilot.doctor.cgroup import cgroup_problem  # noqa: E402
+from memlab import MIB, run_in_cgroup  # noqa: E402
 from memory_accuracy import (  # noqa: E402
     N_GEN,
     SLACK,
@@ -263,7 +264,7 @@ def main() -> int:
     ap.add_argument("--out", type=Path, help="write the attempts as JSON")
     ap.add_argument("--source", choices=("head", "worktree"), default="head")
     args = ap.parse_args()
-    problem = cgroup_v1_problem()
+    problem = cgroup_problem()
     if problem:
         print(f"survival bound skipped: {problem}", file=sys.stderr)
         return 2

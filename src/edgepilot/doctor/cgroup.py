@@ -106,8 +106,10 @@ class MemoryLimit:
         return {
             "limit_bytes": num(self._read("memory.limit_in_bytes")),
             "max_usage_bytes": num(self._read("memory.max_usage_in_bytes")),
+            "memsw_max_usage_bytes": num(self._read("memory.memsw.max_usage_in_bytes")),
             "failcnt": num(self._read("memory.failcnt")),
             "oom_kill": num(oom.get("oom_kill", "0")),
+            "under_oom": num(oom.get("under_oom", "0")),
         }
 
     def __exit__(self, *exc: object) -> None:
