@@ -1,4 +1,4 @@
-"""Shared fixtures: the two real models the tests load with real llama.cpp."""
+"""Shared fixtures: the two real models the tests load with real llama.cpp, the device trees, the CLI app."""
 
 from __future__ import annotations
 
@@ -36,3 +36,17 @@ def isolated_data_dir(tmp_path_factory):
         os.environ.pop("EDGEPILOT_DATA_DIR", None)
     else:
         os.environ["EDGEPILOT_DATA_DIR"] = old
+
+
+@pytest.fixture(scope="session")
+def devices() -> Path:
+    """tests/devices: file trees of real phones and boards, built from public facts (SOURCE.md each)."""
+    return Path(__file__).resolve().parent / "devices"
+
+
+@pytest.fixture(scope="session")
+def cli_app():
+    """`edgepilot.cli.app` with every command registered (device commands never import llama.cpp)."""
+    import edgepilot.cli as cli
+
+    return cli.app

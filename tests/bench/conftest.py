@@ -7,8 +7,6 @@ from pathlib import Path
 
 import pytest
 
-DEVICES = Path(__file__).resolve().parents[1] / "devices"
-
 
 @pytest.fixture(autouse=True)
 def data_dir(tmp_path, monkeypatch) -> Path:
@@ -25,15 +23,3 @@ def restore_affinity():
 
     if os.sched_getaffinity(0) != before:
         pin_process(before)
-
-
-@pytest.fixture(scope="session")
-def devices() -> Path:
-    return DEVICES
-
-
-@pytest.fixture(scope="session")
-def cli_app():
-    import edgepilot.cli as cli
-
-    return cli.app
