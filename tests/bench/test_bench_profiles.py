@@ -13,7 +13,7 @@ from edgepilot.bench.profiles import (
     Profile,
     apply_profile,
     load_profile,
-    phase_pinning,
+    pin_for_profile,
     profile_path,
     save_profile,
 )
@@ -137,7 +137,7 @@ def test_profiles_without_prompt_cpus_still_load_and_use_one_set(gemma_path):
     path.write_text(json.dumps(data))  # a profile saved before prompt CPUs existed
     loaded = load_profile(gemma_path)
     assert loaded is not None and loaded.prompt_cpus == []
-    assert phase_pinning(RequestedSettings(), loaded) is None
+    assert pin_for_profile(RequestedSettings(), loaded) is None  # no re-pinning hook: one set for both
 
 
 def test_run_pins_prompt_and_generation_to_their_own_cpus(gemma_path, monkeypatch):
@@ -152,7 +152,7 @@ def test_run_pins_prompt_and_generation_to_their_own_cpus(gemma_path, monkeypatc
     gen_cpu = cpus[-1]
     save_profile(make_profile(gemma_path, cpus=[gen_cpu], prompt_cpus=cpus, n_threads_batch=len(cpus)))
     assert load_profile(gemma_path).prompt_cpus == cpus
-    assert phase_pinning(RequestedSettings(n_threads=1), load_profile(gemma_path)) is None  # the user's -t
+    assert pin_for_profile(RequestedSettings(n_threads=1), load_profile(gemma_path)) is None  # the user's -t
     pins: list[list[int]] = []
     real_pin = pinning.pin_process
     monkeypatch.setattr(pinning, "pin_process", lambda c: pins.append(sorted(c)) or real_pin(c))

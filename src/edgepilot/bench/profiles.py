@@ -51,9 +51,6 @@ class Profile:
         """The profile's CPUs this process may use (taskset or a cgroup may have narrowed them since)."""
         return [c for c in self.cpus if c in allowed]
 
-    def usable_prompt_cpus(self, allowed: list[int]) -> list[int]:
-        return [c for c in self.prompt_cpus or self.cpus if c in allowed]
-
 
 def profiles_dir() -> Path:
     return data_dir() / "profiles"
@@ -163,29 +160,32 @@ def finish_with_profile(plan: FitResult, requested: RequestedSettings, profile: 
     return plan
 
 
-def pin_for_profile(requested: RequestedSettings, profile: Profile | None) -> list[int] | None:
-    """Pin this process to the profile's CPUs (threads created later inherit it) unless the user chose the
-    thread count. Returns the CPUs pinned to, or None."""
-    from edgepilot.bench.pinning import allowed_cpus, pin_process
+def tuned_cpus(
+    requested: RequestedSettings, profile: Profile | None
+) -> tuple[list[int], list[int] | None] | None:
+    """The profile's CPUs this process may use: (generation, prompt processing when tune found other CPUs for
+    it, else None); None when there is no profile, the user chose the thread count, or none is usable."""
+    from edgepilot.bench.pinning import allowed_cpus
 
     if profile is None or requested.n_threads is not None:
         return None
-    cpus = profile.usable_cpus(allowed_cpus())
-    if not cpus:
-        return None
-    pin_process(cpus)
-    return cpus
-
-
-def phase_pinning(requested: RequestedSettings, profile: Profile | None) -> PhasePinning | None:
-    """A re-pinning hook for the engine when the profile gives prompt processing other CPUs than generation
-    (and the user did not choose the thread count); None when one CPU set serves both."""
-    from edgepilot.bench.pinning import PhasePinning, allowed_cpus
-
-    if profile is None or requested.n_threads is not None or not profile.prompt_cpus:
-        return None
     allowed = allowed_cpus()
-    gen, prompt = profile.usable_cpus(allowed), profile.usable_prompt_cpus(allowed)
-    if not gen or not prompt or gen == prompt:
+    gen = profile.usable_cpus(allowed)
+    if not gen:
         return None
-    return PhasePinning(prompt, gen)
+    prompt = [c for c in profile.prompt_cpus if c in allowed]
+    return gen, (prompt if prompt and prompt != gen else None)
+
+
+def pin_for_profile(requested: RequestedSettings, profile: Profile | None) -> PhasePinning | None:
+    """Pin this process to the profile's generation CPUs (threads created later inherit them) unless the user
+    chose the thread count. Returns the engine's hook that re-pins for prompt processing when the profile
+    gives it other CPUs, else None."""
+    from edgepilot.bench.pinning import PhasePinning, pin_process
+
+    tuned = tuned_cpus(requested, profile)
+    if tuned is None:
+        return None
+    gen, prompt = tuned
+    pin_process(gen)
+    return PhasePinning(prompt, gen) if prompt else None

@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from edgepilot.bench.profiles import load_profile, phase_pinning, pin_for_profile
+from edgepilot.bench.profiles import load_profile, pin_for_profile
 from edgepilot.engine.inprocess import LlamaEngine
 from edgepilot.engine.process_memory import peak_rss_bytes
 from edgepilot.engine.sampling import SamplerSettings
@@ -85,8 +85,7 @@ def run_model(
     if not plan.fits and not force:
         raise DoesNotFit(plan)
     settings = plan.settings
-    on_phase = phase_pinning(requested, profile)  # before pinning narrows the CPUs this process may use
-    pin_for_profile(requested, profile)  # before llama.cpp starts its threads: they inherit the CPU set
+    on_phase = pin_for_profile(requested, profile)  # before llama.cpp starts threads: they inherit the set
     stage(f"loading {path.name}")
     pieces: list[str] = []
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from edgepilot.bench.profiles import Profile, load_profile
+from edgepilot.bench.profiles import Profile, load_profile, tuned_cpus
 from edgepilot.errors import UserError
 from edgepilot.plan.budget import compute_budget
 from edgepilot.plan.fit import CTX_STEP, read_device
@@ -69,23 +69,16 @@ def _fit(
 def plan_serve(
     model_path: Path, requested: RequestedSettings, budget_bytes: int | None = None, root: str | Path = "/"
 ) -> ServePlan:
-    from edgepilot.bench.pinning import allowed_cpus
-
     profile = load_profile(model_path)
     fit = _fit(model_path, requested, device_budget(root, budget_bytes), root, profile)
-    cpus = prompt_cpus = None
-    if profile is not None and requested.n_threads is None:
-        cpus = profile.usable_cpus(allowed_cpus()) or None
-        prompt_cpus = profile.usable_prompt_cpus(allowed_cpus()) or None
-        if prompt_cpus == cpus:
-            prompt_cpus = None
+    cpus, prompt_cpus = tuned_cpus(requested, profile) or (None, None)
     return ServePlan(
         model=model_path,
         fit=fit,
         settings=fit.settings,
         predicted_peak_bytes=fit.memory.peak_rss_bytes + SERVER_RUNTIME_BYTES,
         cpus=cpus,
-        prompt_cpus=prompt_cpus if cpus else None,
+        prompt_cpus=prompt_cpus,
     )
 
 
