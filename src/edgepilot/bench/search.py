@@ -141,7 +141,7 @@ class Search:
     # -- the search -----------------------------------------------------------------------------------------
     def run(self) -> SearchResult:
         scan, knee_at = self._scan()
-        t_gen, _ = self._confirm(scan)
+        t_gen = self._confirm(scan)
         gen_set = set_for_threads(self.sets, t_gen)
         t_batch, prompt_set = self._prompt_threads(t_gen, gen_set, fa=False)
         fa, gen_tps = self._flash_attn(t_gen, t_batch, prompt_set)
@@ -176,21 +176,18 @@ class Search:
                 return speeds, self.sets.index(set_for_threads(self.sets, t))
         return speeds, None
 
-    def _confirm(self, scan: dict[int, float]) -> tuple[int, float]:
+    def _confirm(self, scan: dict[int, float]) -> int:
         """2. Complete the repetitions of every thread count the scan could not tell from the best
         (interleaved, so drift hits all alike); the best median wins."""
         top = max(scan.values())
         contenders = sorted((t for t, v in scan.items() if v >= top * (1 - self.cfg.reject)), key=scan.get)
         contenders = contenders[-3:]  # the three fastest at most
         for trial in self.trials:  # the others stay at their one repetition: clearly behind
-            if trial.phase == "scan" and trial.candidate.n_threads not in contenders:
-                trial.rejected = True
+            if trial.phase == "scan":
+                trial.rejected = trial.candidate.n_threads not in contenders
                 self.cache[(trial.candidate, "tg")] = trial
         if len(contenders) == 1:  # nothing to tell apart
-            (t,) = contenders
-            only = next(x for x in self.trials if x.phase == "scan" and x.candidate.n_threads == t)
-            self.cache[(only.candidate, "tg")] = only
-            return t, only.value
+            return contenders[0]
         samples = {t: [scan[t]] for t in contenders}
         for i in range(self.cfg.reps - 1):
             for t in contenders if i % 2 == 0 else reversed(contenders):
@@ -200,8 +197,7 @@ class Search:
             self._record(trial)
             self.cache[(trial.candidate, "tg")] = trial
         trials = {t: self.cache[(self.cand(t), "tg")] for t in contenders}
-        best = max(contenders, key=lambda t: trials[t].value)
-        return best, trials[best].value
+        return max(contenders, key=lambda t: trials[t].value)
 
     def _record(self, trial: Trial) -> None:
         self.trials.append(trial)
