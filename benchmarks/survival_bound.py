@@ -183,12 +183,15 @@ class Prober:
         return a
 
 
-def find_bound(model: str, path: Path, budget: int, requested: Any, prober: Prober) -> Bound:
+def find_bound(
+    label: str, model: str, path: Path, budget: int, requested: Any, common: dict[str, Any]
+) -> Bound:
+    """`common`: the Prober fields every case shares (env, prompts, majflt_factor, thrash_factor)."""
     from edgepilot.plan.fit import fit_model
 
     plan = fit_model(path, requested, budget_bytes=budget)
     s = plan.settings
-    prober.base = Case(
+    base = Case(
         model,
         s.n_ctx,
         ubatch=s.n_ubatch,
@@ -197,8 +200,7 @@ def find_bound(model: str, path: Path, budget: int, requested: Any, prober: Prob
         mmap=s.use_mmap,
         batch=s.n_batch,
     )
-    prober.reference = None
-    bound = Bound(model, budget, plan.max_ctx, plan.memory.peak_rss_bytes, prober.base.settings())
+    bound = Bound(label, budget, plan.max_ctx, plan.memory.peak_rss_bytes, base.settings())
     if not plan.fits:
         log(f"{model}: the planner says nothing fits {budget / MIB:.0f} MiB")
         return bound
@@ -206,6 +208,7 @@ def find_bound(model: str, path: Path, budget: int, requested: Any, prober: Prob
         f"{model} @ {budget / MIB:.0f} MiB: planned ctx {plan.max_ctx}, predicted peak "
         f"{plan.memory.peak_rss_bytes / MIB:.1f} MiB"
     )
+    prober = Prober(path, base, **common)
     first = prober.attempt(plan.max_ctx, budget)
     bound.attempts.append(first)
     if not first.survived:
@@ -272,22 +275,19 @@ def main() -> int:
     bounds = []
     with tempfile.TemporaryDirectory(prefix="edgepilot-bound-") as tmp_name:
         tmp = Path(tmp_name)
-        prober = Prober(
-            Path(),
-            Case("", 0),
-            {**os.environ, **private_libs(tmp)},
-            PromptMaker(tmp),
-            args.majflt_factor,
-            args.thrash_factor,
-        )
+        common = {
+            "env": {**os.environ, **private_libs(tmp)},
+            "prompts": PromptMaker(tmp),
+            "majflt_factor": args.majflt_factor,
+            "thrash_factor": args.thrash_factor,
+        }
         paths = model_paths()
         for text in args.cases.split(","):
             model, budget, requested = parse_case(text)
-            prober.path = tmp / paths[model].name
-            if not prober.path.exists():
-                shutil.copyfile(paths[model], prober.path)
-            bounds.append(find_bound(model, prober.path, budget, requested, prober))
-            bounds[-1].model = text
+            copy = tmp / paths[model].name
+            if not copy.exists():
+                shutil.copyfile(paths[model], copy)
+            bounds.append(find_bound(text, model, copy, budget, requested, common))
             if args.out:
                 data = {"edgepilot": SOURCE["commit"], "bounds": [_json(b) for b in bounds]}
                 args.out.write_text(json.dumps(data, indent=1) + "\n")
