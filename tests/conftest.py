@@ -50,3 +50,59 @@ def cli_app():
     import edgepilot.cli as cli
 
     return cli.app
+
+
+@pytest.fixture
+def unprivileged():
+    """run_unprivileged below, for tests that check what happens when a file cannot be read."""
+    return run_unprivileged
+
+
+def run_unprivileged(func, *args):
+    """func(*args) as an unprivileged user: in a forked child that drops to nobody when we are root (root
+    reads any file, and CI runs as root). Returns func's result or re-raises its exception (both pickled)."""
+    import pickle
+
+    if os.geteuid() != 0:
+        return func(*args)
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: drop privileges, run, send back the outcome, never return into pytest
+        code = 0
+        try:
+            os.close(read_end)
+            os.setgroups([])
+            os.setgid(65534)
+            os.setuid(65534)
+            try:
+                outcome = (True, func(*args))
+            except BaseException as exc:  # noqa: BLE001 - handed to the parent
+                outcome = (False, exc)
+            with os.fdopen(write_end, "wb") as out:
+                pickle.dump(outcome, out)
+        except BaseException:  # noqa: BLE001
+            code = 1
+        finally:
+            os._exit(code)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as inp:
+        data = inp.read()
+    _, status = os.waitpid(pid, 0)
+    assert status == 0 and data, "the unprivileged child failed"
+    ok, value = pickle.loads(data)
+    if not ok:
+        raise value
+    return value
+
+
+@pytest.fixture
+def open_tmp(tmp_path) -> Path:
+    """A directory an unprivileged user can enter (pytest's own tmp folders are private to root)."""
+    import tempfile
+
+    path = Path(tempfile.mkdtemp(prefix="edgepilot-test-"))
+    path.chmod(0o755)
+    yield path
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=True)

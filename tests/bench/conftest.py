@@ -19,7 +19,7 @@ def data_dir(tmp_path, monkeypatch) -> Path:
 def restore_affinity():
     before = os.sched_getaffinity(0)
     yield
-    from edgepilot.bench.pinning import pin_process
+    from edgepilot.tuned.pinning import pin_process
 
     if os.sched_getaffinity(0) != before:
         pin_process(before)

@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from edgepilot.bench.formats import LLAMA_BENCH_FIELDS
-from edgepilot.bench.pinning import allowed_cpus
+from edgepilot.tuned.pinning import allowed_cpus
 
 runner = CliRunner()
 SHORT = ["-p", "32", "-n", "8", "-r", "2"]
@@ -140,7 +140,7 @@ def test_tune_saves_a_profile_that_run_picks_up(cli_app, model, request, data_di
     hist = json.loads(runner.invoke(cli_app, ["bench", "--history", "--json"]).stdout)
     assert {e["kind"] for e in hist["entries"]} == {"tune"}
 
-    from edgepilot.bench.profiles import load_profile
+    from edgepilot.tuned.profiles import load_profile
 
     assert load_profile(path).n_threads == gen["n_threads"]
 
@@ -159,6 +159,6 @@ def test_tune_bad_input(cli_app):
 
 
 def _cpulist(cpus):
-    from edgepilot.bench.ranges import cpulist
+    from edgepilot.device.cpusets import cpulist
 
     return cpulist(cpus)

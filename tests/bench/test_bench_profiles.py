@@ -7,17 +7,11 @@ import os
 
 import pytest
 
-from edgepilot.bench.identity import device_id, model_id
-from edgepilot.bench.pinning import allowed_cpus
-from edgepilot.bench.profiles import (
-    Profile,
-    apply_profile,
-    load_profile,
-    pin_for_profile,
-    profile_path,
-    save_profile,
-)
-from edgepilot.run.defaults import RequestedSettings, decide_settings
+from edgepilot.plan.requested import RequestedSettings
+from edgepilot.tuned.decide import apply_profile, decide
+from edgepilot.tuned.identity import device_id, model_id
+from edgepilot.tuned.pinning import allowed_cpus
+from edgepilot.tuned.profiles import Profile, load_profile, profile_path, save_profile
 
 
 def make_profile(path, root=None, **kw) -> Profile:
@@ -82,7 +76,7 @@ def test_a_damaged_profile_is_ignored(gemma_path, damage):
 def test_profile_fills_only_what_the_user_left_open(gemma_path):
     p = make_profile(gemma_path)
     assert apply_profile(RequestedSettings(), p) == RequestedSettings(
-        n_threads=1, n_ubatch=256, flash_attn=True
+        n_threads=1, n_threads_batch=2, n_ubatch=256, flash_attn=True
     )
     mine = RequestedSettings(n_threads=2, n_ubatch=512, flash_attn=False)
     assert apply_profile(mine, p) == mine
@@ -91,11 +85,11 @@ def test_profile_fills_only_what_the_user_left_open(gemma_path):
 
 def test_decide_settings_uses_the_profile(gemma_path):
     p = make_profile(gemma_path)
-    plan = decide_settings(gemma_path, RequestedSettings(), profile=p)
+    plan = decide(gemma_path, RequestedSettings(), profile=p).plan
     s = plan.settings
     assert (s.n_threads, s.n_threads_batch, s.n_ubatch, s.flash_attn) == (1, 2, 256, True)
     assert any("tuned profile" in n for n in plan.notes)
-    plan = decide_settings(gemma_path, RequestedSettings(n_threads=2), profile=p)
+    plan = decide(gemma_path, RequestedSettings(n_threads=2), profile=p).plan
     assert (plan.settings.n_threads, plan.settings.n_threads_batch) == (2, None)  # the user's -t wins
     assert plan.settings.n_ubatch == 256  # the rest of the profile still applies
 
@@ -111,9 +105,9 @@ def test_run_pins_to_the_profile_cpus_before_loading(gemma_path):
         str(gemma_path), "Hi", n_predict=4, requested=RequestedSettings(n_ctx=256), sampler=greedy
     )
     assert os.sched_getaffinity(0) == {cpu}
-    assert result.settings["n_threads"] == 1 and result.settings["n_threads_batch"] == 2
+    assert result.settings.n_threads == 1 and result.settings.n_threads_batch == 2
     # every thread llama.cpp started (OpenMP workers included) runs on that CPU
-    from edgepilot.bench.pinning import thread_affinities
+    from edgepilot.tuned.pinning import thread_affinities
 
     assert {tuple(v) for v in thread_affinities().values()} == {(cpu,)}
 
@@ -137,14 +131,15 @@ def test_profiles_without_prompt_cpus_still_load_and_use_one_set(gemma_path):
     path.write_text(json.dumps(data))  # a profile saved before prompt CPUs existed
     loaded = load_profile(gemma_path)
     assert loaded is not None and loaded.prompt_cpus == []
-    assert pin_for_profile(RequestedSettings(), loaded) is None  # no re-pinning hook: one set for both
+    decision = decide(gemma_path, RequestedSettings(), profile=loaded)
+    assert decision.prompt_cpus is None and decision.pin() is None  # no re-pinning hook: one set for both
 
 
 def test_run_pins_prompt_and_generation_to_their_own_cpus(gemma_path, monkeypatch):
-    from edgepilot.bench import pinning
-    from edgepilot.bench.pinning import thread_affinities
     from edgepilot.engine.sampling import SamplerSettings
     from edgepilot.run.runner import run_model
+    from edgepilot.tuned import pinning
+    from edgepilot.tuned.pinning import thread_affinities
 
     cpus = allowed_cpus()
     if len(cpus) < 2:
@@ -152,7 +147,8 @@ def test_run_pins_prompt_and_generation_to_their_own_cpus(gemma_path, monkeypatc
     gen_cpu = cpus[-1]
     save_profile(make_profile(gemma_path, cpus=[gen_cpu], prompt_cpus=cpus, n_threads_batch=len(cpus)))
     assert load_profile(gemma_path).prompt_cpus == cpus
-    assert pin_for_profile(RequestedSettings(n_threads=1), load_profile(gemma_path)) is None  # the user's -t
+    mine = decide(gemma_path, RequestedSettings(n_threads=1))
+    assert (mine.cpus, mine.pin()) == (None, None)  # the user's -t: no pinning
     pins: list[list[int]] = []
     real_pin = pinning.pin_process
     monkeypatch.setattr(pinning, "pin_process", lambda c: pins.append(sorted(c)) or real_pin(c))
@@ -169,7 +165,7 @@ def test_run_pins_prompt_and_generation_to_their_own_cpus(gemma_path, monkeypatc
         sampler=SamplerSettings(temperature=0),
         on_text=on_text,
     )
-    assert result.n_gen > 0 and result.settings["n_threads_batch"] == len(cpus)
+    assert result.n_gen > 0 and result.settings.n_threads_batch == len(cpus)
     # before loading: the generation set (threads inherit it); then the prompt on every CPU, then generation
     assert pins == [[gen_cpu], cpus, [gen_cpu]]
     # every thread llama.cpp started for the prompt (OpenMP workers included) moved to the generation CPU

@@ -8,10 +8,11 @@ import threading
 import pytest
 
 from edgepilot.bench.monitor import Reading, Sensors, cool_down, throttle_verdict
-from edgepilot.bench.pinning import allowed_cpus, pin_process, pinned, thread_affinities
-from edgepilot.bench.ranges import cpu_mask, cpulist, parse_bool_list, parse_cpulist, parse_int_list
+from edgepilot.bench.ranges import parse_bool_list, parse_int_list
 from edgepilot.bench.roofline import bytes_per_token, measure_bandwidth, roofline_fraction
+from edgepilot.device.cpusets import cpu_mask, cpulist, parse_cpulist
 from edgepilot.errors import UserError
+from edgepilot.tuned.pinning import allowed_cpus, pin_process, pinned, thread_affinities
 
 
 @pytest.mark.parametrize(
@@ -152,7 +153,7 @@ def test_serve_worker_gets_the_prompt_cpus_only_with_its_own_cpus(tmp_path):
     from edgepilot.plan.settings import EngineSettings
     from edgepilot.serve.watchdog import Launch
 
-    settings = EngineSettings(n_ctx=256)
+    settings = EngineSettings(n_ctx=256, n_threads=2)
     argv = Launch(Path("m.gguf"), "m", "s.sock", 8, cpus=[4, 5], prompt_cpus=[0, 1, 4, 5]).argv(settings)
     assert argv[argv.index("--cpus") + 1] == "4,5" and argv[argv.index("--prompt-cpus") + 1] == "0,1,4,5"
     assert "--prompt-cpus" not in Launch(Path("m.gguf"), "m", "s.sock", 8, prompt_cpus=[0, 1]).argv(settings)

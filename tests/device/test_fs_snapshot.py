@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import os
 import tarfile
 import time
 from pathlib import Path
@@ -33,12 +32,11 @@ def test_reads_never_raise_and_keep_the_device_path(tmp_path):
     assert fs.read_env(tmp_path) == ({}, "not captured: env.json")
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads mode-000 files")
-def test_unreadable_file_is_a_reason(tmp_path):
-    f = tmp_path / "secret"
+def test_unreadable_file_is_a_reason(open_tmp, unprivileged):
+    f = open_tmp / "secret"
     f.write_text("x")
     f.chmod(0)
-    assert fs.read_text(tmp_path, "secret") == (None, "permission denied: /secret")
+    assert unprivileged(fs.read_text, open_tmp, "secret") == (None, "permission denied: /secret")
 
 
 def test_live_commands_are_tolerant():

@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import pytest
-
 from edgepilot.doctor.diagnose import diagnose
+from edgepilot.plan import fit
 
 MiB = 1 << 20
-fit = pytest.importorskip(
-    "edgepilot.plan.fit", reason="the memory planner (edgepilot.plan.fit) is not there yet"
-)
 
 
 def test_sigkill_with_a_context_too_large_for_the_budget(smollm_path):

@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from edgepilot.cli import app
 from edgepilot.engine.sampling import SamplerSettings
-from edgepilot.run.defaults import RequestedSettings
+from edgepilot.plan.requested import RequestedSettings
 from edgepilot.run.runner import run_model
 
 GREEDY = SamplerSettings(temperature=0)
@@ -27,7 +27,7 @@ def test_bundled_gemma_generates_text_and_reports_speeds():
     assert result.prompt_tps > 0 and result.gen_tps > 0
     # Gemma 3 270M's weights alone are ~240 MiB; the process must have touched at least that much.
     assert result.peak_rss_bytes > 200 * 2**20
-    assert result.settings["n_ctx"] == 512 and result.settings["n_threads"] == 2
+    assert result.settings.n_ctx == 512 and result.settings.n_threads == 2
 
 
 def test_smollm2_runs_from_a_path(smollm_path):
@@ -75,7 +75,7 @@ def test_quantized_kv_cache_turns_on_flash_attention(smollm_path):
         n_predict=4,
         requested=RequestedSettings(n_ctx=256, type_k="q8_0", type_v="q8_0"),
     )
-    assert result.settings["flash_attn"] is True
+    assert result.settings.flash_attn is True
     assert "-ctv" in result.llama_cpp_args and "q8_0" in result.llama_cpp_args
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 import struct
 import time
@@ -378,10 +377,9 @@ def test_unusable_paths_raise_user_error(tmp_path):
         validate_gguf(tmp_path)
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads any file")
-def test_unreadable_file_raises_user_error(synth_models, tmp_path):
-    p = tmp_path / "locked.gguf"
+def test_unreadable_file_raises_user_error(synth_models, open_tmp, unprivileged):
+    p = open_tmp / "locked.gguf"
     shutil.copy(synth_models["qwen2"], p)
     p.chmod(0)
     with pytest.raises(UserError, match="permission"):
-        validate_gguf(p)
+        unprivileged(validate_gguf, p)

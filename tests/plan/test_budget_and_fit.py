@@ -82,13 +82,14 @@ def test_fit_picks_the_largest_context_within_budget(smollm_path):
     assert plan.fits and plan.settings.n_ctx == plan.max_ctx
     assert plan.memory.peak_rss_bytes <= 250 * MIB < plan.budget_bytes + 1
     assert 256 < plan.max_ctx < 8192
-    bigger_ctx = RequestedSettings(n_ctx=plan.max_ctx + 256, n_ubatch=512)
-    bigger = fit_model(smollm_path, bigger_ctx, budget_bytes=250 * MIB)
+    s = plan.settings  # the search traded what it had to for context: the same settings hold no more
+    same = RequestedSettings(plan.max_ctx + 256, s.n_batch, s.n_ubatch, s.type_k, s.type_v, s.flash_attn)
+    bigger = fit_model(smollm_path, same, budget_bytes=250 * MIB)
     assert not bigger.fits
     assert any(a.kind == "smaller-context" and a.fits for a in bigger.alternatives)
-    # left free, the ubatch shrinks until that context fits: a smaller ubatch touches less compute memory
-    shrunk = fit_model(smollm_path, RequestedSettings(n_ctx=plan.max_ctx + 256), budget_bytes=250 * MIB)
-    assert shrunk.fits and shrunk.settings.n_ubatch < 512
+    # left free, the ubatch shrinks until a context fits: a smaller ubatch touches less compute memory
+    f16 = RequestedSettings(n_ctx=2048, type_k="f16", type_v="f16", flash_attn=False)
+    assert fit_model(smollm_path, f16, budget_bytes=250 * MIB).settings.n_ubatch < 512
 
 
 def test_fit_offers_kv_quantization_and_smaller_quants(gemma_path):

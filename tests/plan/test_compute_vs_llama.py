@@ -30,7 +30,9 @@ def test_compute_buffer_matches_llama_dry_run(model, smollm_path, gemma_path):
     arch = arch_params(header.metadata)
     worst = 0.0
     for ctx, ub, fa, kv in GRID:
-        s = EngineSettings(n_ctx=ctx, n_batch=512, n_ubatch=ub, type_k=kv, type_v=kv, flash_attn=fa)
+        s = EngineSettings(
+            n_ctx=ctx, n_batch=512, n_ubatch=ub, type_k=kv, type_v=kv, flash_attn=fa, n_threads=2
+        )
         measured = dry_run(path, s).compute_bytes
         predicted = predict(header, arch, s, {}).compute.reserved_bytes
         err = abs(predicted - measured) / measured
@@ -43,10 +45,15 @@ def test_compute_buffer_matches_llama_dry_run(model, smollm_path, gemma_path):
     "model, settings",
     [
         ("smollm", EngineSettings(n_ctx=2048, n_threads=2)),
-        ("smollm", EngineSettings(n_ctx=8192, n_ubatch=128, type_k="q8_0", type_v="q8_0", flash_attn=True)),
-        ("smollm", EngineSettings(n_ctx=1024, use_mmap=False)),
+        (
+            "smollm",
+            EngineSettings(
+                n_ctx=8192, n_ubatch=128, type_k="q8_0", type_v="q8_0", flash_attn=True, n_threads=2
+            ),
+        ),
+        ("smollm", EngineSettings(n_ctx=1024, use_mmap=False, n_threads=2)),
         ("gemma", EngineSettings(n_ctx=2048, n_threads=2)),
-        ("gemma", EngineSettings(n_ctx=4096, n_ubatch=128, use_mmap=False)),
+        ("gemma", EngineSettings(n_ctx=4096, n_ubatch=128, use_mmap=False, n_threads=2)),
     ],
 )
 def test_reserved_bytes_match_llama_logged_buffers(model, settings, smollm_path, gemma_path):

@@ -30,7 +30,7 @@ N_GEN = 4
 
 
 def _filling_prompt(path: Path, model: Path, n_ctx: int) -> Path:
-    with LlamaEngine(model, EngineSettings(n_ctx=256)) as engine:
+    with LlamaEngine(model, EngineSettings(n_ctx=256, n_threads=2)) as engine:
         words = engine.tokenize("phone battery memory model token layer cache window " * (n_ctx // 4))
         prompt_tokens = words[: n_ctx - N_GEN - 8]
         prompt = b"".join(engine.piece(t) for t in prompt_tokens).decode("utf-8", errors="ignore")

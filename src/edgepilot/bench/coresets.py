@@ -7,8 +7,8 @@ fastest, and so on: each "prefix" adds the next slower cluster.
 
 from __future__ import annotations
 
-from edgepilot.bench.ranges import cpulist, parse_cpulist
 from edgepilot.device.cpu import Cluster, CpuFacts
+from edgepilot.device.cpusets import cpulist, parse_cpulist
 from edgepilot.errors import UserError
 
 NAMES_HELP = "all, big, fastK (the K fastest clusters), or a cpulist like 4-7 or 0-3,6"

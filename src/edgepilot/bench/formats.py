@@ -5,8 +5,8 @@ from __future__ import annotations
 import csv
 import io
 
-from edgepilot.bench.ranges import cpulist
 from edgepilot.bench.results import BenchReport, BenchRow
+from edgepilot.device.cpusets import cpulist
 
 # llama-bench's CSV columns, in its order; edgepilot's own follow.
 LLAMA_BENCH_FIELDS = [
@@ -26,7 +26,7 @@ def _fixed(report: BenchReport) -> dict[str, str]:
     return {
         "build_commit": f"llama-cpp-python-{report.build.get('llama-cpp-python', 'unknown')}",
         "build_number": "0",
-        "cpu_info": report.device.get("description", ""),
+        "cpu_info": report.device.description,
         "gpu_info": "",
         "backends": "CPU",
         "cpu_strict": "0",

@@ -8,8 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from edgepilot.bench.monitor import Sensors, cool_down
-from edgepilot.bench.pinning import allowed_cpus, pin_process
 from edgepilot.bench.search import Candidate
+from edgepilot.tuned.pinning import allowed_cpus, pin_process
 
 WARMUP_PROMPT = 32
 # A tg repetition may take at most this many times the best tg seen so far (phones: threads on stalled little

@@ -1,4 +1,4 @@
-"""Command-line value lists, llama-bench style: `2,4`, `1-4`, `1-8+2`, `1-16*2`; booleans; CPU sets."""
+"""Command-line value lists, llama-bench style: `2,4`, `1-4`, `1-8+2`, `1-16*2`; booleans."""
 
 from __future__ import annotations
 
@@ -54,43 +54,6 @@ def parse_bool_list(text: str, option: str) -> list[bool]:
         else:
             raise UserError(f"{option}: {part.strip()!r} is not one of 0, 1, on, off")
     return _unique(values)
-
-
-def parse_cpulist(text: str) -> list[int]:
-    """Kernel cpulist syntax: `0-3,6` -> [0, 1, 2, 3, 6]; ValueError if malformed."""
-    cpus: list[int] = []
-    for part in text.split(","):
-        part = part.strip()
-        lo, dash, hi = part.partition("-")
-        if not lo.isdigit() or (dash and not hi.isdigit()):
-            raise ValueError(part)
-        first, last = int(lo), int(hi) if dash else int(lo)
-        if last < first:
-            raise ValueError(part)
-        cpus.extend(range(first, last + 1))
-    return sorted(set(cpus))
-
-
-def cpulist(cpus: list[int] | tuple[int, ...] | None) -> str:
-    """[0, 1, 2, 3, 6] -> "0-3,6" (the inverse of parse_cpulist)."""
-    if not cpus:
-        return ""
-    ordered = sorted(set(cpus))
-    parts: list[str] = []
-    start = prev = ordered[0]
-    for c in [*ordered[1:], None]:
-        if c is not None and c == prev + 1:
-            prev = c
-            continue
-        parts.append(str(start) if start == prev else f"{start}-{prev}")
-        if c is not None:
-            start = prev = c
-    return ",".join(parts)
-
-
-def cpu_mask(cpus: list[int] | tuple[int, ...] | None) -> str:
-    """The hex mask llama-bench's -C/--cpu-mask takes ("0x0" = no mask)."""
-    return hex(sum(1 << c for c in cpus or ()))
 
 
 def _unique(values: list) -> list:

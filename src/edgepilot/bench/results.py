@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, field
-from typing import Any
+
+from edgepilot.tuned.identity import DeviceId, MeasuredModel
 
 
 @dataclass
@@ -67,8 +68,8 @@ class BenchRow:
 @dataclass
 class BenchReport:
     rows: list[BenchRow]
-    model: dict[str, Any]  # path, name, size, key, type, n_params
-    device: dict[str, Any]  # fingerprint, description
+    model: MeasuredModel
+    device: DeviceId
     build: dict[str, str]
     bandwidth_gbs: float | None
     bandwidth_threads: int | None

@@ -8,15 +8,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from edgepilot.bench.identity import device_id, model_id, versions
 from edgepilot.bench.monitor import Recording, Sensors, cool_down, throttle_verdict
-from edgepilot.bench.pinning import allowed_cpus, pinned
-from edgepilot.bench.ranges import cpu_mask, cpulist
 from edgepilot.bench.results import BenchReport, BenchRow
 from edgepilot.bench.roofline import bytes_per_token, measure_bandwidth, roofline_fraction
 from edgepilot.bench.store import save_report
 from edgepilot.device.cpu import read_cpu
+from edgepilot.device.cpusets import cpu_mask, cpulist
 from edgepilot.errors import UserError
+from edgepilot.tuned.identity import MeasuredModel, device_id, model_id, versions
+from edgepilot.tuned.pinning import allowed_cpus, pinned
 
 # (what is running, units done, units in total); a unit is one repetition or warm-up
 Progress = Callable[[str, int, int], None]
@@ -27,7 +27,7 @@ class BenchRequest:
     n_prompt: list[int] = field(default_factory=lambda: [512])
     n_gen: list[int] = field(default_factory=lambda: [128])
     reps: int = 5
-    threads: list[int] = field(default_factory=lambda: [4])
+    threads: list[int] = field(default_factory=list)  # empty: the thread count `run` would use
     ubatch: list[int] = field(default_factory=lambda: [512])
     flash_attn: list[bool] = field(default_factory=lambda: [False])
     core_sets: list[tuple[int, ...]] | None = None  # None: leave the process's affinity alone
@@ -70,6 +70,10 @@ def run_bench(
     from edgepilot.engine.inprocess import LlamaEngine
 
     req.validate()
+    if not req.threads:
+        from edgepilot.tuned.decide import decide
+
+        req.threads = [decide(path).settings.n_threads]
     started, t_start = _now(), time.perf_counter()
     report_progress = progress or (lambda _d, _n, _t: None)
     model = model_id(path)
@@ -141,15 +145,10 @@ def run_bench(
     build = versions()
     report = BenchReport(
         rows=rows,
-        model={
-            "path": model.path,
-            "name": model.name,
-            "size": model.size,
-            "key": model.key,
-            "type": rows[0].model_type if rows else "",
-            "n_params": rows[0].model_n_params if rows else 0,
-        },
-        device={"fingerprint": device.fingerprint, "description": device.description},
+        model=MeasuredModel.of(
+            model, rows[0].model_type if rows else "", rows[0].model_n_params if rows else 0
+        ),
+        device=device,
         build=build,
         bandwidth_gbs=round(bandwidth.gb_per_s, 2) if bandwidth else None,
         bandwidth_threads=bandwidth.threads if bandwidth else None,

@@ -1,21 +1,22 @@
 """Every bench/tune result in one SQLite file under the user's data directory, and the history view over it.
 
-Location: $EDGEPILOT_DATA_DIR, else $XDG_DATA_HOME/edgepilot, else ~/.local/share/edgepilot.
+Location: edgepilot.datadir.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import os
 import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from edgepilot.bench.ranges import cpulist
 from edgepilot.bench.results import BenchReport, BenchRow
+from edgepilot.datadir import data_dir
+from edgepilot.device.cpusets import cpulist
 from edgepilot.errors import UserError
+from edgepilot.tuned.identity import DeviceId
 
 DB_NAME = "bench.sqlite"
 SCHEMA_VERSION = 1
@@ -49,14 +50,6 @@ CREATE TABLE IF NOT EXISTS results (
 CREATE INDEX IF NOT EXISTS results_run ON results(run_id);
 CREATE INDEX IF NOT EXISTS runs_device_model ON runs(device_fp, model_key);
 """
-
-
-def data_dir() -> Path:
-    explicit = os.environ.get("EDGEPILOT_DATA_DIR")
-    if explicit:
-        return Path(explicit).expanduser()
-    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(base) / "edgepilot"
 
 
 def db_path() -> Path:
@@ -99,13 +92,13 @@ def save_report(report: BenchReport, kind: str = "bench", path: Path | None = No
             (
                 report.started,
                 kind,
-                report.device["fingerprint"],
-                report.device["description"],
-                report.model["key"],
-                report.model["name"],
-                report.model["path"],
-                report.model["size"],
-                report.model.get("type"),
+                report.device.fingerprint,
+                report.device.description,
+                report.model.key,
+                report.model.name,
+                report.model.path,
+                report.model.size,
+                report.model.type,
                 report.bandwidth_gbs,
                 report.bytes_per_token,
                 report.seconds,
@@ -175,7 +168,7 @@ class HistoryEntry:
 @dataclass
 class History:
     db_path: str
-    device: dict[str, str]
+    device: DeviceId
     model: str | None
     entries: list[HistoryEntry] = field(default_factory=list)
     runs: int = 0
@@ -192,7 +185,7 @@ def history(
 ) -> History:
     """The latest results on this device (optionally one model), each compared with its previous run."""
     path = path or db_path()
-    result = History(str(path), {"fingerprint": device_fp, "description": device_desc}, model_label)
+    result = History(str(path), DeviceId(device_fp, device_desc), model_label)
     if not path.exists():
         return result
     with connect(path, create=False) as con:

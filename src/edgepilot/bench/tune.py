@@ -10,20 +10,21 @@ from pathlib import Path
 from typing import Any
 
 from edgepilot.bench.coresets import device_sets
-from edgepilot.bench.identity import device_id, model_id, versions
 from edgepilot.bench.lab import EngineLab
 from edgepilot.bench.measure import LLAMA_BENCH_BATCH
 from edgepilot.bench.monitor import Sensors
-from edgepilot.bench.pinning import allowed_cpus
-from edgepilot.bench.profiles import Profile, save_profile
-from edgepilot.bench.ranges import cpu_mask, cpulist, parse_cpulist
 from edgepilot.bench.results import BenchReport, BenchRow
 from edgepilot.bench.roofline import bytes_per_token, measure_bandwidth, roofline_fraction
 from edgepilot.bench.runner import Progress
-from edgepilot.bench.search import Candidate, Search, SearchConfig, Trial, ubatch_candidates
+from edgepilot.bench.search import Search, SearchConfig, Trial, ubatch_candidates
 from edgepilot.bench.store import save_report
 from edgepilot.device.cpu import read_cpu
+from edgepilot.device.cpusets import cpu_mask, cpulist, parse_cpulist
 from edgepilot.errors import UserError
+from edgepilot.tuned.decide import decide
+from edgepilot.tuned.identity import DeviceId, MeasuredModel, device_id, model_id, versions
+from edgepilot.tuned.pinning import allowed_cpus
+from edgepilot.tuned.profiles import Profile, save_profile
 
 
 @dataclass
@@ -60,8 +61,8 @@ class TuneTrial:
 
 @dataclass
 class TuneReport:
-    model: dict[str, Any]
-    device: dict[str, Any]
+    model: MeasuredModel
+    device: DeviceId
     core_sets: list[str]  # the candidate sets, fastest cluster first
     gen: dict[str, Any]  # n_threads, cores, flash_attn, tg_ts
     prompt: dict[str, Any]  # n_threads, cores, n_ubatch, flash_attn, pp_ts
@@ -85,19 +86,6 @@ class TuneReport:
     db_path: str | None = None
     plot_png: str | None = None
     llama_cpp_args: list[str] = field(default_factory=list)  # the same settings for llama-cli / llama-server
-
-
-def llama_cpp_command(model_path: str, gen: Candidate, prompt: Candidate) -> list[str]:
-    """The tuned settings as a llama.cpp command line. `taskset` confines the process on every kernel
-    (llama.cpp's own masks were a no-op on Android until mid-2026); the masks give each phase its own CPUs."""
-    cpus = sorted(set(gen.cpus) | set(prompt.cpus))
-    args = ["taskset", "-c", cpulist(cpus), "llama-cli", "-m", model_path, "-t", str(gen.n_threads)]
-    args += ["-tb", str(prompt.n_threads), "-ub", str(prompt.n_ubatch)]
-    args += ["-fa", "on" if gen.flash_attn else "off"]
-    if set(gen.cpus) != set(prompt.cpus):
-        args += ["-C", cpu_mask(gen.cpus), "--cpu-strict", "1"]
-        args += ["-Cb", cpu_mask(prompt.cpus), "--cpu-strict-batch", "1"]
-    return args
 
 
 def _trial(t: Trial) -> TuneTrial:
@@ -186,8 +174,8 @@ def run_tune(
     )
     profile_path = str(save_profile(profile)) if req.save else None
     tune = TuneReport(
-        model={"path": model.path, "name": model.name, "size": model.size, "key": model.key, **info},
-        device={"fingerprint": device.fingerprint, "description": device.description},
+        model=MeasuredModel.of(model, info.get("type", ""), info.get("n_params", 0)),
+        device=device,
         core_sets=[cpulist(s) for s in sets],
         gen={
             "n_threads": gen.n_threads,
@@ -218,7 +206,7 @@ def run_tune(
         n_prompt=req.n_prompt,
         n_gen=req.n_gen,
         notes=notes,
-        llama_cpp_args=llama_cpp_command(model.path, gen, prompt),
+        llama_cpp_args=decide(path, profile=profile).plan.llama_cpp_args,
     )
     if req.store:
         stored = as_bench_report(tune)
@@ -235,10 +223,10 @@ def as_bench_report(tune: TuneReport) -> BenchReport:
         size = tune.n_prompt if t.test == "pp" else tune.n_gen
         rows.append(
             BenchRow(
-                model_filename=tune.model["path"],
-                model_type=tune.model.get("type", ""),
-                model_size=tune.model.get("size", 0),
-                model_n_params=tune.model.get("n_params", 0),
+                model_filename=tune.model.path,
+                model_type=tune.model.type,
+                model_size=tune.model.size,
+                model_n_params=tune.model.n_params,
                 n_batch=LLAMA_BENCH_BATCH,
                 n_ubatch=t.n_ubatch,
                 n_threads=t.n_threads,

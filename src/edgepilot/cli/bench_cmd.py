@@ -6,12 +6,16 @@ import contextlib
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from edgepilot.cli.app import app, console, emit, err_console, user_errors
 from edgepilot.cli.bench_render import render_bench, render_history, render_tune
 from edgepilot.errors import UserError
+
+if TYPE_CHECKING:
+    from edgepilot.tuned.identity import MeasuredModel
 
 CORES_HELP = (
     "CPU sets to pin the process to, one per value or separated by '/': all, big, fastK (the K fastest "
@@ -78,9 +82,9 @@ def bench(
 ) -> None:
     """Measure prompt (pp) and generation (tg) speed like llama-bench, pinned to chosen cores."""
     from edgepilot.bench.coresets import parse_core_sets
-    from edgepilot.bench.pinning import allowed_cpus
     from edgepilot.bench.ranges import parse_bool_list, parse_int_list
     from edgepilot.device.cpu import read_cpu
+    from edgepilot.tuned.pinning import allowed_cpus
 
     fmt = _output_format(as_json, as_csv, as_md)
     if history:
@@ -89,7 +93,6 @@ def bench(
         return _history(model, last, as_json)
     from edgepilot.bench.runner import BenchRequest
     from edgepilot.model.resolve import resolve_model
-    from edgepilot.run.defaults import default_threads
 
     allowed = allowed_cpus()
     cpu = read_cpu(Path("/"))
@@ -97,7 +100,7 @@ def bench(
         n_prompt=parse_int_list(n_prompt, "-p"),
         n_gen=parse_int_list(n_gen, "-n"),
         reps=reps,
-        threads=parse_int_list(threads, "-t", minimum=1) if threads else [default_threads()],
+        threads=parse_int_list(threads, "-t", minimum=1) if threads else [],
         ubatch=parse_int_list(ubatch, "-ub", minimum=1),
         flash_attn=parse_bool_list(flash_attn, "-fa"),
         core_sets=parse_core_sets(cores, cpu, allowed) if cores else None,
@@ -130,9 +133,9 @@ def bench(
 
 
 def _history(model: str | None, last: int, as_json: bool) -> None:
-    from edgepilot.bench.identity import device_id, model_id
     from edgepilot.bench.store import history
     from edgepilot.model.resolve import check_model_path
+    from edgepilot.tuned.identity import device_id, model_id
 
     if last < 1:
         raise UserError("--last must be at least 1")
@@ -151,8 +154,8 @@ def _check_png(path: Path) -> None:
         raise UserError(f"--plot {path} is a directory; give a file name ending in .png")
 
 
-def _title(model: dict) -> str:
-    return f"{model.get('name', '')} · {model.get('type', '')}".strip(" ·")
+def _title(model: MeasuredModel) -> str:
+    return f"{model.name} · {model.type}".strip(" ·")
 
 
 @app.command()

@@ -68,9 +68,7 @@ def render_bench(report: BenchReport, out: Console) -> None:
     if any(r.roofline is not None for r in rows):
         extra.append("roofline")
     head = " · ".join(md_cell(rows[0], c) for c in ("model", "size", "params", "backend")) if rows else ""
-    table = Table(
-        title=f"{report.model['name']} ({head})\n{report.device['description']}", title_justify="left"
-    )
+    table = Table(title=f"{report.model.name} ({head})\n{report.device.description}", title_justify="left")
     for c in cols + extra:
         table.add_column(c, justify="left" if c in ("cores", "test") else "right")
     for r in rows:
@@ -101,7 +99,7 @@ def render_bench(report: BenchReport, out: Console) -> None:
         out.print(f"warning: {w}", style="yellow", soft_wrap=True)
     if report.sensors:
         out.print("no temperature/power figures: " + "; ".join(report.sensors), style="dim", soft_wrap=True)
-    _plot(sweep_points(report), report.model["name"], out)
+    _plot(sweep_points(report), report.model.name, out)
     saved = f"saved as run #{report.run_id} in {report.db_path}" if report.run_id else "not saved"
     png = f" · plot: {report.plot_png}" if report.plot_png else ""
     out.print(f"{saved} · {report.seconds:.0f} s{png}", style="dim", soft_wrap=True)
@@ -116,7 +114,7 @@ def render_history(h: History, out: Console) -> None:
         if h.other_devices:
             out.print(f"({h.other_devices} run(s) from other devices are stored)", style="dim")
         return
-    out.print(f"[bold]history[/] · {h.device['description']}", soft_wrap=True)
+    out.print(f"[bold]history[/] · {h.device.description}", soft_wrap=True)
     right = ("threads", "ub", "fa", "t/s", "Δ prev", "best")
     by_run: dict[int, list] = {}
     for e in h.entries:
@@ -153,7 +151,7 @@ def render_history(h: History, out: Console) -> None:
 def render_tune(r: TuneReport, out: Console) -> None:
     from edgepilot.bench.tune import sweep_points
 
-    table = Table(title=f"tune · {r.model['name']} · {r.device['description']}", title_justify="left")
+    table = Table(title=f"tune · {r.model.name} · {r.device.description}", title_justify="left")
     for c in ("#", "phase", "test", "threads", "cores", "ub", "fa", "t/s", ""):
         table.add_column(c, justify="right" if c in ("#", "threads", "ub", "t/s") else "left")
     for i, t in enumerate(r.trials, 1):
@@ -171,7 +169,7 @@ def render_tune(r: TuneReport, out: Console) -> None:
             style="dim" if t.rejected else None,
         )
     out.print(table)
-    _plot(sweep_points(r), r.model["name"], out)
+    _plot(sweep_points(r), r.model.name, out)
     g, p = r.gen, r.prompt
     fa = "on" if g["flash_attn"] else "off"
     out.print(
@@ -197,7 +195,7 @@ def render_tune(r: TuneReport, out: Console) -> None:
     if r.llama_cpp_args:
         out.print("llama.cpp:", shlex.join(r.llama_cpp_args), style="cyan", soft_wrap=True, markup=False)
     if r.profile_path:
-        edgepilot = shlex.join(["edgepilot", "run", r.model["path"]])
+        edgepilot = shlex.join(["edgepilot", "run", r.model.path])
         out.print(f"edgepilot: {edgepilot}  (run and serve pick the profile up)", style="cyan", markup=False)
     out.print(
         f"{len(r.trials)} settings, {r.measurements} measurements, "

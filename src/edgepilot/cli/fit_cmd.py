@@ -1,32 +1,33 @@
-"""`edgepilot fit`: thin CLI over edgepilot.plan.fit.fit_model."""
+"""`edgepilot fit`: thin CLI over the settings decision (edgepilot.tuned.decide), the same one `run` uses."""
 
 from __future__ import annotations
 
 import typer
 
+from edgepilot.cli import flags
 from edgepilot.cli.app import app, emit, user_errors
 from edgepilot.cli.fit_render import render_fit
-from edgepilot.plan.budget import parse_size
-from edgepilot.plan.fit import fit_model
 from edgepilot.plan.requested import RequestedSettings
+from edgepilot.tuned.decide import decide
 
 
 @app.command()
 @user_errors
 def fit(
     model: str = typer.Argument(..., help="GGUF file"),
-    ctx: int | None = typer.Option(None, "--ctx", "-c", help="Context size (default: the largest that fits)"),
-    batch: int | None = typer.Option(None, "--batch", "-b", help="Logical batch size"),
-    ubatch: int | None = typer.Option(None, "--ubatch", "-ub", help="Physical batch size"),
-    kv: str | None = typer.Option(None, "--kv", help="KV cache type: f16, q8_0, q4_0, ..."),
-    flash_attn: bool | None = typer.Option(None, "--flash-attn/--no-flash-attn", help="Flash attention"),
-    no_mmap: bool = typer.Option(False, "--no-mmap", help="Plan for reading the model into memory"),
-    threads: int | None = typer.Option(None, "--threads", "-t", help="CPU threads"),
-    budget: str | None = typer.Option(None, "--budget", help="Memory budget, e.g. 2GiB (default: measured)"),
+    ctx: int | None = flags.CTX,
+    batch: int | None = flags.BATCH,
+    ubatch: int | None = flags.UBATCH,
+    kv: str | None = flags.KV,
+    flash_attn: bool | None = flags.FLASH_ATTN,
+    threads: int | None = flags.THREADS,
+    no_mmap: bool = flags.NO_MMAP,
+    no_repack: bool = flags.NO_REPACK,
+    budget: str | None = flags.BUDGET,
     root: str = typer.Option("/", "--root", help="Device tree or snapshot to plan for"),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object"),
+    as_json: bool = flags.JSON,
 ) -> None:
-    """Predict memory and pick settings that fit this device: never let the OS kill the run."""
-    requested = RequestedSettings.from_flags(ctx, batch, ubatch, kv, flash_attn, no_mmap, threads)
-    budget_bytes = parse_size(budget) if budget is not None else None
-    emit(fit_model(model, requested, budget_bytes=budget_bytes, root=root), as_json, render_fit)
+    """Predict memory and pick the settings `edgepilot run` will use: never let the OS kill the run."""
+    requested = RequestedSettings.from_flags(ctx, batch, ubatch, kv, flash_attn, no_mmap, threads, no_repack)
+    decision = decide(model, requested, root=root, budget_bytes=flags.size_or_none(budget))
+    emit(decision.plan, as_json, render_fit)

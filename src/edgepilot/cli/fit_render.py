@@ -54,9 +54,14 @@ def render_fit(plan: FitResult, out: Console) -> None:
     out.print(
         f"settings: ctx {s.n_ctx} · batch {s.n_batch} · ubatch {s.n_ubatch} · kv {s.type_k}/{s.type_v} · "
         f"flash attn {'on' if s.flash_attn else 'off'} · mmap {'on' if s.use_mmap else 'off'} · "
-        f"threads {s.n_threads}",
+        f"repack {'on' if s.repack else 'off'} · threads {s.n_threads}"
+        + (
+            f" (prompt {s.n_threads_batch})" if s.n_threads_batch and s.n_threads_batch != s.n_threads else ""
+        ),
         soft_wrap=True,
     )
+    for trade in plan.trade_offs:
+        out.print(f"to fit: {trade}", style="yellow", soft_wrap=True, markup=False)
     out.print(f"largest context that fits: {plan.max_ctx or 'none'}")
     out.print("llama.cpp:", shlex.join(plan.llama_cpp_args), style="cyan", soft_wrap=True, markup=False)
     out.print("edgepilot:", shlex.join(plan.edgepilot_args), style="cyan", soft_wrap=True, markup=False)

@@ -8,13 +8,13 @@ from typing import TYPE_CHECKING
 import typer
 from rich.console import Console
 
+from edgepilot.cli import flags
 from edgepilot.cli.app import app, console, emit, err_console, user_errors
 from edgepilot.cli.doctor_cmd import report_engine_failure
 from edgepilot.cli.fit_render import render_fit
 from edgepilot.cli.format import mib
 from edgepilot.engine.sampling import SamplerSettings
-from edgepilot.plan.budget import parse_size
-from edgepilot.run.defaults import RequestedSettings
+from edgepilot.plan.requested import RequestedSettings
 
 if TYPE_CHECKING:
     from edgepilot.run.runner import RunResult
@@ -27,7 +27,7 @@ def render_summary(result: RunResult, out: Console) -> None:
         f"[bold]prompt[/] {result.n_prompt} tok @ {result.prompt_tps:.1f} t/s · "
         f"[bold]generation[/] {result.n_gen} tok @ {result.gen_tps:.1f} t/s · "
         f"[bold]peak memory[/] {mib(result.peak_rss_bytes)} · "
-        f"ctx {s['n_ctx']} · threads {s['n_threads']} · kv {s['type_k']}/{s['type_v']}",
+        f"ctx {s.n_ctx} · threads {s.n_threads} · kv {s.type_k}/{s.type_v}",
         style="dim",
         soft_wrap=True,
     )
@@ -36,22 +36,27 @@ def render_summary(result: RunResult, out: Console) -> None:
 @app.command()
 @user_errors
 def run(
-    model: str | None = typer.Argument(None, help="GGUF file (default: the bundled Gemma 3 270M Q4_K_M)"),
+    model: str | None = flags.DEFAULT_MODEL,
     prompt: str | None = typer.Option(None, "-p", "--prompt", help="Prompt text"),
     prompt_file: str | None = typer.Option(None, "--prompt-file", help="Read the prompt from a file"),
-    n_predict: int = typer.Option(128, "-n", "--n-predict", help="Tokens to generate at most"),
-    ctx: int | None = typer.Option(None, "--ctx", "-c", help="Context size in tokens"),
-    batch: int | None = typer.Option(None, "--batch", "-b", help="Logical batch size"),
-    ubatch: int | None = typer.Option(None, "--ubatch", "-ub", help="Physical batch size"),
-    kv: str | None = typer.Option(None, "--kv", help="KV cache type: f16, q8_0, q4_0, ..."),
-    flash_attn: bool | None = typer.Option(None, "--flash-attn/--no-flash-attn", help="Flash attention"),
-    threads: int | None = typer.Option(None, "--threads", "-t", help="CPU threads"),
-    no_mmap: bool = typer.Option(False, "--no-mmap", help="Read the model into memory instead of mapping it"),
-    temp: float = typer.Option(0.8, "--temp", help="Sampling temperature (0 = greedy)"),
-    seed: int | None = typer.Option(None, "--seed", help="Sampling seed (default: random)"),
+    n_predict: int = typer.Option(128, "-n", "--n-predict", min=0, help="Tokens to generate at most"),
+    ctx: int | None = flags.CTX,
+    batch: int | None = flags.BATCH,
+    ubatch: int | None = flags.UBATCH,
+    kv: str | None = flags.KV,
+    flash_attn: bool | None = flags.FLASH_ATTN,
+    threads: int | None = flags.THREADS,
+    no_mmap: bool = flags.NO_MMAP,
+    no_repack: bool = flags.NO_REPACK,
+    temp: float = typer.Option(
+        0.8, "--temp", min=0.0, callback=flags.finite, help="Sampling temperature (0 = greedy)"
+    ),
+    seed: int | None = typer.Option(
+        None, "--seed", min=0, max=2**32 - 1, help="Sampling seed (default: random)"
+    ),
     raw: bool = typer.Option(False, "--raw", help="Do not wrap the prompt in the model's chat template"),
-    force: bool = typer.Option(False, "--force", help="Run even when the plan predicts the OS would kill it"),
-    budget: str | None = typer.Option(None, "--budget", help="Memory budget, e.g. 2GiB (default: measured)"),
+    force: bool = flags.FORCE,
+    budget: str | None = flags.BUDGET,
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show llama.cpp's own log"),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of streaming"),
 ) -> None:
@@ -61,7 +66,7 @@ def run(
     from edgepilot.run.runner import read_prompt, run_model  # loads llama.cpp: only when running
 
     text = read_prompt(prompt, prompt_file)
-    requested = RequestedSettings.from_flags(ctx, batch, ubatch, kv, flash_attn, no_mmap, threads)
+    requested = RequestedSettings.from_flags(ctx, batch, ubatch, kv, flash_attn, no_mmap, threads, no_repack)
     sampler = SamplerSettings(temperature=temp, **({} if seed is None else {"seed": seed}))
 
     def stream(piece: str) -> None:
@@ -90,7 +95,7 @@ def run(
             on_stage=stage_update,
             verbose=verbose,
             force=force,
-            budget_bytes=parse_size(budget) if budget is not None else None,
+            budget_bytes=flags.size_or_none(budget),
         )
     except DoesNotFit as refusal:
         if status:

@@ -10,7 +10,9 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from edgepilot.cli import flags
 from edgepilot.cli.app import app, console, err_console, user_errors
+from edgepilot.cli.flags import MAX_TOKENS_SETTING
 from edgepilot.cli.format import mib
 from edgepilot.errors import UserError
 from edgepilot.jsonable import to_jsonable
@@ -28,8 +30,8 @@ def _log(message: str) -> None:
 def render_started(s: ServeStarted) -> None:
     st = s.settings
     console.print(
-        f"[bold]edgepilot serve[/] {s.model_name} · ctx {st['n_ctx']} · {st['n_threads']} threads · "
-        f"kv {st['type_k']}/{st['type_v']} · planned peak {mib(s.predicted_peak_rss_bytes)} "
+        f"[bold]edgepilot serve[/] {s.model_name} · ctx {st.n_ctx} · {st.n_threads} threads · "
+        f"kv {st.type_k}/{st.type_v} · planned peak {mib(s.predicted_peak_rss_bytes)} "
         f"of a {mib(s.budget_bytes)} budget",
         soft_wrap=True,
     )
@@ -62,27 +64,39 @@ def render_stopped(s: ServeStopped) -> None:
 @app.command()
 @user_errors
 def serve(
-    model: str | None = typer.Argument(None, help="GGUF file (default: the bundled Gemma 3 270M Q4_K_M)"),
+    model: str | None = flags.DEFAULT_MODEL,
     host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (non-loopback needs a key)"),
-    port: int = typer.Option(8080, "--port", help="TCP port (0 picks a free one)"),
+    port: int = typer.Option(8080, "--port", min=0, max=65535, help="TCP port (0 picks a free one)"),
     api_key: str | None = typer.Option(
         None, "--api-key", help="Require this key (shows in `ps`: prefer a file)"
     ),
     api_key_file: str | None = typer.Option(None, "--api-key-file", help="Read the required key from a file"),
-    ctx: int | None = typer.Option(None, "--ctx", "-c", help="Context size in tokens"),
-    threads: int | None = typer.Option(None, "--threads", "-t", help="CPU threads"),
-    kv: str | None = typer.Option(None, "--kv", help="KV cache type: f16, q8_0, q4_0, ..."),
-    ubatch: int | None = typer.Option(None, "--ubatch", "-ub", help="Physical batch size"),
-    no_mmap: bool = typer.Option(False, "--no-mmap", help="Read the model into memory instead of mapping it"),
-    budget: str | None = typer.Option(None, "--budget", help="Memory budget, e.g. 2GiB (default: measured)"),
-    max_queue: int = typer.Option(8, "--max-queue", help="Requests that may wait while one generates"),
-    max_tokens: int = typer.Option(512, "--max-tokens", help="Upper bound on a request's max_tokens"),
+    ctx: int | None = flags.CTX,
+    batch: int | None = flags.BATCH,
+    ubatch: int | None = flags.UBATCH,
+    kv: str | None = flags.KV,
+    flash_attn: bool | None = flags.FLASH_ATTN,
+    threads: int | None = flags.THREADS,
+    no_mmap: bool = flags.NO_MMAP,
+    no_repack: bool = flags.NO_REPACK,
+    budget: str | None = flags.BUDGET,
+    max_queue: int = typer.Option(
+        8, "--max-queue", min=0, max=10_000, help="Requests that may wait while one generates"
+    ),
+    max_tokens: int = typer.Option(
+        512, "--max-tokens", min=1, max=MAX_TOKENS_SETTING, help="Upper bound on a request's max_tokens"
+    ),
     max_body: str = typer.Option("1MiB", "--max-body", help="Largest request body accepted"),
     psi_limit: float = typer.Option(
-        PRESSURE_PSI, "--psi-limit", help="Memory PSI avg10 % pausing new requests"
+        PRESSURE_PSI,
+        "--psi-limit",
+        min=0.0,
+        max=100.0,
+        callback=flags.finite,
+        help="Memory PSI avg10 % pausing new requests",
     ),
     min_available: str | None = typer.Option(None, "--min-available", help="Pause new requests below this"),
-    force: bool = typer.Option(False, "--force", help="Serve even if the plan predicts a kill"),
+    force: bool = flags.FORCE,
     watch_root: str = typer.Option("/", "--watch-root", hidden=True, help="Device tree to watch"),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log each request and the worker's output"),
     as_json: bool = typer.Option(False, "--json", help="One JSON line once the model answers"),
@@ -106,14 +120,7 @@ def serve(
     warning = key_file_warning(api_key_file)
     if warning:
         _log(f"warning: {warning}")
-    requested = RequestedSettings(
-        n_ctx=ctx,
-        n_ubatch=ubatch,
-        type_k=kv,
-        type_v=kv,
-        use_mmap=False if no_mmap else None,
-        n_threads=threads,
-    )
+    requested = RequestedSettings.from_flags(ctx, batch, ubatch, kv, flash_attn, no_mmap, threads, no_repack)
 
     def ready(started: ServeStarted) -> None:
         if as_json:
@@ -127,7 +134,7 @@ def serve(
             model,
             requested,
             config,
-            budget_bytes=parse_size(budget) if budget is not None else None,
+            budget_bytes=flags.size_or_none(budget),
             force=force,
             on_ready=ready,
             log=_log,

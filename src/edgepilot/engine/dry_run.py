@@ -15,7 +15,8 @@ import llama_cpp
 
 from edgepilot.engine import llama_log
 from edgepilot.engine.inprocess import EngineError, init_backend
-from edgepilot.plan.settings import EngineSettings, kv_type_id
+from edgepilot.engine.params import context_params, model_params
+from edgepilot.plan.settings import EngineSettings
 
 _BUFFER = re.compile(r"(\w+) compute buffer size =\s+([\d.]+) MiB")
 
@@ -31,30 +32,12 @@ class DryRun:
 def dry_run(model_path: Path, settings: EngineSettings) -> DryRun:
     init_backend(verbose=False)
     start = llama_log.mark()
-    mp = llama_cpp.llama_model_default_params()
-    mp.no_alloc = True
-    mp.load_mode = (
-        llama_cpp.LLAMA_LOAD_MODE_NONE
-    )  # the no-alloc pass maps nothing (llama-model.cpp asserts it)
-    mp.n_gpu_layers = settings.n_gpu_layers
+    mp = model_params(settings, no_alloc=True)
     model = llama_cpp.llama_model_load_from_file(str(model_path).encode(), mp)
     if not model:
         raise EngineError(f"llama.cpp could not read {model_path} for a dry run")
     try:
-        cp = llama_cpp.llama_context_default_params()
-        cp.n_ctx, cp.n_batch, cp.n_ubatch, cp.n_seq_max = (
-            settings.n_ctx,
-            settings.n_batch,
-            settings.n_ubatch,
-            1,
-        )
-        cp.type_k, cp.type_v = kv_type_id(settings.type_k), kv_type_id(settings.type_v)
-        cp.flash_attn_type = (
-            llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED
-            if settings.flash_attn
-            else llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED
-        )
-        cp.swa_full = settings.swa_full
+        cp = context_params(settings)
         ctx = llama_cpp.llama_init_from_model(model, cp)
         if not ctx:
             raise EngineError(f"llama.cpp refused a context with these settings (n_ctx={settings.n_ctx})")

@@ -16,9 +16,10 @@ from pathlib import Path
 import llama_cpp
 
 from edgepilot.engine import llama_log
+from edgepilot.engine.params import context_params, model_params
 from edgepilot.engine.sampling import SamplerSettings, build_chain
 from edgepilot.errors import UserError
-from edgepilot.plan.settings import EngineSettings, kv_type_id
+from edgepilot.plan.settings import EngineSettings
 
 _backend_ready = False
 
@@ -111,10 +112,7 @@ class LlamaEngine:
         )
 
     def _load_model(self) -> llama_cpp.llama_model_p:
-        s = self.settings
-        params = llama_cpp.llama_model_default_params()
-        params.n_gpu_layers = s.n_gpu_layers
-        params.load_mode = llama_cpp.LLAMA_LOAD_MODE_MMAP if s.use_mmap else llama_cpp.LLAMA_LOAD_MODE_NONE
+        params = model_params(self.settings)
         start = llama_log.mark()
         model = llama_cpp.llama_model_load_from_file(str(self.model_path).encode(), params)
         if not model:
@@ -124,22 +122,7 @@ class LlamaEngine:
 
     def _new_context(self) -> llama_cpp.llama_context_p:
         s = self.settings
-        params = llama_cpp.llama_context_default_params()
-        params.n_ctx = s.n_ctx
-        params.n_batch = s.n_batch
-        params.n_ubatch = s.effective_ubatch
-        params.n_seq_max = 1
-        params.n_threads = s.n_threads
-        params.n_threads_batch = s.n_threads_batch or s.n_threads
-        params.type_k = kv_type_id(s.type_k)
-        params.type_v = kv_type_id(s.type_v)
-        params.flash_attn_type = (
-            llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED
-            if s.flash_attn
-            else llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED
-        )
-        params.swa_full = s.swa_full
-        params.no_perf = True
+        params = context_params(s)
         start = llama_log.mark()
         ctx = llama_cpp.llama_init_from_model(self._model, params)
         if not ctx:
@@ -150,15 +133,19 @@ class LlamaEngine:
     def reconfigure(self, settings: EngineSettings, park: bool = False) -> bool:
         """Context settings (ctx, batch, ubatch, threads, KV types, flash attention) changed: a fresh context
         on the loaded model. The weights stay mapped (and repacked, on ARM): no reload, which on a phone costs
-        seconds per switch. mmap and GPU layers shape the model itself and need a new engine.
+        seconds per switch. mmap, repack and GPU layers shape the model itself and need a new engine.
 
         park=True keeps the current context aside (one at most): switching back to its settings swaps it in
         again, so A/B comparisons cost no new context each time. Returns True when a new context was created
         (its buffers are untouched memory: the first full-size batch pays the page faults)."""
         settings.validate()
         s = self.settings
-        if (settings.use_mmap, settings.n_gpu_layers) != (s.use_mmap, s.n_gpu_layers):
-            raise ValueError("mmap and GPU layers are model settings: load a new engine for them")
+        if (settings.use_mmap, settings.n_gpu_layers, settings.repack) != (
+            s.use_mmap,
+            s.n_gpu_layers,
+            s.repack,
+        ):
+            raise ValueError("mmap, repack and GPU layers are model settings: load a new engine for them")
         parked, self._parked = self._parked, None
         if park:
             self._parked = (self.settings, self._ctx)

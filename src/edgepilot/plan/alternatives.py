@@ -8,25 +8,40 @@ from typing import TYPE_CHECKING
 
 from edgepilot.model.gguf_records import GGUFHeader
 from edgepilot.model.quant_types import estimate_file_bytes, quant_for_file_type, smaller_than
+from edgepilot.plan.commands import llama_cpp_command
+from edgepilot.plan.search import MIN_USEFUL_CTX, QUANTIZED_KV
 from edgepilot.plan.settings import EngineSettings
 from edgepilot.plan.types import Alternative
 
 if TYPE_CHECKING:
     from edgepilot.plan.fit import Planner
 
-MIN_USEFUL_CTX = 512
-MAX_QUANT_OPTIONS = 3
-
-
-def _cmd(path: Path, settings: EngineSettings) -> list[str]:
-    return ["llama-cli", "-m", str(path), *settings.llama_cpp_args()]
+MAX_QUANT_OPTIONS = 2
+MIB = 1 << 20
 
 
 def _option(
     planner: Planner, kind: str, text: str, s: EngineSettings, budget: int, path: Path
 ) -> Alternative:
     peak = planner.peak(s)
-    return Alternative(kind, text, peak, peak <= budget, _cmd(path, s))
+    return Alternative(kind, text, peak, peak <= budget, llama_cpp_command(path, s))
+
+
+def _setting_changes(settings: EngineSettings) -> list[tuple[str, str, EngineSettings]]:
+    """(kind, description, settings) for each memory trade not already made."""
+    out = []
+    if settings.use_mmap:
+        out.append(("no-mmap", "--no-mmap (read the weights into memory)", replace(settings, use_mmap=False)))
+    if settings.repack:
+        out.append(("no-repack", "--no-repack (slower prompt processing)", replace(settings, repack=False)))
+    if settings.type_v == "f16":
+        q8 = replace(settings, type_k=QUANTIZED_KV, type_v=QUANTIZED_KV, flash_attn=True)
+        out.append(("kv-quant", f"{QUANTIZED_KV} KV cache with flash attention", q8))
+    if settings.n_ubatch > 128:
+        out.append(
+            ("smaller-ubatch", "ubatch 128 (slower prompt processing)", replace(settings, n_ubatch=128))
+        )
+    return out
 
 
 def find_alternatives(
@@ -35,37 +50,31 @@ def find_alternatives(
     out: list[Alternative] = []
     best_ctx = planner.max_ctx(settings, budget)
     if not fits and best_ctx >= MIN_USEFUL_CTX:
-        smaller = replace(settings, n_ctx=best_ctx)
-        out.append(
-            _option(
-                planner,
-                "smaller-context",
-                f"context {best_ctx} (the largest that fits)",
-                smaller,
-                budget,
-                path,
-            )
-        )
-
-    if settings.type_v == "f16":
-        q8 = replace(settings, type_k="q8_0", type_v="q8_0", flash_attn=True)
-        q8_ctx = planner.max_ctx(q8, budget)
-        if q8_ctx > best_ctx:
-            text = f"q8_0 KV cache with flash attention: context up to {q8_ctx}"
-            out.append(_option(planner, "kv-quant", text, replace(q8, n_ctx=q8_ctx), budget, path))
-
-    if settings.n_ubatch > 128:
-        small_ub = replace(settings, n_ubatch=128)
-        ub_ctx = planner.max_ctx(small_ub, budget)
-        if ub_ctx > best_ctx:
-            text = f"ubatch 128 (slower prompt processing, smaller compute buffer): context up to {ub_ctx}"
+        text = f"context {best_ctx} (the largest that fits)"
+        out.append(_option(planner, "smaller-context", text, replace(settings, n_ctx=best_ctx), budget, path))
+    base_peak = planner.peak(settings)
+    for kind, text, changed in _setting_changes(settings):
+        ctx = planner.max_ctx(changed, budget)
+        if fits and ctx > best_ctx:  # more context than the plan's settings allow
             out.append(
-                _option(planner, "smaller-ubatch", text, replace(small_ub, n_ctx=ub_ctx), budget, path)
+                _option(
+                    planner, kind, f"{text}: context up to {ctx}", replace(changed, n_ctx=ctx), budget, path
+                )
             )
-
+        elif not fits and planner.peak(changed) < base_peak:  # closer to the budget at the same context
+            out.append(_option(planner, kind, f"{text} at context {settings.n_ctx}", changed, budget, path))
     if not fits:
         out += _smaller_quants(planner, header, settings, budget)
+        largest = _largest_model(planner, header, settings, budget)
+        if largest is not None:
+            out.append(largest)
     return out
+
+
+def _weights_now(planner: Planner, settings: EngineSettings) -> tuple[int, int]:
+    """(resident weight bytes incl. repack copies, peak) of the plan's settings."""
+    memory = planner.predict(settings).memory
+    return memory.weights_bytes + memory.repack_bytes, memory.peak_rss_bytes
 
 
 def _smaller_quants(
@@ -75,24 +84,38 @@ def _smaller_quants(
     current = quant_for_file_type(header.metadata.get("general.file_type"))
     if current is None:
         return []
-    prediction = planner.predict(settings)
-    weights_now = prediction.memory.weights_bytes + prediction.memory.repack_bytes
+    weights_now, peak_now = _weights_now(planner, settings)
+    resident_share = weights_now / max(1, sum(t.n_bytes or 0 for t in header.tensors))  # >1: repack copies
     n_params = sum(t.n_elements for t in header.tensors)
     options: list[Alternative] = []
-    for q in smaller_than(current.name):
+    for q in smaller_than(current.name):  # largest first: the first that fits is the one to name
         weights = estimate_file_bytes(n_params, q.name)
-        peak = prediction.memory.peak_rss_bytes - weights_now + weights
+        peak = peak_now - weights_now + int(weights * resident_share)
+        text = f"{q.name} quantization of the same model (~{weights / MIB:.0f} MiB of weights)"
+        command = ["llama-quantize", "MODEL-F16.gguf", f"MODEL-{q.name}.gguf", q.name]
+        options.append(Alternative("smaller-quant", text, peak, peak <= budget, command))
         if peak <= budget:
-            text = f"{q.name} quantization of the same model (~{weights / 2**20:.0f} MiB of weights)"
-            options.append(
-                Alternative(
-                    "smaller-quant",
-                    text,
-                    peak,
-                    True,
-                    ["llama-quantize", "MODEL-F16.gguf", f"MODEL-{q.name}.gguf", q.name],
-                )
-            )
-        if len(options) >= MAX_QUANT_OPTIONS:
             break
-    return options
+    # the largest quantization that fits, and the two above it that do not (or the smallest ones, if none fits)
+    return options[-MAX_QUANT_OPTIONS:]
+
+
+def _largest_model(
+    planner: Planner, header: GGUFHeader, settings: EngineSettings, budget: int
+) -> Alternative | None:
+    """The largest parameter count that fits at this quantization, the rest of the plan scaled alike."""
+    n_params = sum(t.n_elements for t in header.tensors)
+    weights_now, peak_now = _weights_now(planner, settings)
+    if n_params <= 0 or weights_now <= 0:
+        return None
+    # weights, KV cache and compute grow roughly with the parameter count; the runtime does not
+    runtime = planner.predict(settings).memory.runtime_bytes
+    scale = (budget - runtime) / max(1, peak_now - runtime)
+    if scale <= 0:
+        return None
+    fitting = int(n_params * min(scale, 1.0))
+    peak = runtime + int((peak_now - runtime) * fitting / n_params)
+    text = f"a model of about {fitting / 1e9:.1f}B parameters at this quantization and context"
+    if fitting < 1e9:
+        text = f"a model of about {fitting / 1e6:.0f}M parameters at this quantization and context"
+    return Alternative("smaller-model", text, peak, peak <= budget, [])

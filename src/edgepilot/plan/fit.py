@@ -9,6 +9,7 @@ from pathlib import Path
 from edgepilot.device import fs
 from edgepilot.device.android import AndroidFacts, read_android
 from edgepilot.device.cpu import CpuFacts, read_cpu
+from edgepilot.device.cpusets import allowed_cpus
 from edgepilot.device.memory import MemoryFacts, read_memory
 from edgepilot.device.probe import open_root
 from edgepilot.errors import UserError
@@ -18,14 +19,15 @@ from edgepilot.model.gguf_records import GGUFHeader
 from edgepilot.model.resolve import check_model_path
 from edgepilot.plan.alternatives import find_alternatives
 from edgepilot.plan.budget import compute_budget
+from edgepilot.plan.commands import edgepilot_command, llama_cpp_command
 from edgepilot.plan.memory_model import Prediction, predict
 from edgepilot.plan.requested import RequestedSettings, default_threads
+from edgepilot.plan.search import SearchResult, search
 from edgepilot.plan.settings import UNQUANTIZED_KV, EngineSettings
 from edgepilot.plan.types import FitResult
 
 CTX_STEP = 256  # llama.cpp pads the context to 256 cells
 DEFAULT_UBATCH = 512
-UBATCH_FALLBACKS = (256, 128)
 
 
 @dataclass
@@ -34,6 +36,10 @@ class DeviceFacts:
     android: AndroidFacts | None
     cpu: CpuFacts
     live: bool
+    allowed_cpus: int | None = None  # CPUs this process may use, when planning for this machine itself
+
+    def default_threads(self) -> int:
+        return default_threads(self.cpu, self.allowed_cpus if self.live else None)
 
 
 def read_device(root: Path | str) -> DeviceFacts:
@@ -41,7 +47,9 @@ def read_device(root: Path | str) -> DeviceFacts:
     with open_root(Path(root)) as base:
         env, _ = fs.read_env(base)
         android, _ = read_android(base, env)
-        return DeviceFacts(read_memory(base), android, read_cpu(base), fs.is_live(base))
+        live = fs.is_live(base)
+        allowed = len(allowed_cpus()) if live else None
+        return DeviceFacts(read_memory(base), android, read_cpu(base), live, allowed)
 
 
 def load_model_facts(model: str | os.PathLike[str]) -> tuple[Path, GGUFHeader, ArchParams]:
@@ -54,23 +62,25 @@ def load_model_facts(model: str | os.PathLike[str]) -> tuple[Path, GGUFHeader, A
     return path, header, arch_params(header.metadata)
 
 
-def default_thread_count(device: DeviceFacts) -> int:
-    """One thread per big core: little cores stall the big ones at every barrier (references.md)."""
-    big = len(device.cpu.big_cores) or device.cpu.cores or 1
-    return min(big, default_threads()) if device.live else max(1, big)
-
-
 class Planner:
     """Predicts memory for candidate settings of one model on one device."""
 
-    def __init__(self, header: GGUFHeader, arch: ArchParams, device: DeviceFacts) -> None:
+    def __init__(
+        self, header: GGUFHeader, arch: ArchParams, device: DeviceFacts, reserve_bytes: int = 0
+    ) -> None:
+        """reserve_bytes: resident memory the process holds besides `edgepilot run`'s (serve's HTTP stack)."""
         self.header, self.arch, self.device = header, arch, device
         self.repack_plan = device.cpu.repack_plan()
+        self.reserve_bytes = reserve_bytes
         self._weights = None
 
     def predict(self, settings: EngineSettings) -> Prediction:
         pred = predict(self.header, self.arch, settings, self.repack_plan, weights=self._weights)
         self._weights = pred.weights
+        if self.reserve_bytes:
+            m = pred.memory
+            m.runtime_bytes += self.reserve_bytes
+            m.peak_rss_bytes += self.reserve_bytes
         return pred
 
     def peak(self, settings: EngineSettings) -> int:
@@ -91,20 +101,17 @@ class Planner:
         return lo_steps * CTX_STEP
 
 
-def llama_cpp_command(path: Path, settings: EngineSettings) -> list[str]:
-    return ["llama-cli", "-m", str(path), *settings.llama_cpp_args()]
-
-
-def edgepilot_command(path: Path, settings: EngineSettings) -> list[str]:
-    args = ["edgepilot", "run", str(path), "--ctx", str(settings.n_ctx), "--ubatch", str(settings.n_ubatch)]
-    args += ["--threads", str(settings.n_threads)]
-    if settings.type_k != "f16":
-        args += ["--kv", settings.type_k]
-    if settings.flash_attn:
-        args.append("--flash-attn")
-    if not settings.use_mmap:
-        args.append("--no-mmap")
-    return args
+def trade_offs(found: SearchResult, peak: int) -> list[str]:
+    """What was given up to fit, each with its cost, and what it saved."""
+    if not found.trades:
+        return []
+    lines = [f"{t.flag}: {t.why}" for t in found.trades]
+    if found.peak_untraded is not None and found.peak_untraded > peak:
+        lines.append(
+            f"without {', '.join(t.flag for t in found.trades)} the same context would peak at "
+            f"{found.peak_untraded / 2**20:.0f} MiB instead of {peak / 2**20:.0f} MiB"
+        )
+    return lines
 
 
 def fit_model(
@@ -113,17 +120,19 @@ def fit_model(
     budget_bytes: int | None = None,
     root: Path | str = "/",
     ctx_target: int | None = None,
+    reserve_bytes: int = 0,
 ) -> FitResult:
-    """Plan settings for `model` on the device at `root`.
+    """The memory planner: settings for `model` on the device at `root` (tools call it through the settings
+    decision, edgepilot.tuned.decide, which adds the run's context target and the tuned profile).
 
-    Settings the user gave are kept. Without a context, the largest one that fits is chosen (capped at
-    `ctx_target` when given: `run` asks for what its prompt needs, not for the whole trained context).
+    Settings the user gave are kept. Without a context, the largest one that fits is chosen, capped at
+    `ctx_target` when given. reserve_bytes: see Planner.
     """
     req = requested or RequestedSettings()
     path, header, arch = load_model_facts(model)
     device = read_device(root)
     budget = compute_budget(device.memory, device.android, budget_bytes)
-    planner = Planner(header, arch, device)
+    planner = Planner(header, arch, device, reserve_bytes)
 
     type_k = (req.type_k or req.type_v or "f16").lower()
     type_v = (req.type_v or req.type_k or "f16").lower()
@@ -137,24 +146,16 @@ def fit_model(
         type_v=type_v,
         flash_attn=flash,
         use_mmap=True if req.use_mmap is None else req.use_mmap,
-        n_threads=req.n_threads if req.n_threads is not None else default_thread_count(device),
+        n_threads=req.n_threads if req.n_threads is not None else device.default_threads(),
+        n_threads_batch=req.n_threads_batch,
+        repack=True if req.repack is None else req.repack,
     )
     settings.validate()
     limit = budget.budget_bytes
-    max_ctx = planner.max_ctx(settings, limit)
-    if req.n_ctx is None and max_ctx:
-        settings = replace(settings, n_ctx=min(settings.n_ctx, max_ctx))
-    if req.n_ubatch is None and planner.peak(settings) > limit:
-        for ubatch in UBATCH_FALLBACKS:  # a smaller ubatch touches less of the compute buffer
-            smaller = replace(settings, n_ubatch=ubatch)
-            smaller_max = planner.max_ctx(smaller, limit)
-            if req.n_ctx is None and smaller_max:
-                smaller = replace(smaller, n_ctx=min(smaller.n_ctx, smaller_max))
-            if planner.peak(smaller) <= limit:
-                settings, max_ctx = smaller, smaller_max
-                break
+    found = search(planner, settings, req, limit)
+    settings, max_ctx = found.settings, found.max_ctx
     prediction = planner.predict(settings)
-    fits = prediction.memory.peak_rss_bytes <= limit
+    fits = found.fits and prediction.memory.peak_rss_bytes <= limit
     notes = list(budget.reasons)
     if device.memory.total_bytes and budget_bytes is None:
         notes.append(
@@ -174,4 +175,5 @@ def fit_model(
         alternatives=find_alternatives(planner, header, settings, limit, path, fits),
         budget=budget,
         notes=notes,
+        trade_offs=trade_offs(found, prediction.memory.peak_rss_bytes),
     )

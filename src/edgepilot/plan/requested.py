@@ -1,11 +1,12 @@
-"""What the user asked for, and the device-neutral defaults for what they did not."""
+"""What the user asked for, and the one default thread count for what they did not."""
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 import psutil
+
+from edgepilot.device.cpu import CpuFacts
 
 
 @dataclass(frozen=True)
@@ -20,6 +21,8 @@ class RequestedSettings:
     flash_attn: bool | None = None
     use_mmap: bool | None = None
     n_threads: int | None = None
+    n_threads_batch: int | None = None  # prompt processing (None: the tuned profile's, else n_threads)
+    repack: bool | None = None  # llama.cpp's CPU_REPACK of weights (None: on, as llama.cpp does)
 
     @classmethod
     def from_flags(
@@ -31,19 +34,29 @@ class RequestedSettings:
         flash_attn: bool | None = None,
         no_mmap: bool = False,
         threads: int | None = None,
+        no_repack: bool = False,
     ) -> RequestedSettings:
         """The command-line flags `run`, `fit` and `serve` share (one --kv sets both K and V)."""
-        return cls(ctx, batch, ubatch, kv, kv, flash_attn, False if no_mmap else None, threads)
+        return cls(
+            n_ctx=ctx,
+            n_batch=batch,
+            n_ubatch=ubatch,
+            type_k=kv,
+            type_v=kv,
+            flash_attn=flash_attn,
+            use_mmap=False if no_mmap else None,
+            n_threads=threads,
+            repack=False if no_repack else None,
+        )
 
 
-def usable_cpus() -> int:
-    """CPUs this process may run on (respects taskset / cgroup cpusets)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
+def default_threads(cpu: CpuFacts, allowed_cpus: int | None) -> int:
+    """One thread per big core: little cores stall the big ones at every barrier (references.md).
 
-
-def default_threads() -> int:
-    physical = psutil.cpu_count(logical=False) or usable_cpus()
-    return max(1, min(physical, usable_cpus()))
+    allowed_cpus: how many CPUs this process may use when planning for this machine (None for a device tree);
+    then also no more than its physical cores (SMT siblings share one core's units)."""
+    big = len(cpu.big_cores) or cpu.cores or 1
+    if allowed_cpus is None:
+        return max(1, big)
+    physical = psutil.cpu_count(logical=False) or allowed_cpus
+    return max(1, min(big, physical, allowed_cpus))

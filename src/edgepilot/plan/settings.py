@@ -5,41 +5,34 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from edgepilot.errors import UserError
+from edgepilot.model.ggml_types import KV_CACHE_TYPES, type_id
 
-# ggml_type ids (ggml/include/ggml.h) for the KV cache types llama.cpp accepts via --cache-type-k/-v.
-KV_TYPES: dict[str, int] = {
-    "f32": 0,
-    "f16": 1,
-    "q4_0": 2,
-    "q4_1": 3,
-    "q5_0": 6,
-    "q5_1": 7,
-    "q8_0": 8,
-    "iq4_nl": 20,
-    "bf16": 30,
-}
 UNQUANTIZED_KV = {"f32", "f16", "bf16"}
 
 
 def kv_type_id(name: str) -> int:
-    try:
-        return KV_TYPES[name.lower()]
-    except KeyError:
-        raise UserError(f"unknown KV cache type '{name}'; choose one of: {', '.join(KV_TYPES)}") from None
+    """The ggml type id of a KV cache type llama.cpp accepts (--cache-type-k / --cache-type-v)."""
+    if name.lower() not in KV_CACHE_TYPES:
+        raise UserError(f"unknown KV cache type '{name}'; choose one of: {', '.join(KV_CACHE_TYPES)}")
+    return type_id(name)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class EngineSettings:
-    n_ctx: int = 2048
+    """Every field llama.cpp is given. The context and thread count have no default here: the settings
+    decision (edgepilot.tuned.decide) chooses them, or the caller says what it measures."""
+
+    n_ctx: int
     n_batch: int = 512
     n_ubatch: int = 512
     type_k: str = "f16"
     type_v: str = "f16"
     flash_attn: bool = False
     use_mmap: bool = True
-    n_threads: int = 4
+    n_threads: int
     n_threads_batch: int | None = None  # None: same as n_threads
     n_gpu_layers: int = 0
+    repack: bool = True  # llama.cpp's CPU_REPACK copies of weights for the CPU's fast kernels
     # llama-cli's default: sliding-window layers keep only the window, not n_ctx cells (less memory).
     # llama-cpp-python's Llama() keeps them full (llama_context_default_params).
     swa_full: bool = False
@@ -87,6 +80,8 @@ class EngineSettings:
             args += ["-tb", str(self.n_threads_batch)]
         if not self.use_mmap:
             args.append("--no-mmap")
+        if not self.repack:
+            args.append("--no-repack")
         if self.swa_full:
             args.append("--swa-full")
         return args

@@ -32,7 +32,8 @@ class Budget:
 
 @dataclass
 class Alternative:
-    kind: str  # "smaller-context" | "smaller-quant" | "kv-quant" | "smaller-ubatch" | "no-mmap"
+    # smaller-context | smaller-quant | smaller-model | kv-quant | smaller-ubatch | no-mmap | no-repack
+    kind: str
     description: str
     peak_rss_bytes: int
     fits: bool
@@ -52,6 +53,7 @@ class FitResult:
     alternatives: list[Alternative]
     budget: Budget
     notes: list[str] = field(default_factory=list)
+    trade_offs: list[str] = field(default_factory=list)  # settings given up to fit, and what each costs
 
 
 class DoesNotFit(UserError):

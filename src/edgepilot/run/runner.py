@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
-from edgepilot.bench.profiles import load_profile, pin_for_profile
 from edgepilot.engine.inprocess import LlamaEngine
 from edgepilot.engine.process_memory import peak_rss_bytes
 from edgepilot.engine.sampling import SamplerSettings
 from edgepilot.errors import UserError
 from edgepilot.model.resolve import resolve_model
+from edgepilot.plan.commands import llama_cpp_command
+from edgepilot.plan.requested import RequestedSettings
+from edgepilot.plan.settings import EngineSettings
 from edgepilot.plan.types import DoesNotFit, FitResult
-from edgepilot.run.defaults import RequestedSettings, decide_settings
+from edgepilot.tuned.decide import decide
 
 DEFAULT_PROMPT = "Here are three things a phone can do without an internet connection:"
 
@@ -26,7 +27,7 @@ class RunResult:
     n_gen: int
     prompt_tps: float
     gen_tps: float
-    settings: dict[str, Any]
+    settings: EngineSettings  # as llama.cpp made them (context padded, batch clamped)
     peak_rss_bytes: int
     model: str
     prompt_seconds: float
@@ -79,13 +80,12 @@ def run_model(
     stage("planning memory")
     # A rough token count (about 3 bytes per token) so the context holds the prompt and the reply.
     ctx_needed = len(prompt.encode("utf-8")) // 3 + n_predict + 64
-    requested = requested or RequestedSettings()
-    profile = load_profile(path)  # edgepilot tune's settings for this model on this device, if any
-    plan = decide_settings(path, requested, ctx_needed, budget_bytes=budget_bytes, profile=profile)
+    decision = decide(path, requested, ctx_needed=ctx_needed, budget_bytes=budget_bytes)
+    plan = decision.plan
     if not plan.fits and not force:
         raise DoesNotFit(plan)
     settings = plan.settings
-    on_phase = pin_for_profile(requested, profile)  # before llama.cpp starts threads: they inherit the set
+    on_phase = decision.pin()  # before llama.cpp starts threads: they inherit the set
     stage(f"loading {path.name}")
     pieces: list[str] = []
 
@@ -106,12 +106,9 @@ def run_model(
             prompt_tps=round(stats.prompt_tps, 2),
             gen_tps=round(stats.gen_tps, 2),
             # llama.cpp pads the context (to 256 cells) and clamps the batch to it: report what it made.
-            settings={
-                **asdict(settings),
-                "n_ctx": engine.load.n_ctx,
-                "n_batch": engine.load.n_batch,
-                "n_ubatch": engine.load.n_ubatch,
-            },
+            settings=replace(
+                settings, n_ctx=engine.load.n_ctx, n_batch=engine.load.n_batch, n_ubatch=engine.load.n_ubatch
+            ),
             peak_rss_bytes=peak_rss_bytes(),
             model=str(path),
             prompt_seconds=round(stats.prompt_seconds, 4),
@@ -119,7 +116,13 @@ def run_model(
             load_seconds=round(engine.load.seconds, 4),
             stopped_by=stats.stopped_by,
             chat_template=formatted is not None,
-            llama_cpp_args=["-m", str(path), *settings.llama_cpp_args(), "-n", str(n_predict)],
+            llama_cpp_args=llama_cpp_command(
+                path,
+                settings,
+                cpus=decision.cpus,
+                prompt_cpus=decision.prompt_cpus,
+                extra=["-n", str(n_predict)],
+            ),
             plan=plan,
             llama_log=engine.load.log,
         )

@@ -1,8 +1,7 @@
-"""Settings for the worker: the memory planner and the tuned profile, as for `run`; and smaller ones after a
-memory kill.
+"""Settings for the worker: the settings decision `run` uses (tuned.decide); smaller ones after a memory kill.
 
-The planner predicts the peak of an `edgepilot run` process. A worker also carries the HTTP stack (FastAPI,
-uvicorn, pydantic): SERVER_RUNTIME_BYTES, measured, is taken off the budget before planning.
+A worker carries the HTTP stack besides what an `edgepilot run` process holds: SERVER_RUNTIME_BYTES, measured,
+is counted in its predicted peak.
 """
 
 from __future__ import annotations
@@ -10,14 +9,13 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from edgepilot.bench.profiles import Profile, load_profile, tuned_cpus
 from edgepilot.errors import UserError
 from edgepilot.plan.budget import compute_budget
 from edgepilot.plan.fit import CTX_STEP, read_device
 from edgepilot.plan.requested import RequestedSettings
 from edgepilot.plan.settings import EngineSettings
 from edgepilot.plan.types import Budget, FitResult
-from edgepilot.run.defaults import decide_settings
+from edgepilot.tuned.decide import decide
 
 MIB = 1 << 20
 # RSS of `import fastapi, uvicorn` + the worker module on top of what `edgepilot run` has loaded
@@ -33,7 +31,7 @@ class ServePlan:
     model: Path
     fit: FitResult
     settings: EngineSettings
-    predicted_peak_bytes: int  # the worker's: the planner's peak plus the HTTP stack
+    predicted_peak_bytes: int  # the worker's, HTTP stack included
     cpus: list[int] | None  # the tuned profile's CPUs (the worker pins itself before loading)
     prompt_cpus: list[int] | None = None  # the profile's CPUs for prompt processing, when they differ
 
@@ -43,42 +41,21 @@ def device_budget(root: str | Path, override: int | None) -> Budget:
     return compute_budget(device.memory, device.android, override)
 
 
-def _server_budget(budget: int) -> int:
-    if budget <= SERVER_RUNTIME_BYTES:
-        raise UserError(f"a budget of {budget / MIB:.0f} MiB leaves nothing for the model besides the server")
-    return budget - SERVER_RUNTIME_BYTES
-
-
-def _fit(
-    model_path: Path, requested: RequestedSettings, budget: Budget, root: str | Path, profile: Profile | None
-) -> FitResult:
-    """The planner's fit under the budget minus the server's own runtime, reported against the real budget."""
-    fit = decide_settings(
-        model_path,
-        requested,
-        budget_bytes=_server_budget(budget.budget_bytes),
-        root=str(root),
-        profile=profile,
-    )
-    dropped = {*fit.budget.reasons, *budget.reasons}  # the reduced budget's notes, and no duplicates
-    fit.notes = [*budget.reasons, *(n for n in fit.notes if n not in dropped)]
-    fit.budget, fit.budget_bytes = budget, budget.budget_bytes
-    return fit
-
-
 def plan_serve(
     model_path: Path, requested: RequestedSettings, budget_bytes: int | None = None, root: str | Path = "/"
 ) -> ServePlan:
-    profile = load_profile(model_path)
-    fit = _fit(model_path, requested, device_budget(root, budget_bytes), root, profile)
-    cpus, prompt_cpus = tuned_cpus(requested, profile) or (None, None)
+    """The same decision as `run`'s, with the server's HTTP stack counted in the worker's peak."""
+    decision = decide(
+        model_path, requested, root=root, budget_bytes=budget_bytes, reserve_bytes=SERVER_RUNTIME_BYTES
+    )
+    fit = decision.plan
     return ServePlan(
         model=model_path,
         fit=fit,
         settings=fit.settings,
-        predicted_peak_bytes=fit.memory.peak_rss_bytes + SERVER_RUNTIME_BYTES,
-        cpus=cpus,
-        prompt_cpus=prompt_cpus,
+        predicted_peak_bytes=fit.memory.peak_rss_bytes,
+        cpus=decision.cpus,
+        prompt_cpus=decision.prompt_cpus,
     )
 
 
@@ -92,6 +69,8 @@ def keep_all_but_ctx(s: EngineSettings) -> RequestedSettings:
         flash_attn=s.flash_attn,
         use_mmap=s.use_mmap,
         n_threads=s.n_threads,
+        n_threads_batch=s.n_threads_batch,
+        repack=s.repack,
     )
 
 
@@ -112,7 +91,13 @@ def after_memory_kill(
     if peak_rss is not None and peak_rss < budget:
         budget, source = peak_rss, "the worker's peak when it was killed"
     try:
-        fit = decide_settings(model_path, keep_all_but_ctx(current), budget_bytes=_server_budget(budget))
+        fit = decide(
+            model_path,
+            keep_all_but_ctx(current),
+            budget_bytes=budget,
+            reserve_bytes=SERVER_RUNTIME_BYTES,
+            use_profile=False,
+        ).plan
         planner_max = fit.max_ctx
     except UserError:
         planner_max = 0

@@ -19,13 +19,14 @@ import socket
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from edgepilot.errors import UserError
 from edgepilot.model.resolve import resolve_model
 from edgepilot.plan.requested import RequestedSettings
+from edgepilot.plan.settings import EngineSettings
 from edgepilot.plan.types import DoesNotFit
 from edgepilot.serve.config import ServeConfig, default_min_available
 from edgepilot.serve.front import Front
@@ -50,7 +51,7 @@ class ServeStarted:
     port: int
     model: str
     model_name: str
-    settings: dict[str, Any]
+    settings: EngineSettings  # as the worker made them (context padded)
     predicted_peak_rss_bytes: int
     budget_bytes: int
     api_key_required: bool
@@ -144,7 +145,7 @@ class Supervisor:
                     port=self.port,
                     model=str(plan.model),
                     model_name=plan.model.name,
-                    settings={**asdict(plan.settings), "n_ctx": info.n_ctx},
+                    settings=replace(plan.settings, n_ctx=info.n_ctx),
                     predicted_peak_rss_bytes=plan.predicted_peak_bytes,
                     budget_bytes=plan.fit.budget_bytes,
                     api_key_required=config.requires_key,

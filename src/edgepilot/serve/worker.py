@@ -180,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     settings = EngineSettings(**json.loads(args.settings))
     on_phase = None
     if args.cpus:
-        from edgepilot.bench.pinning import PhasePinning, pin_process
+        from edgepilot.tuned.pinning import PhasePinning, pin_process
 
         cpus = [int(c) for c in args.cpus.split(",")]
         pin_process(cpus)

@@ -12,18 +12,10 @@ import contextlib
 import os
 from collections.abc import Iterable, Iterator
 
-from edgepilot.bench.ranges import cpulist
+from edgepilot.device.cpusets import allowed_cpus, cpulist
 from edgepilot.errors import UserError
 
 TASKS = "/proc/self/task"
-
-
-def allowed_cpus() -> list[int]:
-    """The CPUs this process may use now (taskset / cgroup cpuset respected)."""
-    try:
-        return sorted(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return list(range(os.cpu_count() or 1))
 
 
 def can_pin() -> bool:

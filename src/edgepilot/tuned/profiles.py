@@ -1,4 +1,4 @@
-"""Tuned settings per (device, model), saved by `tune` and picked up by `run` and `serve`.
+"""Tuned settings per (device, model), saved by `tune` and used by the settings decision (decide.py).
 
 One JSON file per pair: <data dir>/profiles/<model key>@<device fingerprint>.json. Looking one up costs
 hashing 2 MiB of the model; the device is only probed when a profile for the model exists at all.
@@ -9,19 +9,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from edgepilot.bench.identity import device_id, model_id
-from edgepilot.bench.ranges import cpulist
-from edgepilot.bench.store import data_dir
+from edgepilot.datadir import data_dir
 from edgepilot.errors import UserError
-
-if TYPE_CHECKING:
-    from edgepilot.bench.pinning import PhasePinning
-    from edgepilot.plan.requested import RequestedSettings
-    from edgepilot.plan.types import FitResult
+from edgepilot.tuned.identity import device_id, model_id
 
 PROFILE_VERSION = 1
 
@@ -120,72 +113,3 @@ def load_profile(model_path: Path | str, root: Path = Path("/")) -> Profile | No
     fingerprint = device_id(root).fingerprint
     match = profile_path(key, fingerprint)
     return read_profile(match) if match in candidates else None
-
-
-def apply_profile(requested: RequestedSettings, profile: Profile | None) -> RequestedSettings:
-    """The request with the profile's speed choices filled in where the user gave none."""
-    if profile is None:
-        return requested
-    return replace(
-        requested,
-        n_threads=requested.n_threads if requested.n_threads is not None else profile.n_threads,
-        n_ubatch=requested.n_ubatch if requested.n_ubatch is not None else profile.n_ubatch,
-        flash_attn=requested.flash_attn if requested.flash_attn is not None else profile.flash_attn,
-    )
-
-
-def finish_with_profile(plan: FitResult, requested: RequestedSettings, profile: Profile | None) -> FitResult:
-    """Prompt-processing threads from the profile (when the thread count is the profile's too), and a note."""
-    if profile is None:
-        return plan
-    if requested.n_threads is None:
-        plan.settings = replace(plan.settings, n_threads_batch=profile.n_threads_batch)
-    prompt_cpus = profile.prompt_cpus if profile.prompt_cpus and profile.prompt_cpus != profile.cpus else None
-    used = [
-        f"{plan.settings.n_threads} thread(s) on CPUs {cpulist(profile.cpus)}"
-        + (
-            f" (prompt: {plan.settings.n_threads_batch} on CPUs {cpulist(prompt_cpus)})"
-            if prompt_cpus
-            else ""
-        )
-        if requested.n_threads is None
-        else "",
-        f"ubatch {plan.settings.n_ubatch}" if requested.n_ubatch is None else "",
-        f"flash attention {'on' if plan.settings.flash_attn else 'off'}"
-        if requested.flash_attn is None
-        else "",
-    ]
-    if any(used):
-        plan.notes.append(f"tuned profile of {profile.created[:10]}: " + ", ".join(u for u in used if u))
-    return plan
-
-
-def tuned_cpus(
-    requested: RequestedSettings, profile: Profile | None
-) -> tuple[list[int], list[int] | None] | None:
-    """The profile's CPUs this process may use: (generation, prompt processing when tune found other CPUs for
-    it, else None); None when there is no profile, the user chose the thread count, or none is usable."""
-    from edgepilot.bench.pinning import allowed_cpus
-
-    if profile is None or requested.n_threads is not None:
-        return None
-    allowed = allowed_cpus()
-    gen = profile.usable_cpus(allowed)
-    if not gen:
-        return None
-    prompt = [c for c in profile.prompt_cpus if c in allowed]
-    return gen, (prompt if prompt and prompt != gen else None)
-
-
-def pin_for_profile(requested: RequestedSettings, profile: Profile | None) -> PhasePinning | None:
-    """Pin this process to the profile's generation CPUs (threads created later inherit them) unless the user
-    chose the thread count. Returns the engine's hook that re-pins for prompt processing when the profile
-    gives it other CPUs, else None."""
-    from edgepilot.bench.pinning import PhasePinning, pin_process
-
-    tuned = tuned_cpus(requested, profile)
-    if tuned is None:
-        return None
-    gen, prompt = tuned
-    pin_process(gen)
-    return PhasePinning(prompt, gen) if prompt else None

@@ -8,8 +8,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from edgepilot.bench.ranges import cpulist
 from edgepilot.device.cpu import CpuFacts, read_cpu
+from edgepilot.device.cpusets import cpulist
 from edgepilot.device.fs import read_text
 from edgepilot.device.memory import parse_meminfo
 from edgepilot.errors import UserError
@@ -29,6 +29,22 @@ class ModelId:
     name: str
     size: int
     path: str
+
+
+@dataclass(frozen=True)
+class MeasuredModel:
+    """A model as a bench or tune report names it: its identity and what llama.cpp said of it."""
+
+    key: str
+    name: str
+    size: int
+    path: str
+    type: str = ""  # llama.cpp's description, e.g. "gemma3 270M Q4_K - Medium"
+    n_params: int = 0
+
+    @classmethod
+    def of(cls, model: ModelId, type: str = "", n_params: int = 0) -> MeasuredModel:
+        return cls(model.key, model.name, model.size, model.path, type, n_params)
 
 
 def describe_cpu(cpu: CpuFacts) -> str:

@@ -1,0 +1,1 @@
+"""The one settings decision below run, serve, bench, tune and fit: tuned profiles, pinning, policy."""

@@ -1,0 +1,141 @@
+"""The one settings decision: the user's flags + the device + the model + its tuned profile → settings + plan.
+
+`fit`, `run`, `serve`, `bench` and `tune` all decide here, so `edgepilot fit MODEL` shows what
+`edgepilot run MODEL` will use. The memory planner (plan.fit) picks what fits the budget; the profile `tune`
+saved fills in the speed choices the user left open; memory comes first.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from edgepilot.device.cpusets import allowed_cpus, cpulist
+from edgepilot.plan.commands import llama_cpp_command
+from edgepilot.plan.fit import fit_model
+from edgepilot.plan.requested import RequestedSettings
+from edgepilot.plan.settings import EngineSettings
+from edgepilot.plan.types import FitResult
+from edgepilot.tuned import pinning
+from edgepilot.tuned.profiles import Profile, load_profile
+
+# The context when none is asked for: enough for a conversation, without reserving the whole trained context
+# (its KV cache is cleared at creation, so every cell costs resident memory). A longer prompt raises it.
+RUN_CTX = 4096
+
+
+@dataclass
+class Decision:
+    plan: FitResult  # the settings (plan.settings) and their predicted memory
+    profile: Profile | None  # the tuned profile that filled in speed choices, if any
+    cpus: list[int] | None = None  # the profile's CPUs for generation: pinned before the model loads
+    prompt_cpus: list[int] | None = None  # the profile's CPUs for prompt processing, when they differ
+
+    @property
+    def settings(self) -> EngineSettings:
+        return self.plan.settings
+
+    def pin(self) -> pinning.PhasePinning | None:
+        """Pin this process to the generation CPUs (threads created later inherit them); returns the engine's
+        hook that re-pins for prompt processing when those CPUs differ, else None."""
+        if not self.cpus:
+            return None
+        pinning.pin_process(self.cpus)
+        return pinning.PhasePinning(self.prompt_cpus, self.cpus) if self.prompt_cpus else None
+
+
+def apply_profile(requested: RequestedSettings, profile: Profile | None) -> RequestedSettings:
+    """The request with the profile's speed choices filled in where the user gave none. The prompt's thread
+    count comes with the profile's thread count only: threads the user chose are used for both phases."""
+    if profile is None:
+        return requested
+    own_threads = requested.n_threads is not None
+    return replace(
+        requested,
+        n_threads=requested.n_threads if own_threads else profile.n_threads,
+        n_threads_batch=requested.n_threads_batch
+        if requested.n_threads_batch is not None or own_threads
+        else profile.n_threads_batch,
+        n_ubatch=requested.n_ubatch if requested.n_ubatch is not None else profile.n_ubatch,
+        flash_attn=requested.flash_attn if requested.flash_attn is not None else profile.flash_attn,
+    )
+
+
+def tuned_cpus(
+    requested: RequestedSettings, profile: Profile | None
+) -> tuple[list[int] | None, list[int] | None]:
+    """The profile's CPUs this process may use: (generation, prompt processing when tune found other CPUs for
+    it); (None, None) when there is no profile, the user chose the thread count, or none is usable."""
+    if profile is None or requested.n_threads is not None:
+        return None, None
+    allowed = allowed_cpus()
+    gen = profile.usable_cpus(allowed)
+    if not gen:
+        return None, None
+    prompt = [c for c in profile.prompt_cpus if c in allowed]
+    return gen, (prompt if prompt and prompt != gen else None)
+
+
+def _profile_note(
+    settings: EngineSettings, requested: RequestedSettings, profile: Profile, prompt_cpus: list[int] | None
+) -> str | None:
+    used = []
+    if requested.n_threads is None:
+        text = f"{settings.n_threads} thread(s) on CPUs {cpulist(profile.cpus)}"
+        if prompt_cpus:
+            text += f" (prompt: {settings.n_threads_batch} on CPUs {cpulist(prompt_cpus)})"
+        used.append(text)
+    if requested.n_ubatch is None:
+        used.append(f"ubatch {settings.n_ubatch}")
+    if requested.flash_attn is None:
+        used.append(f"flash attention {'on' if settings.flash_attn else 'off'}")
+    return f"tuned profile of {profile.created[:10]}: " + ", ".join(used) if used else None
+
+
+def decide(
+    model_path: str | os.PathLike[str],
+    requested: RequestedSettings | None = None,
+    *,
+    root: str | Path = "/",
+    budget_bytes: int | None = None,
+    ctx_needed: int = 0,
+    reserve_bytes: int = 0,
+    profile: Profile | None = None,
+    use_profile: bool = True,
+) -> Decision:
+    """Settings and plan for one model on the device at `root`.
+
+    ctx_needed: tokens the caller knows it needs (prompt + reply); the context is at least that, at least
+    RUN_CTX, at most what fits. reserve_bytes: memory the process needs besides a run's (serve's HTTP stack).
+    profile: the tuned profile to use; by default the one `tune` stored for this model and device.
+    """
+    requested = requested or RequestedSettings()
+    path = Path(model_path)
+    if profile is None and use_profile:
+        profile = load_profile(path, Path(root))
+    tuned = apply_profile(requested, profile)
+    ctx_target = max(RUN_CTX, ctx_needed)
+
+    def plan_for(req: RequestedSettings) -> FitResult:
+        return fit_model(
+            path,
+            req,
+            budget_bytes=budget_bytes,
+            root=root,
+            ctx_target=ctx_target,
+            reserve_bytes=reserve_bytes,
+        )
+
+    plan = plan_for(tuned)
+    if not plan.fits and tuned.n_ubatch != requested.n_ubatch:  # memory comes first: the planner's ubatch
+        tuned = replace(tuned, n_ubatch=requested.n_ubatch)
+        plan = plan_for(tuned)
+    cpus, prompt_cpus = tuned_cpus(requested, profile)
+    if cpus:
+        plan.llama_cpp_args = llama_cpp_command(path, plan.settings, cpus=cpus, prompt_cpus=prompt_cpus)
+    if profile is not None:
+        note = _profile_note(plan.settings, requested, profile, prompt_cpus)
+        if note:
+            plan.notes.append(note)
+    return Decision(plan=plan, profile=profile, cpus=cpus, prompt_cpus=prompt_cpus)
