@@ -50,13 +50,6 @@ class ModelInfo:
     notes: list[str] = field(default_factory=list)
 
 
-def ggml_type_name(type_id: int) -> str:
-    try:
-        return gguf.GGMLQuantizationType(type_id).name
-    except ValueError:
-        return f"type{type_id}"
-
-
 def file_type_name(value: Any) -> str | None:
     if not isinstance(value, int):
         return None
