@@ -96,7 +96,7 @@ def _smaller_quants(
         options.append(Alternative("smaller-quant", text, peak, peak <= budget, command))
         if peak <= budget:
             break
-    # the largest quantization that fits, and the two above it that do not (or the smallest ones, if none fits)
+    # the largest quantization that fits and the one above it (or the two smallest, if none fits)
     return options[-MAX_QUANT_OPTIONS:]
 
 
