@@ -56,6 +56,31 @@ def test_bench_csv_has_llama_bench_columns(cli_app, smollm_path):
     assert row["cpu_mask"] == "0x0" and row["backends"] == "CPU"
 
 
+def test_bench_measures_with_and_without_repacking(cli_app, gemma_path, data_dir):
+    """--repack 0,1 as llama-bench: one model load each (Gemma's Q4_K tensors are repacked on x86 AVX2)."""
+    res = bench(cli_app, str(gemma_path), "-p", "16", "-n", "0", "-r", "1", "--repack", "0,1", "--json")
+    rows = json.loads(res.stdout)["rows"]
+    assert [r["repack"] for r in rows] == [False, True] and all(r["avg_ts"] > 0 for r in rows)
+    with sqlite3.connect(data_dir / "bench.sqlite") as con:
+        assert sorted(con.execute("SELECT repack FROM results").fetchall()) == [(0,), (1,)]
+    res = bench(cli_app, str(gemma_path), "-p", "16", "-n", "0", "-r", "1", "--no-repack", "--csv")
+    header, row = list(csv.reader(io.StringIO(res.stdout)))[:2]
+    assert dict(zip(header, row, strict=True))["repack"] == "0"
+
+
+def test_bench_store_from_before_repack_is_upgraded(tmp_path):
+    from edgepilot.bench.store import SCHEMA, connect
+
+    db = tmp_path / "bench.sqlite"
+    with sqlite3.connect(db) as con:  # a version 1 database: no repack column
+        con.executescript(SCHEMA.replace("    repack INTEGER DEFAULT 1,\n", ""))
+        con.execute("INSERT INTO runs (started, kind, device_fp, model_key) VALUES ('t', 'bench', 'd', 'm')")
+        con.execute("INSERT INTO results (run_id, test) VALUES (1, 'pp16')")
+        con.execute("PRAGMA user_version = 1")
+    with connect(db) as con:
+        assert con.execute("SELECT repack FROM results").fetchone()[0] == 1
+
+
 def test_bench_md_like_llama_bench_with_pinning(cli_app, smollm_path):
     cpu = allowed_cpus()[0]
     res = bench(cli_app, str(smollm_path), *SHORT, "-t", "1", "--cores", str(cpu), "-fa", "0,1", "--md")

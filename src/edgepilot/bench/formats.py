@@ -14,7 +14,7 @@ LLAMA_BENCH_FIELDS = [
     "model_size", "model_n_params", "n_batch", "n_ubatch", "n_threads", "cpu_mask", "cpu_strict", "poll",
     "type_k", "type_v", "n_gpu_layers", "n_cpu_moe", "split_mode", "main_gpu", "no_kv_offload", "flash_attn",
     "devices", "tensor_split", "tensor_buft_overrides", "use_mmap", "embeddings", "no_op_offload", "no_host",
-    "n_prompt", "n_gen", "n_depth", "test_time", "avg_ns", "stddev_ns", "avg_ts", "stddev_ts",
+    "repack", "n_prompt", "n_gen", "n_depth", "test_time", "avg_ns", "stddev_ns", "avg_ts", "stddev_ts",
 ]  # fmt: skip
 EXTRA_FIELDS = [
     "cores", "temp_start_c", "temp_max_c", "temp_end_c", "watts", "joules_per_token", "throttled", "roofline",

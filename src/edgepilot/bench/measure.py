@@ -29,6 +29,7 @@ def bench_settings(
     n_batch: int = LLAMA_BENCH_BATCH,
     type_k: str = "f16",
     type_v: str = "f16",
+    repack: bool = True,
 ) -> EngineSettings:
     """llama-bench sizes the context to the test (n_prompt + n_gen); pp and tg share one context here."""
     return EngineSettings(
@@ -39,6 +40,7 @@ def bench_settings(
         type_v=type_v,
         flash_attn=flash_attn,
         n_threads=n_threads,
+        repack=repack,
     )
 
 

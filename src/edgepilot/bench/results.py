@@ -34,6 +34,7 @@ class BenchRow:
     avg_ts: float = 0.0
     stddev_ts: float = 0.0
     n_depth: int = 0
+    repack: bool = True  # llama.cpp's CPU_REPACK copies of weights (llama-bench --repack)
     # edgepilot's
     test: str = ""  # pp512 / tg128, as llama-bench's markdown names them
     cores: list[int] | None = None  # the CPU set the process was pinned to (None: not pinned)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,6 +31,7 @@ class BenchRequest:
     threads: list[int] = field(default_factory=list)  # empty: the thread count `run` would use
     ubatch: list[int] = field(default_factory=lambda: [512])
     flash_attn: list[bool] = field(default_factory=lambda: [False])
+    repack: list[bool] = field(default_factory=lambda: [True])  # a model setting: one load per value
     core_sets: list[tuple[int, ...]] | None = None  # None: leave the process's affinity alone
     n_batch: int = 2048
     warmup: bool = True
@@ -98,46 +100,47 @@ def run_bench(
     tests = req.tests
     per_test = req.reps + (1 if req.warmup else 0)
     n_sets = len(req.core_sets) if req.core_sets else 1
-    total = len(req.ubatch) * len(req.flash_attn) * n_sets * len(req.threads) * len(tests) * per_test
+    total = len(req.repack) * len(req.ubatch) * len(req.flash_attn) * n_sets * len(req.threads)
+    total *= len(tests) * per_test
     done = 0
     rows: list[BenchRow] = []
     first = True
     max_p = max(req.n_prompt, default=0)
     max_n = max(req.n_gen, default=0)
-    for ub in req.ubatch:
-        for fa in req.flash_attn:
-            settings = bench_settings(max_p, max_n, req.threads[0], ub, fa, req.n_batch)
-            with LlamaEngine(path, settings, verbose=verbose) as engine:
-                bencher = Bencher(engine)
-                for cores in req.core_sets or [None]:
-                    with pinned(cores):
-                        for t in req.threads:
-                            bencher.set_threads(t)
-                            for kind, size in tests:
-                                label = f"{kind}{size} t{t}" + (f" ub{ub}" if len(req.ubatch) > 1 else "")
-                                label += f" fa{int(fa)}" if len(req.flash_attn) > 1 else ""
-                                if not first and req.cooldown:
-                                    cool_down(
-                                        sensors,
-                                        baseline,
-                                        req.cooldown,
-                                        lambda msg, n=done: report_progress(msg, n, total),
-                                    )
-                                first = False
-                                if req.warmup:
-                                    report_progress(f"{label} warm-up", done, total)
-                                    bencher.pp(size) if kind == "pp" else bencher.tg(1)
-                                    done += 1
-                                recording = Recording(sensors).start()
-                                samples = []
-                                for rep in range(req.reps):
-                                    report_progress(f"{label} rep {rep + 1}/{req.reps}", done, total)
-                                    samples.append(bencher.pp(size) if kind == "pp" else bencher.tg(size))
-                                    done += 1
-                                reading = recording.stop()
-                                rows.append(
-                                    _row(engine, path, settings, t, kind, size, cores, samples, reading)
+    for repack, ub, fa in itertools.product(req.repack, req.ubatch, req.flash_attn):
+        settings = bench_settings(max_p, max_n, req.threads[0], ub, fa, req.n_batch, repack=repack)
+        with LlamaEngine(path, settings, verbose=verbose) as engine:
+            bencher = Bencher(engine)
+            for cores in req.core_sets or [None]:
+                with pinned(cores):
+                    for t in req.threads:
+                        bencher.set_threads(t)
+                        for kind, size in tests:
+                            label = f"{kind}{size} t{t}" + (f" ub{ub}" if len(req.ubatch) > 1 else "")
+                            label += f" fa{int(fa)}" if len(req.flash_attn) > 1 else ""
+                            label += f" repack{int(repack)}" if len(req.repack) > 1 else ""
+                            if not first and req.cooldown:
+                                cool_down(
+                                    sensors,
+                                    baseline,
+                                    req.cooldown,
+                                    lambda msg, n=done: report_progress(msg, n, total),
                                 )
+                            first = False
+                            if req.warmup:
+                                report_progress(f"{label} warm-up", done, total)
+                                bencher.pp(size) if kind == "pp" else bencher.tg(1)
+                                done += 1
+                            recording = Recording(sensors).start()
+                            samples = []
+                            for rep in range(req.reps):
+                                report_progress(f"{label} rep {rep + 1}/{req.reps}", done, total)
+                                samples.append(bencher.pp(size) if kind == "pp" else bencher.tg(size))
+                                done += 1
+                            reading = recording.stop()
+                            rows.append(
+                                _row(engine, path, settings, t, kind, size, cores, samples, reading)
+                            )
     report_progress("done", total, total)
     for row in rows:
         if row.kind == "tg":
@@ -192,6 +195,7 @@ def _row(engine, path, settings, n_threads, kind, size, cores, samples, reading)
         n_gpu_layers=settings.n_gpu_layers,
         flash_attn=settings.flash_attn,
         use_mmap=settings.use_mmap,
+        repack=settings.repack,
         n_prompt=size if kind == "pp" else 0,
         n_gen=size if kind == "tg" else 0,
         test_time=_now(),

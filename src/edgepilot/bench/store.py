@@ -19,7 +19,7 @@ from edgepilot.errors import UserError
 from edgepilot.tuned.identity import DeviceId
 
 DB_NAME = "bench.sqlite"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: results.repack
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
     id INTEGER PRIMARY KEY,
@@ -43,6 +43,7 @@ CREATE TABLE IF NOT EXISTS results (
     test TEXT NOT NULL,
     n_prompt INTEGER, n_gen INTEGER, n_threads INTEGER, cores TEXT,
     n_batch INTEGER, n_ubatch INTEGER, flash_attn INTEGER, type_k TEXT, type_v TEXT, use_mmap INTEGER,
+    repack INTEGER DEFAULT 1,
     avg_ts REAL, stddev_ts REAL, samples_ts TEXT,
     temp_start_c REAL, temp_max_c REAL, watts REAL, joules_per_token REAL, throttled INTEGER, roofline REAL,
     test_time TEXT
@@ -72,6 +73,8 @@ def connect(path: Path | None = None, create: bool = True) -> Iterator[sqlite3.C
         if version > SCHEMA_VERSION:
             raise UserError(f"{path} was written by a newer edgepilot (schema {version}); upgrade edgepilot")
         con.executescript(SCHEMA)
+        if version == 1:  # results measured before --repack existed were made with repacking on
+            con.execute("ALTER TABLE results ADD COLUMN repack INTEGER DEFAULT 1")
         con.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         with con:
             yield con
@@ -108,9 +111,9 @@ def save_report(report: BenchReport, kind: str = "bench", path: Path | None = No
         run_id = int(cur.lastrowid)
         con.executemany(
             "INSERT INTO results (run_id, test, n_prompt, n_gen, n_threads, cores, n_batch, n_ubatch,"
-            " flash_attn, type_k, type_v, use_mmap, avg_ts, stddev_ts, samples_ts, temp_start_c, temp_max_c,"
-            " watts, joules_per_token, throttled, roofline, test_time)"
-            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            " flash_attn, type_k, type_v, use_mmap, repack, avg_ts, stddev_ts, samples_ts, temp_start_c,"
+            " temp_max_c, watts, joules_per_token, throttled, roofline, test_time)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             [_result_values(run_id, row) for row in report.rows],
         )
     report.run_id = run_id
@@ -132,6 +135,7 @@ def _result_values(run_id: int, row: BenchRow) -> tuple:
         row.type_k,
         row.type_v,
         int(row.use_mmap),
+        int(row.repack),
         row.avg_ts,
         row.stddev_ts,
         json.dumps(row.samples_ts),
@@ -216,6 +220,7 @@ def history(
             r["type_k"],
             r["type_v"],
             r["n_batch"],
+            r["repack"],
         )
         prev = last_seen.get(key)
         best[key] = max(best.get(key, 0.0), r["avg_ts"])

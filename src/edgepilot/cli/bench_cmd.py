@@ -62,6 +62,8 @@ def bench(
     threads: str | None = typer.Option(None, "-t", "--threads", help="Thread counts: 4, 2,4,8 or 1-8"),
     ubatch: str = typer.Option("512", "-ub", "--ubatch", help="Physical batch sizes, e.g. 128,512"),
     flash_attn: str = typer.Option("0", "-fa", "--flash-attn", help="Flash attention: 0, 1 or 0,1"),
+    repack: str = typer.Option("1", "--repack", help="CPU_REPACK of weights: 1, 0 or 0,1 (one load each)"),
+    no_repack: bool = typer.Option(False, "--no-repack", help="Same as --repack 0"),
     cores: list[str] | None = CORES_OPTION,
     batch: int = typer.Option(2048, "-b", "--batch", help="Logical batch size"),
     cooldown: float = typer.Option(
@@ -103,6 +105,7 @@ def bench(
         threads=parse_int_list(threads, "-t", minimum=1) if threads else [],
         ubatch=parse_int_list(ubatch, "-ub", minimum=1),
         flash_attn=parse_bool_list(flash_attn, "-fa"),
+        repack=[False] if no_repack else parse_bool_list(repack, "--repack"),
         core_sets=parse_core_sets(cores, cpu, allowed) if cores else None,
         n_batch=batch,
         warmup=not no_warmup,
