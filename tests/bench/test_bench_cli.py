@@ -168,6 +168,25 @@ def test_tune_saves_a_profile_that_run_picks_up(cli_app, model, request, data_di
     from edgepilot.tuned.profiles import load_profile
 
     assert load_profile(path).n_threads == gen["n_threads"]
+    # whether weight repacking pays is measured where this CPU repacks something (Gemma's Q4_K on AVX2)
+    trial = data["repack"]
+    if trial["repacked_bytes"]:
+        assert set(trial["pp_ts"]) == {"on", "off"} and min(trial["tg_ts"].values()) > 0
+    else:
+        assert trial["pp_ts"] == {} and "repacks none" in trial["note"]
+    assert profile["repack"] == trial["pays"]
+    assert any(n.startswith("repacking") for n in data["notes"])
+
+
+def test_tune_without_repacking_saves_a_profile_without_it(cli_app, gemma_path, data_dir):
+    res = runner.invoke(cli_app, ["tune", str(gemma_path), *SHORT, "--no-repack", "--json"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert data["repack"] is None and data["profile"]["repack"] is False
+    from edgepilot.tuned.decide import decide
+
+    decision = decide(gemma_path)
+    assert decision.settings.repack is False and "--no-repack" in decision.plan.llama_cpp_args
 
 
 def test_tune_table_and_png(cli_app, smollm_path, tmp_path):

@@ -28,6 +28,7 @@ class EngineLab:
         verbose: bool = False,
         cooldown: float = 0.0,
         on_measure: Callable[[Candidate, str], None] | None = None,
+        repack: bool = True,
     ) -> None:
         self.path = path
         self.n_prompt = n_prompt
@@ -35,6 +36,7 @@ class EngineLab:
         self.verbose = verbose
         self.cooldown = cooldown
         self.on_measure = on_measure
+        self.repack = repack
         self.engine = None
         self.bencher = None
         self.loaded: tuple[int, bool] | None = None
@@ -57,7 +59,7 @@ class EngineLab:
         key = (cand.n_ubatch, cand.flash_attn)
         if key != self.loaded:
             settings = bench_settings(
-                self.n_prompt, self.n_gen, cand.n_threads, cand.n_ubatch, cand.flash_attn
+                self.n_prompt, self.n_gen, cand.n_threads, cand.n_ubatch, cand.flash_attn, repack=self.repack
             )
             if self.engine is None:
                 self.engine = LlamaEngine(self.path, settings, verbose=self.verbose)

@@ -138,9 +138,7 @@ def run_bench(
                                 samples.append(bencher.pp(size) if kind == "pp" else bencher.tg(size))
                                 done += 1
                             reading = recording.stop()
-                            rows.append(
-                                _row(engine, path, settings, t, kind, size, cores, samples, reading)
-                            )
+                            rows.append(_row(engine, path, settings, t, kind, size, cores, samples, reading))
     report_progress("done", total, total)
     for row in rows:
         if row.kind == "tg":

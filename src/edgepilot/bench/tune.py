@@ -13,6 +13,7 @@ from edgepilot.bench.coresets import device_sets
 from edgepilot.bench.lab import EngineLab
 from edgepilot.bench.measure import LLAMA_BENCH_BATCH
 from edgepilot.bench.monitor import Sensors
+from edgepilot.bench.repack_trial import ROUNDS, RepackTrial, trial_repack
 from edgepilot.bench.results import BenchReport, BenchRow
 from edgepilot.bench.roofline import bytes_per_token, measure_bandwidth, roofline_fraction
 from edgepilot.bench.runner import Progress
@@ -35,6 +36,8 @@ class TuneRequest:
     cooldown: float = 0.0
     save: bool = True  # write the profile
     store: bool = True  # keep the measurements in the SQLite history
+    repack: bool = True  # False (--no-repack): tune without llama.cpp's weight repacking
+    repack_trial: bool = True  # with repacking: measure the tuned settings without it too
 
     def validate(self) -> TuneRequest:
         if self.n_prompt < 1 or self.n_gen < 1:
@@ -86,6 +89,7 @@ class TuneReport:
     db_path: str | None = None
     plot_png: str | None = None
     llama_cpp_args: list[str] = field(default_factory=list)  # the same settings for llama-cli / llama-server
+    repack: RepackTrial | None = None  # with and without llama.cpp's weight repacking, if measured
 
 
 def _trial(t: Trial) -> TuneTrial:
@@ -129,7 +133,9 @@ def run_tune(
     bandwidth = measure_bandwidth(len(allowed))
     bpt = bytes_per_token(path)
 
-    with EngineLab(path, req.n_prompt, req.n_gen, verbose=verbose, cooldown=req.cooldown) as lab:
+    with EngineLab(
+        path, req.n_prompt, req.n_gen, verbose=verbose, cooldown=req.cooldown, repack=req.repack
+    ) as lab:
 
         def on_measure(cand, test):
             desc = (
@@ -143,6 +149,13 @@ def run_tune(
         result = search.run()
         report("done", lab.reps, lab.reps)
         measurements, loads, info = lab.reps, lab.loads, lab.model_info or {}
+    gen, prompt = result.gen, result.prompt
+    repack = None
+    if req.repack and req.repack_trial:
+        report("with and without weight repacking", lab.reps, lab.reps + 1)
+        repack = trial_repack(path, gen, prompt, req.n_prompt, req.n_gen, req.reps, verbose)
+        notes.append(repack.note)
+        loads += 2 * ROUNDS if repack.pp_ts else 0
     temp_end = sensors.temperature()
     if temp_start is not None and temp_end is not None and temp_end - temp_start >= 5:
         notes.append(
@@ -152,7 +165,6 @@ def run_tune(
     if result.knee_at is not None:
         notes.append(f"stopped at the knee: {cpulist(sets[result.knee_at])} was slower than fewer cores")
 
-    gen, prompt = result.gen, result.prompt
     speedup = round(result.gen_tps / result.default_tg, 3) if result.default_tg else None
     profile = Profile(
         device_fingerprint=device.fingerprint,
@@ -171,6 +183,7 @@ def run_tune(
         n_prompt=req.n_prompt,
         n_gen=req.n_gen,
         prompt_cpus=list(prompt.cpus) if prompt.cpus != gen.cpus else [],
+        repack=repack.pays if repack is not None else req.repack,
     )
     profile_path = str(save_profile(profile)) if req.save else None
     tune = TuneReport(
@@ -206,6 +219,7 @@ def run_tune(
         n_prompt=req.n_prompt,
         n_gen=req.n_gen,
         notes=notes,
+        repack=repack,
         llama_cpp_args=decide(path, profile=profile).plan.llama_cpp_args,
     )
     if req.store:

@@ -176,6 +176,9 @@ def tune(
     ),
     plot: Path | None = PLOT_OPTION,
     no_save: bool = typer.Option(False, "--no-save", help="Measure and report only: no profile, no history"),
+    no_repack: bool = typer.Option(
+        False, "--no-repack", help="Tune without weight repacking (default: measure whether it pays)"
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object"),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show llama.cpp's own log"),
 ) -> None:
@@ -183,7 +186,9 @@ def tune(
     from edgepilot.bench.tune import TuneRequest, run_tune, sweep_points
     from edgepilot.model.resolve import resolve_model
 
-    request = TuneRequest(n_prompt, n_gen, reps, cooldown, save=not no_save, store=not no_save).validate()
+    request = TuneRequest(
+        n_prompt, n_gen, reps, cooldown, save=not no_save, store=not no_save, repack=not no_repack
+    ).validate()
     path = resolve_model(model)
     if plot is not None:
         _check_png(plot)

@@ -59,6 +59,7 @@ def apply_profile(requested: RequestedSettings, profile: Profile | None) -> Requ
         else profile.n_threads_batch,
         n_ubatch=requested.n_ubatch if requested.n_ubatch is not None else profile.n_ubatch,
         flash_attn=requested.flash_attn if requested.flash_attn is not None else profile.flash_attn,
+        repack=requested.repack if requested.repack is not None else (None if profile.repack else False),
     )
 
 
@@ -90,6 +91,8 @@ def _profile_note(
         used.append(f"ubatch {settings.n_ubatch}")
     if requested.flash_attn is None:
         used.append(f"flash attention {'on' if settings.flash_attn else 'off'}")
+    if requested.repack is None and not profile.repack:
+        used.append("no weight repacking (it bought no speed here)")
     return f"tuned profile of {profile.created[:10]}: " + ", ".join(used) if used else None
 
 

@@ -37,6 +37,7 @@ class Profile:
     n_prompt: int = 0  # the test sizes tune measured with
     n_gen: int = 0
     prompt_cpus: list[int] = field(default_factory=list)  # prompt processing's CPUs (empty: `cpus`)
+    repack: bool = True  # False: tune measured no speed from llama.cpp's weight repacking here
     version: int = PROFILE_VERSION
     notes: list[str] = field(default_factory=list)
 
@@ -91,6 +92,7 @@ def read_profile(path: Path) -> Profile | None:
         and all(isinstance(c, int) and c >= 0 for c in profile.cpus)
         and isinstance(profile.prompt_cpus, list)
         and all(isinstance(c, int) and c >= 0 for c in profile.prompt_cpus)
+        and isinstance(profile.repack, bool)
     )
     return profile if ok else None
 
