@@ -109,8 +109,8 @@ def test_cli_streams_text_then_a_summary(smollm_path, tmp_path):
         (["run", "."], "is a directory"),
         (["run", "--kv", "q3_x"], "unknown KV cache type"),
         (["run", "--ctx", "4"], "too small"),
-        (["run", "-n", "-3"], "-n must be 0 or more"),
-        (["run", "--threads", "0"], "at least 1"),
+        (["run", "-n", "-3"], "-n -3: out of range (0 to"),
+        (["run", "--threads", "0"], "between 1 and"),
         (["run", "-p", "x", "--prompt-file", "y"], "not both"),
         (["run", "--prompt-file", "/nonexistent/prompt.txt"], "prompt file not found"),
         (["run", "--kv", "q8_0", "--no-flash-attn"], "needs flash attention"),
@@ -161,3 +161,24 @@ def test_prompt_longer_than_context(smollm_path):
     assert res.exit_code == 0, res.stderr
     res = CliRunner().invoke(app, ["run", str(smollm_path), "-p", "word " * 400, "--ctx", "64", "--raw"])
     assert res.exit_code == 2 and "context holds 256" in res.stderr
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["run", "--ctx", "4294967552", "--force"], "too large"),
+        (["run", "--temp", "nan"], "--temp nan: not a finite number"),
+        (["run", "--temp", "inf"], "not a finite number"),
+        (["run", "--threads", "999"], "--threads 999 on a device with"),
+        (["run", "-n", "-1"], "-n -1: out of range"),
+        (["fit", "x.gguf", "--ubatch", "0"], "batch and ubatch"),
+        (["serve", "--psi-limit", "nan"], "--psi-limit nan: not a finite number"),
+        (["serve", "--port", "70000"], "--port 70000: out of range"),
+    ],
+)
+def test_out_of_range_flags_are_one_line_and_exit_2(args, message, gemma_path, tmp_path):
+    if args[0] == "fit":
+        args = ["fit", str(gemma_path), *args[2:]]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 2, res.output
+    assert message in res.stderr and res.stderr.count("\n") == 1, res.stderr

@@ -15,6 +15,7 @@ from edgepilot.cli.fit_render import render_fit
 from edgepilot.cli.format import mib
 from edgepilot.engine.sampling import SamplerSettings
 from edgepilot.plan.requested import RequestedSettings
+from edgepilot.plan.settings import MAX_TOKENS_SETTING
 
 if TYPE_CHECKING:
     from edgepilot.run.runner import RunResult
@@ -39,7 +40,7 @@ def run(
     model: str | None = flags.DEFAULT_MODEL,
     prompt: str | None = typer.Option(None, "-p", "--prompt", help="Prompt text"),
     prompt_file: str | None = typer.Option(None, "--prompt-file", help="Read the prompt from a file"),
-    n_predict: int = typer.Option(128, "-n", "--n-predict", min=0, help="Tokens to generate at most"),
+    n_predict: int = typer.Option(128, "-n", "--n-predict", help="Tokens to generate at most"),
     ctx: int | None = flags.CTX,
     batch: int | None = flags.BATCH,
     ubatch: int | None = flags.UBATCH,
@@ -48,12 +49,8 @@ def run(
     threads: int | None = flags.THREADS,
     no_mmap: bool = flags.NO_MMAP,
     no_repack: bool = flags.NO_REPACK,
-    temp: float = typer.Option(
-        0.8, "--temp", min=0.0, callback=flags.finite, help="Sampling temperature (0 = greedy)"
-    ),
-    seed: int | None = typer.Option(
-        None, "--seed", min=0, max=2**32 - 1, help="Sampling seed (default: random)"
-    ),
+    temp: float = typer.Option(0.8, "--temp", help="Sampling temperature (0 = greedy)"),
+    seed: int | None = typer.Option(None, "--seed", help="Sampling seed (default: random)"),
     raw: bool = typer.Option(False, "--raw", help="Do not wrap the prompt in the model's chat template"),
     force: bool = flags.FORCE,
     budget: str | None = flags.BUDGET,
@@ -65,6 +62,9 @@ def run(
     from edgepilot.plan.types import DoesNotFit
     from edgepilot.run.runner import read_prompt, run_model  # loads llama.cpp: only when running
 
+    flags.check_range("--temp", temp, 0.0, 100.0)
+    flags.check_range("--seed", seed, 0, 2**32 - 1)
+    flags.check_range("-n", n_predict, 0, MAX_TOKENS_SETTING)
     text = read_prompt(prompt, prompt_file)
     requested = RequestedSettings.from_flags(ctx, batch, ubatch, kv, flash_attn, no_mmap, threads, no_repack)
     sampler = SamplerSettings(temperature=temp, **({} if seed is None else {"seed": seed}))

@@ -12,12 +12,12 @@ import typer
 
 from edgepilot.cli import flags
 from edgepilot.cli.app import app, console, err_console, user_errors
-from edgepilot.cli.flags import MAX_TOKENS_SETTING
 from edgepilot.cli.format import mib
 from edgepilot.errors import UserError
 from edgepilot.jsonable import to_jsonable
 from edgepilot.plan.budget import PRESSURE_PSI, parse_size
 from edgepilot.plan.requested import RequestedSettings
+from edgepilot.plan.settings import MAX_TOKENS_SETTING
 
 if TYPE_CHECKING:
     from edgepilot.serve.server import ServeStarted, ServeStopped
@@ -66,7 +66,7 @@ def render_stopped(s: ServeStopped) -> None:
 def serve(
     model: str | None = flags.DEFAULT_MODEL,
     host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (non-loopback needs a key)"),
-    port: int = typer.Option(8080, "--port", min=0, max=65535, help="TCP port (0 picks a free one)"),
+    port: int = typer.Option(8080, "--port", help="TCP port (0 picks a free one)"),
     api_key: str | None = typer.Option(
         None, "--api-key", help="Require this key (shows in `ps`: prefer a file)"
     ),
@@ -80,19 +80,12 @@ def serve(
     no_mmap: bool = flags.NO_MMAP,
     no_repack: bool = flags.NO_REPACK,
     budget: str | None = flags.BUDGET,
-    max_queue: int = typer.Option(
-        8, "--max-queue", min=0, max=10_000, help="Requests that may wait while one generates"
-    ),
-    max_tokens: int = typer.Option(
-        512, "--max-tokens", min=1, max=MAX_TOKENS_SETTING, help="Upper bound on a request's max_tokens"
-    ),
+    max_queue: int = typer.Option(8, "--max-queue", help="Requests that may wait while one generates"),
+    max_tokens: int = typer.Option(512, "--max-tokens", help="Upper bound on a request's max_tokens"),
     max_body: str = typer.Option("1MiB", "--max-body", help="Largest request body accepted"),
     psi_limit: float = typer.Option(
         PRESSURE_PSI,
         "--psi-limit",
-        min=0.0,
-        max=100.0,
-        callback=flags.finite,
         help="Memory PSI avg10 % pausing new requests",
     ),
     min_available: str | None = typer.Option(None, "--min-available", help="Pause new requests below this"),
@@ -103,6 +96,11 @@ def serve(
 ) -> None:
     """Serve the model with an OpenAI-compatible API that stays up and stays private."""
     from edgepilot.serve.config import ServeConfig, key_file_warning, read_api_key
+
+    flags.check_range("--port", port, 0, 65535)
+    flags.check_range("--max-queue", max_queue, 0, 10_000)
+    flags.check_range("--max-tokens", max_tokens, 1, MAX_TOKENS_SETTING)
+    flags.check_range("--psi-limit", psi_limit, 0.0, 100.0)
     from edgepilot.serve.server import serve as run_server
 
     config = ServeConfig(

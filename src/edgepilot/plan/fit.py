@@ -28,6 +28,7 @@ from edgepilot.plan.types import FitResult
 
 CTX_STEP = 256  # llama.cpp pads the context to 256 cells
 DEFAULT_UBATCH = 512
+THREADS_PER_CPU = 4  # beyond this a thread count is a typo, not an experiment
 
 
 @dataclass
@@ -151,6 +152,12 @@ def fit_model(
         repack=True if req.repack is None else req.repack,
     )
     settings.validate()
+    cpus = device.cpu.cores or device.allowed_cpus or 1
+    if settings.n_threads > THREADS_PER_CPU * cpus:  # oversubscribed this far, llama.cpp only thrashes
+        raise UserError(
+            f"--threads {settings.n_threads} on a device with {cpus} CPUs: use at most {cpus} "
+            "(one per big core is fastest)"
+        )
     limit = budget.budget_bytes
     found = search(planner, settings, req, limit)
     settings, max_ctx = found.settings, found.max_ctx

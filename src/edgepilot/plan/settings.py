@@ -8,6 +8,9 @@ from edgepilot.errors import UserError
 from edgepilot.model.ggml_types import KV_CACHE_TYPES, type_id
 
 UNQUANTIZED_KV = {"f32", "f16", "bf16"}
+# llama.cpp keeps context and batch sizes in uint32: a larger value would silently wrap around.
+MAX_TOKENS_SETTING = 1 << 30
+MAX_THREADS = 1024
 
 
 def kv_type_id(name: str) -> int:
@@ -40,10 +43,15 @@ class EngineSettings:
     def validate(self) -> EngineSettings:
         if self.n_ctx < 16:
             raise UserError(f"context size {self.n_ctx} is too small; use --ctx 16 or more")
-        if self.n_batch < 1 or self.n_ubatch < 1:
-            raise UserError("batch and ubatch sizes must be at least 1")
-        if self.n_threads < 1 or (self.n_threads_batch is not None and self.n_threads_batch < 1):
-            raise UserError("thread count must be at least 1")
+        if self.n_ctx > MAX_TOKENS_SETTING:
+            raise UserError(
+                f"context size {self.n_ctx} is too large; llama.cpp takes at most {MAX_TOKENS_SETTING}"
+            )
+        if not (1 <= self.n_batch <= MAX_TOKENS_SETTING and 1 <= self.n_ubatch <= MAX_TOKENS_SETTING):
+            raise UserError(f"batch and ubatch sizes must be between 1 and {MAX_TOKENS_SETTING}")
+        threads = [self.n_threads] + ([self.n_threads_batch] if self.n_threads_batch is not None else [])
+        if not all(1 <= t <= MAX_THREADS for t in threads):
+            raise UserError(f"thread count must be between 1 and {MAX_THREADS}")
         kv_type_id(self.type_k)
         kv_type_id(self.type_v)
         if self.type_v.lower() not in UNQUANTIZED_KV and not self.flash_attn:
