@@ -100,5 +100,8 @@ def test_bad_input_is_one_line_and_exit_2(cli_app, tmp_path):
     assert "size" in err
     err = _one_error_line(runner.invoke(cli_app, ["doctor", "--model", str(tmp_path / "m.gguf")]))
     assert "model file not found" in err
-    assert "--root" in _one_error_line(runner.invoke(cli_app, ["doctor", "--root", str(tmp_path / "nope")]))
+    err = _one_error_line(
+        runner.invoke(cli_app, ["doctor", "--exit-code", "1", "--root", str(tmp_path / "nope")])
+    )
+    assert "--root" in err
     assert "command not found" in _one_error_line(runner.invoke(cli_app, ["doctor", "--", "no-such-cmd-xyz"]))

@@ -127,6 +127,11 @@ def doctor(
         )
     if command and exit_code is not None:
         raise UserError("--exit-code is for --log; a command run under the doctor reports its own")
+    if not command and log is None and exit_code is None and model is None:
+        raise UserError(
+            "nothing to diagnose: give --log FILE (- for stdin), --exit-code N, --model FILE, "
+            "or a command to run after --, e.g. `edgepilot doctor -- llama-cli -m model.gguf`"
+        )
     limit = parse_size(memory_limit) if memory_limit is not None else None
     _check_model(model, root)
     if not command:

@@ -43,6 +43,20 @@ def rank(found: list[Cause]) -> list[Cause]:
     return sorted(merged.values(), key=lambda c: -c.score)
 
 
+def order(ranked: list[Cause], generic_unknown: Callable[[], Cause]) -> list[Cause]:
+    """Matched causes (LIKELY or more) first, then `unknown`, then weak hints (device facts, guesses).
+
+    A rule may itself answer `unknown` with what it knows (a SIGKILL with no sign of memory pressure); else
+    the generic `unknown` says what was checked, when nothing matched.
+    """
+    matched = [c for c in ranked if c.id != "unknown" and c.score >= LIKELY]
+    hints = [c for c in ranked if c.id != "unknown" and c.score < LIKELY]
+    unknown = next((c for c in ranked if c.id == "unknown"), None)
+    if unknown is None and not matched:
+        unknown = generic_unknown()
+    return [*matched, *([unknown] if unknown is not None else []), *hints]
+
+
 def _unknown_fix(ev: Evidence) -> str:
     if ev.run is not None and ev.exit_code == 0:
         return "nothing to fix: the command exited with status 0 (`edgepilot probe` shows the device's state)"
@@ -65,10 +79,8 @@ def diagnose_evidence(ev: Evidence) -> Diagnosis:
             found += rule(ev)
         except Exception as exc:  # one broken rule must not take the others down
             ev.checked.append(f"rule {_rule_name(rule)} failed: {type(exc).__name__}: {exc}")
-    causes = rank(found)
     checked = ev.checked + [f"rules: {', '.join(_rule_name(r) for r in RULES)}"]
-    if not causes or causes[0].score < LIKELY:
-        causes.insert(0, cause("unknown", 0, checked, _unknown_fix(ev)))
+    causes = order(rank(found), lambda: cause("unknown", 0, checked, _unknown_fix(ev)))
     plan = ev.__dict__.get("plan")  # only if a rule computed it
     return Diagnosis(
         causes=causes,

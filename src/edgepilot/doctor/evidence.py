@@ -185,10 +185,10 @@ def _model(ev: Evidence, given: str | None) -> None:
     if ev.model_local is None:
         ev.checked.append(f"model: {model} is not readable here (not validated)")
         return
-    from edgepilot.model.gguf_validate import validate_gguf
+    from edgepilot.model.verdict import validate_model
 
     try:
-        ev.validation = validate_gguf(ev.model_local, sidecar=False)
+        ev.validation = validate_model(ev.model_local, sidecar=False)
     except Exception as exc:  # UserError for an unreadable file, or a parser bug: either way, say so
         ev.checked.append(f"model: {model} could not be validated ({exc})")
         return

@@ -6,6 +6,7 @@ import os
 import re
 import shlex
 
+from edgepilot.device import fs
 from edgepilot.doctor.evidence import Evidence
 from edgepilot.doctor.rulekit import (
     ALLOC_FAIL,
@@ -75,6 +76,8 @@ def _storage_of(ev: Evidence, path: str) -> tuple[bool | None, str | None]:
     """(slow?, why) for an absolute model path on the probed device."""
     if ev.probe is None or ev.root is None or not path.startswith("/"):
         return None, None
+    if fs.is_live(ev.root) and not _exists(path):
+        return None, None  # a log from another device: this machine's mounts say nothing about the path
     from edgepilot.device.storage import classify, read_mounts
 
     mounts, why = read_mounts(ev.root)
@@ -85,6 +88,13 @@ def _storage_of(ev: Evidence, path: str) -> tuple[bool | None, str | None]:
         return None, None
     note = f": {info.note}" if info.note else ""
     return info.slow, f"{path} is on {info.mount_point} ({info.fstype}){note}"
+
+
+def _exists(path: str) -> bool:
+    try:
+        return os.path.exists(path)
+    except (OSError, ValueError):
+        return False
 
 
 def slow_storage_fuse(ev: Evidence) -> list[Cause]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from edgepilot.doctor.evidence import Evidence
+from edgepilot.doctor.memory_signs import MemorySigns, memory_signs
 from edgepilot.doctor.plan_check import plan_evidence
 from edgepilot.doctor.rulekit import (
     ALLOC_FAIL,
@@ -17,9 +18,10 @@ from edgepilot.doctor.rulekit import (
     suggested_ctx,
     thirty_two_bit_evidence,
 )
-from edgepilot.doctor.types import Cause, cause
+from edgepilot.doctor.types import LIKELY, Cause, cause
 
 REFUSAL = re.compile(r"exceeds the budget of .*the system would kill this run")
+OUTSIDE_KILL_TITLE = "Killed by a SIGKILL from outside, with no sign of memory pressure"
 FIND_KILLER = (
     "find the killer: `logcat -d | grep lowmemorykiller` and `logcat -d -b events | grep am_kill` on "
     "Android, "
@@ -73,7 +75,10 @@ def killed_by_system(ev: Evidence) -> list[Cause]:
     oom_kill = bool(ev.run and ev.run.cgroup.get("oom_kill"))
     if not (killer or killed or ev.killed or oom_kill):
         return []
-    evidence = [*killed, *killer]
+    signs = memory_signs(ev)
+    if signs.ruled_out:
+        return [_killed_from_outside(ev, signs)]
+    evidence = [*killed, *killer, *signs.seen]
     if ev.status_line() and ev.killed:
         evidence.insert(0, ev.status_line() or "")
     score = (95 if (killed or ev.killed or oom_kill) else 88) if (killer or oom_kill) else 65
@@ -104,6 +109,20 @@ def killed_by_system(ev: Evidence) -> list[Cause]:
             f"{FIND_KILLER}; `edgepilot fit {model_name(ev)}` computes settings that fit"
         )
     return [cause("killed-by-system", score, evidence, fix)]
+
+
+def _killed_from_outside(ev: Evidence, signs: MemorySigns) -> Cause:
+    """A SIGKILL with no sign of memory pressure: not a memory kill, so `unknown`, with what is known.
+
+    Ranked below every matched cause and above the weak hints; the serve watchdog keeps its context for it.
+    """
+    evidence = [ev.status_line() or "killed by SIGKILL", *ev.grep(KILLED_LINE, limit=1), *signs.absent]
+    fix = (
+        "find who sent SIGKILL: a `kill -9` (by hand or from a script), a supervisor's or job runner's "
+        "time limit (`timeout -s KILL`, systemd, CI), Android's phantom-process killer (`logcat -d | grep -i "
+        "phantom`), or a debugger; memory was not short, so a smaller context or model will not help"
+    )
+    return cause("unknown", LIKELY - 1, evidence, fix, title=OUTSIDE_KILL_TITLE)
 
 
 def out_of_memory_alloc(ev: Evidence) -> list[Cause]:

@@ -14,6 +14,11 @@ CORRUPT = re.compile(
     r"gguf_init_from_file\S*: failed|is this really a GGML file|invalid model data",
     re.I,
 )
+# The header is sound but its tensors are not its architecture's: a broken or mismatched conversion,
+# or a model newer than this llama.cpp. Validation cannot see this; llama.cpp's loader says it.
+TENSOR_MISMATCH = re.compile(
+    r"check_tensor_dims: tensor '[^']*' (?:not found|has wrong shape)|missing tensor '[^']*'", re.I
+)
 LFS_POINTER = re.compile(r"invalid magic characters '(vers|vers\S*)'|version https://git-lfs", re.I)
 OLD_GGML = re.compile(
     r"invalid magic (number|characters) '?(67676a74|67676d66|67676d6c|ggjt|ggml|ggmf|tjgg)", re.I
@@ -21,7 +26,7 @@ OLD_GGML = re.compile(
 
 
 def model_corrupt(ev: Evidence) -> list[Cause]:
-    lines = ev.grep(CORRUPT, limit=3)
+    lines = ev.grep(CORRUPT, limit=3) or ev.grep(TENSOR_MISMATCH, limit=2)
     problems = []
     if ev.validation is not None:
         problems = [p for p in ev.validation.problems if p.severity == "error"]
@@ -33,6 +38,12 @@ def model_corrupt(ev: Evidence) -> list[Cause]:
     if problems:
         evidence += [f"validation of {ev.model}: {p.code}: {p.message}" for p in problems[:4]]
         score = 95
+    elif ev.validation is not None and ev.validation.ok and ev.has(TENSOR_MISMATCH):
+        evidence.append(
+            f"{ev.model} is structurally sound here: its tensors do not match its architecture "
+            f"({ev.validation.architecture})"
+        )
+        score = 75
     elif ev.validation is not None and ev.validation.ok:
         evidence.append(f"{ev.model} validates cleanly here: the file that failed may not be this copy")
         score = 45
@@ -49,6 +60,12 @@ def model_corrupt(ev: Evidence) -> list[Cause]:
             "this is an old GGML (.bin) file, which current llama.cpp cannot load: download a GGUF version, "
             "or convert the original weights with llama.cpp's "
             "`python convert_hf_to_gguf.py HF_MODEL_DIR --outfile model.gguf --outtype q8_0`"
+        )
+    elif ev.has(TENSOR_MISMATCH) and not problems:
+        fix = (
+            f"{name} does not hold the tensors llama.cpp expects for its architecture: download it again or "
+            "take another conversion (from the model's official GGUF repository); a model newer than this "
+            "llama.cpp needs a newer llama-cpp-python"
         )
     else:
         fix = (

@@ -13,6 +13,7 @@ import subprocess
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import BinaryIO
 
 from edgepilot.device import fs
@@ -25,12 +26,12 @@ SAMPLE_SECONDS = 0.02
 KEEP_BYTES = 16 << 20  # per stream: the first and the last 16 MiB of output are kept for the diagnosis
 
 
-def device_state() -> DeviceState:
+def device_state(root: Path = fs.LIVE_ROOT) -> DeviceState:
     from edgepilot.device.memory import read_memory
     from edgepilot.device.thermal import hottest_cpu, read_thermal
 
-    m = read_memory(fs.LIVE_ROOT)
-    zones, _ = read_thermal(fs.LIVE_ROOT)
+    m = read_memory(root)
+    zones, _ = read_thermal(root)
     hot = hottest_cpu(zones)
     return DeviceState(
         available_bytes=m.available_bytes,

@@ -245,6 +245,12 @@ class _Parser:
                 raise _Stop
             if not key:
                 self.h.add("bad-kv", f"key {i} is empty")
+            elif "\ufffd" in key or not key.isprintable():  # invalid UTF-8 was replaced by U+FFFD
+                self.h.add(
+                    "bad-key",
+                    f"metadata key {i} ({ascii(key)[:80]}) is not readable text: "
+                    "the header is corrupted (a damaged download or copy)",
+                )
             elif key in seen:
                 self.h.add("bad-kv", f"duplicate key '{key}' for KV pair {i}")
             seen.add(key)

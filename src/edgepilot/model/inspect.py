@@ -4,21 +4,16 @@ from __future__ import annotations
 
 import os
 
-from edgepilot.errors import UserError
-from edgepilot.model.gguf_header import read_header
 from edgepilot.model.gguf_info import ModelInfo, TensorRecord, summarize
 from edgepilot.model.gguf_records import SkippedValue
-from edgepilot.model.gguf_validate import validate_gguf
-from edgepilot.model.resolve import check_model_path
+from edgepilot.model.verdict import model_verdict
 
 
 def inspect_model(model: str | os.PathLike[str], sha256: str | None = None) -> ModelInfo:
-    path = check_model_path(model)
-    header = read_header(path)
-    validation = validate_gguf(path, sha256=sha256, header=header)
-    if not header.metadata and not header.tensors:
-        first = validation.problems[0].message if validation.problems else "no metadata could be read"
-        raise UserError(f"{path} is not a readable GGUF: {first}")
+    """Facts and the validation verdict. A header damaged before any metadata still gets a verdict (the CLI
+    exits 1 for it, as for any damage); only a path that is not a GGUF file at all raises UserError."""
+    verdict = model_verdict(model, "inspect", sha256=sha256)
+    header = verdict.header
     metadata = {
         key: (value.count if isinstance(value, SkippedValue) else value)
         for key, value in header.metadata.items()
@@ -27,6 +22,6 @@ def inspect_model(model: str | os.PathLike[str], sha256: str | None = None) -> M
         TensorRecord(t.name, t.type_name or f"type{t.ggml_type}", t.n_elements, t.n_bytes or 0)
         for t in header.tensors
     ]
-    info = summarize(path, header.file_size, metadata, tensors)
-    info.validation = validation
+    info = summarize(verdict.path, header.file_size, metadata, tensors)
+    info.validation = verdict.validation
     return info

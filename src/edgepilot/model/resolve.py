@@ -82,4 +82,8 @@ def bundled_model_path() -> Path:
 
 
 def resolve_model(arg: str | os.PathLike[str] | None) -> Path:
-    return check_model_path(bundled_model_path() if arg is None else arg)
+    """The model a tool is about to load (`run`, `serve`, `bench`, `tune`): a UserError unless the
+    verdict every tool shares lets it load (no truncation, damaged header or zero-filled tail)."""
+    from edgepilot.model.verdict import model_verdict  # verdict imports this module
+
+    return model_verdict(bundled_model_path() if arg is None else arg, "load").require().path

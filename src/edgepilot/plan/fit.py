@@ -12,11 +12,9 @@ from edgepilot.device.cpu import CpuFacts, read_cpu
 from edgepilot.device.cpusets import allowed_cpus
 from edgepilot.device.memory import MemoryFacts, read_memory
 from edgepilot.device.probe import open_root
-from edgepilot.errors import UserError
 from edgepilot.model.arch import ArchParams, arch_params
-from edgepilot.model.gguf_header import read_header
 from edgepilot.model.gguf_records import GGUFHeader
-from edgepilot.model.resolve import check_model_path
+from edgepilot.model.verdict import model_verdict
 from edgepilot.plan.alternatives import find_alternatives
 from edgepilot.plan.budget import compute_budget
 from edgepilot.plan.commands import edgepilot_command, llama_cpp_command
@@ -54,13 +52,10 @@ def read_device(root: Path | str) -> DeviceFacts:
 
 
 def load_model_facts(model: str | os.PathLike[str]) -> tuple[Path, GGUFHeader, ArchParams]:
-    path = check_model_path(model)
-    header = read_header(path)
-    errors = [p for p in header.problems if p.severity == "error"]
-    if errors or not header.complete:
-        detail = errors[0].message if errors else "the header could not be read completely"
-        raise UserError(f"{path} is damaged: {detail} (details: edgepilot inspect {path})")
-    return path, header, arch_params(header.metadata)
+    verdict = model_verdict(model, "plan").require()  # the same verdict as inspect and run
+    arch = arch_params(verdict.header.metadata)
+    arch.notes += verdict.notes  # e.g. a zero-filled tail: the plan holds, but the user must see it
+    return verdict.path, verdict.header, arch
 
 
 class Planner:

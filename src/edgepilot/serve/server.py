@@ -194,7 +194,15 @@ class Supervisor:
             config.verbose,
             prompt_cpus=plan.prompt_cpus,
         )
-        watchdog = Watchdog(launch, plan.settings, self.state, self.log, self.worker_ready, self.failed)
+        watchdog = Watchdog(
+            launch,
+            plan.settings,
+            self.state,
+            self.log,
+            self.worker_ready,
+            self.failed,
+            root=config.watch_root,
+        )
         watch = self.memory_watch()
         front = Front(config, self.state, socket_path, self.log, plan.predicted_peak_bytes)
         self.server = uvicorn.Server(

@@ -1,9 +1,11 @@
 """The watchdog: start the worker, wait until it answers, and when it dies ask the doctor why and restart it.
 
-A memory death (lmkd / OOM killer SIGKILL, a failed allocation) restarts with a smaller context: the
-largest the planner fits under the memory the worker really had. Other deaths restart with the same
-settings after a growing pause. A worker that cannot even start (bad model, illegal instruction, ...) is not
-restarted in a loop: the server stops with the doctor's diagnosis.
+A memory death (the doctor saw memory run short: an lmkd / OOM-killer record, memory pressure, a failed
+allocation) restarts with a smaller context: the largest the planner fits under the memory the worker really
+had. A SIGKILL with no sign of memory pressure is not one. Other deaths restart with the same settings after a
+growing pause, or with the context grown back toward the planned one when the budget fits it again; a shrunk
+worker that has run quietly for a while is restarted with that larger context too. A worker that cannot even
+start (bad model, illegal instruction, ...) is not restarted in a loop: the server stops with the diagnosis.
 """
 
 from __future__ import annotations
@@ -20,13 +22,18 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
+from edgepilot.device import fs
 from edgepilot.plan.requested import RequestedSettings
 from edgepilot.plan.settings import EngineSettings
+from edgepilot.serve.context_policy import GROW_CHECK_SECONDS, GrowthPolicy, after_memory_returns
 from edgepilot.serve.planning import MEMORY_CAUSES, MIN_CTX, after_memory_kill
 from edgepilot.serve.proxy import probe_health
-from edgepilot.serve.state import Death, ServerState, WorkerInfo
+from edgepilot.serve.state import Death, Pressure, ServerState, WorkerInfo
+
+if TYPE_CHECKING:
+    from edgepilot.doctor.types import DeviceState
 
 LOAD_TIMEOUT = 600.0  # a big model from slow storage on a phone
 POLL = 0.1
@@ -156,10 +163,14 @@ class Watchdog(threading.Thread):
         log: Callable[[str], None],
         on_ready: Callable[[WorkerInfo], None],
         on_failed: Callable[[str], None],
+        root: Path = fs.LIVE_ROOT,
+        growth: GrowthPolicy | None = None,
     ) -> None:
         super().__init__(name="watchdog", daemon=True)
         self.launch, self.settings, self.state = launch, settings, state
         self.log, self.on_ready, self.on_failed = log, on_ready, on_failed
+        self.root = root  # the device whose memory decides (the memory watch's)
+        self.growth = growth or GrowthPolicy(settings.n_ctx)
         self.stopping = threading.Event()
         self.current: Worker | None = None
         self.ever_ready = False
@@ -224,7 +235,14 @@ class Watchdog(threading.Thread):
                     self.ever_ready = True
                     if self.state.worker is not None:
                         self.on_ready(self.state.worker)
-                w.poll(block=True)
+                grown = self._serve(w, settings)
+                if grown is not None and not self.stopping.is_set():
+                    settings, why = grown
+                    self.log(f"worker {w.pid} restarted with {why}")
+                    self.state.retry_after = max(1, math.ceil(self.last_load_seconds + 1))
+                    self.state.note_restart()
+                    restarting = True
+                    continue
             if self.stopping.is_set():
                 return
             uptime = time.time() - w.started
@@ -245,7 +263,14 @@ class Watchdog(threading.Thread):
             delay = min(30.0, 0.5 * 2 ** max(0, short_lives - 1))
             why = ""
             if memory:
-                settings, why = after_memory_kill(self.launch.model, settings, death.peak_rss_bytes)
+                self.growth.memory_death()
+                settings, why = after_memory_kill(
+                    self.launch.model, settings, death.peak_rss_bytes, root=self.root
+                )
+            elif self.growth.shrunk(settings):
+                grown = after_memory_returns(self.launch.model, settings, self.growth.planned_ctx, self.root)
+                if grown is not None:
+                    settings, why = grown
             death.action = f"restarting in {delay:.1f} s" + (f" with {why}" if why else "")
             self.state.retry_after = max(1, math.ceil(delay + self.last_load_seconds + 1))
             self.state.set_died(death)
@@ -255,6 +280,33 @@ class Watchdog(threading.Thread):
                 return
             self.state.note_restart()
             restarting = True
+
+    def _serve(self, w: Worker, settings: EngineSettings) -> tuple[EngineSettings, str] | None:
+        """Wait for the ready worker to exit. If its context was shrunk and it has run quietly long enough for
+        the budget to fit a larger one, stop it and return the grown settings."""
+        next_check = time.monotonic() + GROW_CHECK_SECONDS
+        while not w.poll(block=False):
+            if self.stopping.wait(POLL):
+                w.poll(block=True)  # shutdown() has signalled it
+                return None
+            if not self.growth.shrunk(settings) or time.monotonic() < next_check:
+                continue
+            next_check = time.monotonic() + GROW_CHECK_SECONDS
+            busy = self.state.in_flight > 0 or self.state.waiting > 0
+            if not self.growth.quiet(time.time() - w.started, busy, self.state.pressure.gated):
+                continue
+            grown = after_memory_returns(self.launch.model, settings, self.growth.planned_ctx, self.root)
+            if grown is None:
+                continue
+            w.signal(signal.SIGTERM)
+            deadline = time.monotonic() + STOP_GRACE
+            while not w.poll(block=False) and time.monotonic() < deadline:
+                time.sleep(POLL)
+            if not w.poll(block=False):
+                w.signal(signal.SIGKILL)
+                w.poll(block=True)
+            return grown
+        return None
 
     def _diagnose(self, w: Worker, settings: EngineSettings, uptime: float) -> Death:
         from edgepilot.doctor.diagnose import diagnose
@@ -266,7 +318,10 @@ class Watchdog(threading.Thread):
         sig = -rc if rc < 0 else None
         lines = w.output.lines()
         try:
-            after = device_state()
+            after = device_state(self.root)
+            # The memory watch's last reading is the memory the worker died in; a server's start is minutes
+            # or days ago, so there is no "before the run" to sample.
+            before = _as_device_state(self.state.pressure) or after
             record = RunRecord(
                 command=w.argv,
                 returncode=rc,
@@ -275,11 +330,17 @@ class Watchdog(threading.Thread):
                 signal_name=signal_name(sig),
                 wall_seconds=round(uptime, 3),
                 peak_rss_bytes=w.maxrss_bytes,
-                before=after,  # not sampled at start: a server's start is minutes or days ago
+                before=before,
                 after=after,
                 output_lines=len(lines),
             )
-            d = diagnose(lines, model=str(self.launch.model), run=record, requested=requested_dict(settings))
+            d = diagnose(
+                lines,
+                model=str(self.launch.model),
+                root=self.root,
+                run=record,
+                requested=requested_dict(settings),
+            )
             top = d.top
             cause, title, fix, evidence = top.id, top.title, top.fix, top.evidence[:4]
         except Exception as exc:  # the doctor must not stop the restart
@@ -297,3 +358,17 @@ class Watchdog(threading.Thread):
             fix=fix,
             evidence=evidence,
         )
+
+
+def _as_device_state(p: Pressure) -> DeviceState | None:
+    from edgepilot.doctor.types import DeviceState
+
+    if p.available_bytes is None and p.psi_some_avg10 is None:
+        return None
+    return DeviceState(
+        available_bytes=p.available_bytes,
+        psi_some_avg10=p.psi_some_avg10,
+        psi_full_avg10=None,
+        hottest_celsius=p.celsius,
+        hottest_zone=p.zone,
+    )
