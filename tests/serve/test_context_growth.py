@@ -9,10 +9,10 @@ import time
 from pathlib import Path
 
 import pytest
+from edgepilot.run.defaults import decide_settings
 from servekit import write_device
 
 from edgepilot.plan.requested import RequestedSettings
-from edgepilot.run.defaults import decide_settings
 from edgepilot.serve import watchdog as wd
 from edgepilot.serve.context_policy import GrowthPolicy, after_memory_returns, grow_ctx
 from edgepilot.serve.state import READY, Pressure, ServerState

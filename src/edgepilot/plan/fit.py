@@ -12,6 +12,7 @@ from edgepilot.device.cpu import CpuFacts, read_cpu
 from edgepilot.device.cpusets import allowed_cpus
 from edgepilot.device.memory import MemoryFacts, read_memory
 from edgepilot.device.probe import open_root
+from edgepilot.errors import UserError
 from edgepilot.model.arch import ArchParams, arch_params
 from edgepilot.model.gguf_records import GGUFHeader
 from edgepilot.model.verdict import model_verdict
