@@ -9,13 +9,13 @@ import time
 from pathlib import Path
 
 import pytest
-from edgepilot.run.defaults import decide_settings
 from servekit import write_device
 
 from edgepilot.plan.requested import RequestedSettings
 from edgepilot.serve import watchdog as wd
 from edgepilot.serve.context_policy import GrowthPolicy, after_memory_returns, grow_ctx
 from edgepilot.serve.state import READY, Pressure, ServerState
+from edgepilot.tuned.decide import decide
 
 MiB = 1 << 20
 
@@ -42,7 +42,7 @@ def test_each_memory_death_makes_the_wait_longer():
 
 
 def _settings(model: Path, root: Path, n_ctx: int):
-    return decide_settings(model, RequestedSettings(n_ctx=n_ctx), root=str(root)).settings
+    return decide(model, RequestedSettings(n_ctx=n_ctx), root=root).settings
 
 
 def test_the_budget_now_decides_how_far_it_grows(smollm_path, tmp_path):

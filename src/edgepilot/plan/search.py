@@ -118,4 +118,5 @@ def search(planner: Planner, base: EngineSettings, req: RequestedSettings, budge
     # nothing fits: the smallest useful plan (least memory) says how far off it is
     ctx = want if req.n_ctx is not None else min(want, MIN_USEFUL_CTX)
     smallest = min(options, key=lambda c: (planner.peak(replace(c.settings, n_ctx=ctx)), c.cost))
-    return SearchResult(replace(smallest.settings, n_ctx=ctx), 0, False, smallest.trades, None)
+    chosen = replace(smallest.settings, n_ctx=ctx)
+    return SearchResult(chosen, planner.max_ctx(chosen, budget), False, smallest.trades, None)

@@ -14,8 +14,8 @@ from pathlib import Path
 from edgepilot.errors import UserError
 from edgepilot.plan.fit import CTX_STEP
 from edgepilot.plan.settings import EngineSettings
-from edgepilot.run.defaults import decide_settings
 from edgepilot.serve.planning import MIB, SERVER_RUNTIME_BYTES, device_budget, keep_all_but_ctx
+from edgepilot.tuned.decide import decide
 
 GROW_AFTER_SECONDS = 300.0  # a shrunk worker runs this long without a memory death before it regrows
 MAX_GROW_AFTER_SECONDS = 3600.0
@@ -52,12 +52,15 @@ def after_memory_returns(
     if current.n_ctx >= planned_ctx:
         return None
     budget = device_budget(root, None).budget_bytes
-    if budget <= SERVER_RUNTIME_BYTES:
-        return None
     try:
-        fit = decide_settings(
-            model_path, keep_all_but_ctx(current), budget_bytes=budget - SERVER_RUNTIME_BYTES, root=str(root)
-        )
+        fit = decide(
+            model_path,
+            keep_all_but_ctx(current),
+            root=root,
+            budget_bytes=budget,
+            reserve_bytes=SERVER_RUNTIME_BYTES,
+            use_profile=False,
+        ).plan
     except UserError:
         return None
     n_ctx = grow_ctx(current.n_ctx, planned_ctx, fit.max_ctx)
