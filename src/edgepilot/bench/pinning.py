@@ -13,17 +13,10 @@ import os
 from collections.abc import Iterable, Iterator
 
 from edgepilot.bench.ranges import cpulist
+from edgepilot.device.process import allowed_cpus
 from edgepilot.errors import UserError
 
 TASKS = "/proc/self/task"
-
-
-def allowed_cpus() -> list[int]:
-    """The CPUs this process may use now (taskset / cgroup cpuset respected)."""
-    try:
-        return sorted(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return list(range(os.cpu_count() or 1))
 
 
 def can_pin() -> bool:

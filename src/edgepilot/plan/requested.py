@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 import psutil
+
+from edgepilot.device.process import allowed_cpus
 
 
 @dataclass(frozen=True)
@@ -38,10 +39,7 @@ class RequestedSettings:
 
 def usable_cpus() -> int:
     """CPUs this process may run on (respects taskset / cgroup cpusets)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
+    return len(allowed_cpus())
 
 
 def default_threads() -> int:

@@ -7,8 +7,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from edgepilot.bench.profiles import load_profile, pin_for_profile
+from edgepilot.device.process import peak_rss_bytes
 from edgepilot.engine.inprocess import LlamaEngine
-from edgepilot.engine.process_memory import peak_rss_bytes
 from edgepilot.engine.sampling import SamplerSettings
 from edgepilot.errors import UserError
 from edgepilot.model.resolve import resolve_model
