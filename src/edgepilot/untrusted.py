@@ -124,6 +124,12 @@ def read_user_file(path: str | os.PathLike[str], what: str, limit: int) -> bytes
         raise failure(exc, what, path) from None
 
 
+def valid_text(text: str) -> str:
+    """`text` with lone surrogates (legal in a JSON escape like "\\ud800", not encodable as UTF-8, so a crash
+    when printed) replaced by U+FFFD."""
+    return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+
+
 class JsonTooDeep(ValueError):
     pass
 

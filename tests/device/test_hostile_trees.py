@@ -309,3 +309,24 @@ def test_archive_limits_are_one_clear_error(tmp_path, tree):
     os.mkfifo(fifo)
     with pytest.raises(UserError, match="a FIFO, not a regular file"):
         probe(fifo)
+
+
+def test_device_strings_are_not_rich_markup_and_surrogates_print(cli_app, tree, smollm_path):
+    # Before: a core name or cgroup path like "[/red]" raised rich's MarkupError, and a "\ud800" escape in
+    # env.json raised UnicodeEncodeError when the table was printed: tracebacks from probe and fit.
+    _write(tree / "proc/cpuinfo", (tree / "proc/cpuinfo").read_text() + "Hardware\t: [/red] SM8550 [bold]\n")
+    _write(tree / "proc/self/cgroup", "0::/[/red]\n")
+    _write(tree / "sys/fs/cgroup/[/red]/memory.max", f"{200 * MIB}\n")
+    env = json.loads((tree / "env.json").read_text())
+    _write(tree / "env.json", json.dumps({**env, "HOME": "/data/\ud800"}))
+    shown = {
+        "probe": "[/red] SM8550 [bold]",
+        "fit": "cgroup limit (/[/red])",  # the budget's source names the cgroup
+    }
+    for command, expected in shown.items():
+        args = [command, "--root", str(tree)] + ([str(smollm_path)] if command == "fit" else [])
+        proc = subprocess.run(
+            [sys.executable, "-m", "edgepilot", *args], capture_output=True, text=True, timeout=60
+        )
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert expected in proc.stdout

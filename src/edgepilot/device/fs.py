@@ -327,7 +327,11 @@ def read_env(root: Path) -> tuple[dict[str, str], str | None]:
     else:
         data, reason = _replay_json(root, "env.json")
         if isinstance(data, dict):
-            env = {str(k): str(v) for k, v in data.items() if isinstance(v, (str, int, float, bool))}
+            env = {
+                untrusted.valid_text(k): untrusted.valid_text(str(v))
+                for k, v in data.items()
+                if isinstance(v, (str, int, float, bool))
+            }
         elif reason is None:
             reason = "env.json is not a JSON object"
     rec = _recorder.get()
@@ -388,7 +392,7 @@ def realpath(root: Path, path: str, aliases: Sequence[tuple[str, str]] = ()) -> 
             resolved = dev
     else:
         saved = _replay_dict(root, "realpath.json").get(dev)
-        resolved = saved if isinstance(saved, str) else _apply_aliases(dev, aliases)
+        resolved = untrusted.valid_text(saved) if isinstance(saved, str) else _apply_aliases(dev, aliases)
     rec = _recorder.get()
     if rec is not None:
         rec.realpaths[dev] = resolved

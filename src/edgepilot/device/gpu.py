@@ -17,7 +17,7 @@ from typing import Any
 
 from edgepilot.device import fs
 from edgepilot.device.gpu_verdict import judge, parse_version
-from edgepilot.untrusted import loads_json
+from edgepilot.untrusted import loads_json, valid_text
 
 VENDORS = {
     0x13B5: "ARM",
@@ -106,7 +106,7 @@ def parse_summary(text: str) -> tuple[list[dict[str, str]], str | None]:
 
 
 def _short(value: Any) -> str:
-    return str(value)[:MAX_VALUE_CHARS]
+    return valid_text(str(value)[:MAX_VALUE_CHARS])
 
 
 def _walk(node: Any):
