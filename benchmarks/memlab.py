@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from edgepilot.device.process import status_bytes
 from edgepilot.doctor.cgroup import MemoryLimit, drop_page_cache
 
 MIB = 1024 * 1024
@@ -35,17 +36,7 @@ STATUS_FIELDS = ("VmRSS", "VmHWM", "RssAnon", "RssFile", "RssShmem", "VmSize", "
 
 def read_status(pid: int) -> dict[str, int]:
     """The memory lines of /proc/PID/status, in bytes ({} once the process is gone)."""
-    out: dict[str, int] = {}
-    try:
-        text = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return out
-    for line in text.splitlines():
-        key, _, rest = line.partition(":")
-        if key in STATUS_FIELDS:
-            with contextlib.suppress(ValueError, IndexError):
-                out[key] = int(rest.split()[0]) * KIB
-    return out
+    return {k: v for k, v in status_bytes(pid).items() if k in STATUS_FIELDS}
 
 
 def read_smaps_rollup(pid: int) -> dict[str, int]:

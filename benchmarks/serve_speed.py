@@ -141,13 +141,10 @@ def start_llama_server(path: Path, ctx: int, threads: int) -> tuple[subprocess.P
 
 
 def vmhwm_mib(pid: int) -> float | None:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        return None
-    return None
+    from edgepilot.device.process import rss_bytes
+
+    hwm = rss_bytes(pid)[1]
+    return None if hwm is None else hwm / (1 << 20)
 
 
 def bench_model(name: str, args: argparse.Namespace) -> None:

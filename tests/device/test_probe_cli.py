@@ -50,3 +50,17 @@ def test_snapshot_save_then_replay(cli_app, tmp_path):
     assert json.loads(res.stdout) == saved["probe"]
     res = runner.invoke(cli_app, ["snapshot", "save", str(out)])
     assert res.exit_code == 2 and "already exists" in res.stderr
+
+
+def test_snapshot_save_under_a_regular_file_is_one_line(cli_app, tmp_path):
+    # Before: NotADirectoryError traceback (partial.unlink in the handler raised again).
+    (tmp_path / "file").write_text("x")
+    for out in ("file/snap.tar.gz", "file/snap", "file/deeper/snap.tar.gz"):
+        res = runner.invoke(cli_app, ["snapshot", "save", str(tmp_path / out)])
+        assert res.exit_code == 2, res.output
+        err = res.stderr.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("edgepilot: error: cannot write"), err
+        assert f"{tmp_path / 'file'} is a file, not a directory" in err[0]
+    assert (tmp_path / "file").read_text() == "x"
+    res = runner.invoke(cli_app, ["snapshot", "save", str(tmp_path / "missing/snap.tar.gz")])
+    assert res.exit_code == 2 and "no such directory" in res.stderr

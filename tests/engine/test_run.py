@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 from typer.testing import CliRunner
@@ -141,14 +142,14 @@ def test_unreadable_file(tmp_path, monkeypatch):
     # Tests run as root in CI, where chmod 000 does not stop a read: simulate the EACCES the user would get.
     target = tmp_path / "locked.gguf"
     target.write_bytes(b"GGUF")
-    real_open = type(target).open
+    real_open = os.open
 
-    def deny(self, *a, **k):
-        if self == target:
-            raise PermissionError(13, "Permission denied")
-        return real_open(self, *a, **k)
+    def deny(path, *a, **k):
+        if os.fspath(path) == str(target):
+            raise PermissionError(13, "Permission denied", str(target))
+        return real_open(path, *a, **k)
 
-    monkeypatch.setattr(type(target), "open", deny)
+    monkeypatch.setattr(os, "open", deny)
     res = CliRunner().invoke(app, ["run", str(target)])
     assert res.exit_code == 2 and "no permission to read" in res.stderr
 

@@ -35,21 +35,15 @@ COMMAND_ARGUMENT = typer.Argument(None, help="-- CMD ARGS...: run this command a
 
 
 def _read_log(log: str) -> list[str]:
-    from edgepilot.doctor.evidence import read_log
+    from edgepilot.doctor.evidence import MAX_LOG_BYTES, read_log
+    from edgepilot.untrusted import failure
 
     if log == "-":
-        return sys.stdin.read().splitlines()
-    path = Path(log).expanduser()
+        return sys.stdin.read(MAX_LOG_BYTES).splitlines()
     try:
-        return read_log(path)
-    except FileNotFoundError:
-        raise UserError(f"log file not found: {log}") from None
-    except IsADirectoryError:
-        raise UserError(f"--log {log} is a directory; give the log file") from None
-    except PermissionError:
-        raise UserError(f"no permission to read {log}") from None
+        return read_log(Path(log).expanduser())
     except OSError as exc:
-        raise UserError(f"cannot read {log}: {exc.strerror or exc}") from None
+        raise failure(exc, "log file", log) from None
 
 
 def _check_model(model: str | None, root: Path) -> None:

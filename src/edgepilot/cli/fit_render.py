@@ -5,6 +5,7 @@ from __future__ import annotations
 import shlex
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from edgepilot.cli.format import mib
@@ -21,10 +22,10 @@ def _bar(part: int, whole: int) -> str:
 def render_fit(plan: FitResult, out: Console) -> None:
     m, s = plan.memory, plan.settings
     verdict = "[green]fits[/]" if plan.fits else "[red]does not fit[/]"
-    out.print(f"[bold]{plan.model}[/]")
+    out.print(f"[bold]{escape(str(plan.model))}[/]")
     out.print(
         f"{verdict}: predicted peak {mib(m.peak_rss_bytes)} of a {mib(plan.budget_bytes)} budget "
-        f"({plan.budget.source}, {mib(plan.budget.margin_bytes)} kept free)",
+        f"({escape(plan.budget.source)}, {mib(plan.budget.margin_bytes)} kept free)",
         soft_wrap=True,
     )
     weights_kind = "mapped file pages" if s.use_mmap else "anonymous copy (--no-mmap)"

@@ -18,6 +18,11 @@ def _facts() -> Table:
     return table
 
 
+def _row(table: Table, *cells: str) -> None:
+    # Device strings (core and GPU names, cgroup paths) come from files: never read them as rich markup.
+    table.add_row(*(Text(cell) for cell in cells))
+
+
 def _yes_no(value: bool | None) -> str:
     return "?" if value is None else ("yes" if value else "no")
 
@@ -26,36 +31,36 @@ def render_probe(p: Probe, out: Console) -> None:
     cpu, mem = p.cpu, p.memory
     facts = _facts()
     bits = f"{cpu.userland_bits or '?'}-bit userland on a {cpu.cpu_bits or '?'}-bit CPU"
-    facts.add_row("cpu", f"{cpu.arch or '?'} · {bits} · {cpu.cores} cores")
+    _row(facts, "cpu", f"{cpu.arch or '?'} · {bits} · {cpu.cores} cores")
     if cpu.model_name or cpu.hardware:
-        facts.add_row("", " · ".join(x for x in (cpu.model_name, cpu.hardware) if x))
-    facts.add_row("simd", ", ".join(cpu.simd) or "-")
+        _row(facts, "", " · ".join(x for x in (cpu.model_name, cpu.hardware) if x))
+    _row(facts, "simd", ", ".join(cpu.simd) or "-")
     repack = ", ".join(f"{k} {v}" for k, v in cpu.repack.items())
-    facts.add_row("repack", repack or "none (no CPU_REPACK copies)")
+    _row(facts, "repack", repack or "none (no CPU_REPACK copies)")
     avail = human_bytes(mem.available_bytes)
-    facts.add_row("memory", f"{human_bytes(mem.total_bytes)} total · {avail} available")
+    _row(facts, "memory", f"{human_bytes(mem.total_bytes)} total · {avail} available")
     swap = f"{human_bytes(mem.swap_total_bytes)} swap" + (" (zram)" if mem.zram else "")
     extra = [swap]
     if mem.psi_some_avg10 is not None:
         extra.append(f"PSI some avg10 {mem.psi_some_avg10:g}")
     if mem.cgroup_limit_bytes is not None:
         extra.append(f"cgroup limit {human_bytes(mem.cgroup_limit_bytes)}")
-    facts.add_row("", " · ".join(extra))
+    _row(facts, "", " · ".join(extra))
     if p.android is not None:
         a = p.android
         device = " ".join(x for x in (a.manufacturer, a.model) if x) or "?"
         termux = f"Termux {a.termux_version or ''}".strip() if a.termux else "not Termux"
-        facts.add_row("android", f"{device} · SDK {a.sdk or '?'} · {a.soc or '?'} · {termux}")
+        _row(facts, "android", f"{device} · SDK {a.sdk or '?'} · {a.soc or '?'} · {termux}")
         if a.phantom_process_note:
-            facts.add_row("", a.phantom_process_note)
+            _row(facts, "", a.phantom_process_note)
     hot = p.hottest
     if hot is not None:
         zones = len(p.thermal)
-        facts.add_row("thermal", f"hottest {hot.type or hot.zone} {hot.celsius:.1f} °C ({zones} zones)")
+        _row(facts, "thermal", f"hottest {hot.type or hot.zone} {hot.celsius:.1f} °C ({zones} zones)")
     if p.battery is not None:
         b = p.battery
         watts = f" · {b.watts:g} W" if b.watts is not None else ""
-        facts.add_row("battery", f"{b.capacity_percent or '?'}% · {b.status or '?'}{watts}")
+        _row(facts, "battery", f"{b.capacity_percent or '?'}% · {b.status or '?'}{watts}")
     out.print(facts)
 
     clusters = Table(title="CPU clusters (fastest first)", title_justify="left")
@@ -65,7 +70,7 @@ def render_probe(p: Probe, out: Console) -> None:
         mhz = str(cl.max_mhz) if cl.max_mhz else "?"
         if cl.scaling_max_mhz:
             mhz += f" (capped {cl.scaling_max_mhz})"
-        clusters.add_row(",".join(map(str, cl.cpus)), cl.core or "?", mhz, cl.kind)
+        _row(clusters, ",".join(map(str, cl.cpus)), cl.core or "?", mhz, cl.kind)
     out.print(clusters)
 
     if p.gpus:
@@ -73,7 +78,7 @@ def render_probe(p: Probe, out: Console) -> None:
         for col in ("device", "api", "driver", "usable"):
             gpus.add_column(col, overflow="fold")
         for g in p.gpus:
-            gpus.add_row(g.name, g.api_version or "?", g.driver or "?", _yes_no(g.vulkan_usable))
+            _row(gpus, g.name, g.api_version or "?", g.driver or "?", _yes_no(g.vulkan_usable))
         out.print(gpus)
         for g in p.gpus:
             for reason in g.reasons:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from edgepilot.device import fs
 from edgepilot.device.cpu_parts import core_name, core_rank
-from edgepilot.device.cpuinfo import CpuInfo, parse_cpuinfo
+from edgepilot.device.cpuinfo import MAX_CPUS, CpuInfo, parse_cpuinfo
 from edgepilot.device.isa import summarize
 
 SYS_CPU = "sys/devices/system/cpu"
@@ -61,18 +61,19 @@ class CpuFacts:
 
 
 def parse_cpu_list(text: str) -> list[int]:
-    """ "0-3,6,8-9" -> [0, 1, 2, 3, 6, 8, 9]."""
-    cpus: list[int] = []
+    """ "0-3,6,8-9" -> [0, 1, 2, 3, 6, 8, 9]. ValueError for CPU numbers beyond any kernel's NR_CPUS."""
+    cpus: set[int] = set()
     for part in text.strip().split(","):
         part = part.strip()
         if not part:
             continue
-        if "-" in part:
-            lo, _, hi = part.partition("-")
-            cpus.extend(range(int(lo), int(hi) + 1))
-        else:
-            cpus.append(int(part))
-    return cpus
+        lo, dash, hi = part.partition("-")
+        first = int(lo)
+        last = int(hi) if dash else first
+        if not 0 <= first <= last < MAX_CPUS:
+            raise ValueError(f"CPU range {part[:40]!r} outside 0-{MAX_CPUS - 1}")
+        cpus.update(range(first, last + 1))
+    return sorted(cpus)
 
 
 def _cpu_list(root: Path, name: str) -> tuple[list[int] | None, str | None]:
@@ -82,7 +83,7 @@ def _cpu_list(root: Path, name: str) -> tuple[list[int] | None, str | None]:
     try:
         return parse_cpu_list(text), None
     except ValueError:
-        return None, f"unparsable CPU list {text.strip()!r}: /{SYS_CPU}/{name}"
+        return None, f"unparsable CPU list {text.strip()[:40]!r}: /{SYS_CPU}/{name}"
 
 
 def _bits_of(machine: str | None) -> int | None:
@@ -130,7 +131,7 @@ def read_cpu(root: Path) -> CpuFacts:
     machine, why = fs.uname_machine(root)
     if why:
         reasons.append(f"userland architecture unknown ({why})")
-    text, why = fs.read_text(root, "proc/cpuinfo")
+    text, why = fs.read_text(root, "proc/cpuinfo", fs.CPUINFO_FILE)
     info = parse_cpuinfo(text or "")
     if text is None:
         reasons.append(f"no CPU details ({why})")

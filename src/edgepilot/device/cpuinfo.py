@@ -11,11 +11,18 @@
 
 from __future__ import annotations
 
+import io
+import sys
 from dataclasses import dataclass, field
 
 from edgepilot.device.cpu_parts import parse_hex
 
 _GLOBAL_KEYS = {"hardware", "revision", "serial", "model", "processor_name"}
+# Bounds for a hostile file: no kernel has more CPUs (x86 MAXSMP is 8192), an x86 block has ~30 fields and
+# its `flags` line ~1.5 KB.
+MAX_CPUS = 8192
+MAX_FIELDS = 64
+MAX_VALUE_CHARS = 8192
 
 
 @dataclass
@@ -57,11 +64,20 @@ class CpuInfo:
 
     def common_features(self) -> list[str]:
         """Features every listed CPU has, in the order the kernel prints them."""
-        lists = [c.features for c in self.cpus if c.features]
-        if not lists:
-            return []
-        common = set(lists[0]).intersection(*map(set, lists[1:]))
-        return [f for f in lists[0] if f in common]
+        first: list[str] | None = None
+        common: set[str] = set()
+        seen: set[str] = set()  # CPUs of one block share their raw line: split each distinct line once
+        for cpu in self.cpus:
+            raw = cpu.fields.get("features") or cpu.fields.get("flags") or ""
+            if not raw.strip() or raw in seen:
+                continue
+            seen.add(raw)
+            if first is None:
+                first = raw.split()
+                common = set(first)
+            else:
+                common.intersection_update(raw.split())
+        return [f for f in first or [] if f in common]
 
     def arm_architecture(self) -> int | None:
         for cpu in self.cpus:
@@ -88,12 +104,17 @@ def _split(line: str) -> tuple[str, str] | None:
     return key.lower(), value.strip()
 
 
+def _put(fields: dict[str, str], key: str, value: str) -> None:
+    if key in fields or len(fields) < MAX_FIELDS:
+        fields[sys.intern(key)] = value[:MAX_VALUE_CHARS]
+
+
 def parse_cpuinfo(text: str) -> CpuInfo:
     cpus: list[CpuEntry] = []
     machine: dict[str, str] = {}
-    group: list[CpuEntry] = []  # CPUs that receive the next field lines
+    fields: dict[str, str] | None = None  # the field dict the next lines fill (shared by a group of CPUs)
     group_has_fields = False
-    for raw in text.splitlines():
+    for raw in io.StringIO(text):
         line = raw.strip()
         if not line:
             continue
@@ -106,23 +127,22 @@ def parse_cpuinfo(text: str) -> CpuInfo:
                 index = int(value.split()[0])
             except (ValueError, IndexError):
                 continue
-            entry = CpuEntry(index)
-            cpus.append(entry)
-            if group and not group_has_fields:
-                group.append(entry)  # `processor : N` lines back to back share the coming fields
-            else:
-                group = [entry]
-                group_has_fields = False
+            if not 0 <= index < MAX_CPUS or len(cpus) >= MAX_CPUS:
+                fields, group_has_fields = {}, True  # its fields go nowhere, not to the CPU before
+                continue
+            if fields is None or group_has_fields:
+                fields, group_has_fields = {}, False
+            # `processor : N` lines back to back share the coming fields: one dict for the whole group.
+            cpus.append(CpuEntry(index, fields))
             continue
-        if key in _GLOBAL_KEYS and (key != "model" or not group or _looks_global_model(value)):
-            machine[key] = value
+        if key in _GLOBAL_KEYS and (key != "model" or fields is None or _looks_global_model(value)):
+            _put(machine, key, value)
             continue
-        if not group:
-            machine[key] = value
+        if fields is None:
+            _put(machine, key, value)
             continue
         group_has_fields = True
-        for entry in group:
-            entry.fields[key] = value
+        _put(fields, key, value)
     return CpuInfo(cpus=cpus, machine=machine)
 
 

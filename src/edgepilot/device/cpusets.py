@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-
 MAX_CPUS = 4096  # the kernel's NR_CPUS ceiling: a larger id in a file is damage, not a CPU
 
 
@@ -42,11 +40,3 @@ def cpulist(cpus: list[int] | tuple[int, ...] | None) -> str:
 def cpu_mask(cpus: list[int] | tuple[int, ...] | None) -> str:
     """The hex mask llama-bench's -C/--cpu-mask takes ("0x0" = no mask)."""
     return hex(sum(1 << c for c in cpus or ()))
-
-
-def allowed_cpus() -> list[int]:
-    """The CPUs this process may use now (taskset / cgroup cpuset respected)."""
-    try:
-        return sorted(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return list(range(os.cpu_count() or 1))

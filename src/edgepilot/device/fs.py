@@ -6,6 +6,10 @@ files under root, command outputs from `root/commands/NAME.txt`, the environment
 (layout in design.md). Nothing here raises for a missing, unreadable or denied file: callers get
 `(value, reason)` where exactly one is None.
 
+A device tree or snapshot archive is untrusted input: every read has a size cap (per kind of file), FIFOs and
+devices are refused without blocking, JSON is depth-limited, and no path (including one built from file
+content, like a cgroup path) leaves the root, neither by `..` nor through a symlink.
+
 A reason names the path as it is on the device ("missing: /proc/pressure/memory"), so a replayed tree gives
 the same reasons as the live probe it was saved from. When a snapshot captures a failure it writes the reason
 to a sidecar `PATH.error` file; replay returns that reason instead of a generic "missing".
@@ -18,8 +22,9 @@ from __future__ import annotations
 
 import contextlib
 import errno as errno_mod
-import json
+import functools
 import os
+import posixpath
 import shutil
 import subprocess
 from collections.abc import Iterator, Sequence
@@ -27,9 +32,18 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from edgepilot import untrusted
+
 LIVE_ROOT = Path("/")
-MAX_READ_BYTES = 4 << 20
-READ_CHUNK = 64 << 10
+# Read caps per kind of file: generous for real devices (a sysfs attribute is at most one page, the largest
+# /proc/cpuinfo of a 512-thread server is under 1 MiB), small enough that a hostile tree costs nothing.
+VALUE_FILE = 4 << 10  # one sysfs or /proc/sys value (a page at most; real ones are a few bytes)
+SMALL_FILE = 64 << 10  # /proc/meminfo, /proc/self/cgroup, CPU lists, cgroup files, env.json
+TABLE_FILE = 1 << 20  # /proc/mounts, command outputs (getprop, vulkaninfo)
+CPUINFO_FILE = 2 << 20
+SIDECAR_FILE = 4 << 10  # PATH.error: one line of reason
+REASON_CHARS = 300
+MAX_DIR_ENTRIES = 4096  # /sys/class/thermal of a big phone holds ~200
 # Environment variables a probe looks at (design.md: env.json).
 ENV_KEYS = (
     "PREFIX",
@@ -41,25 +55,87 @@ ENV_KEYS = (
 )
 
 
+class TooManyEntries(OSError):
+    def __init__(self, path: str) -> None:
+        super().__init__(errno_mod.E2BIG, f"more than {MAX_DIR_ENTRIES} entries", path)
+
+
+class OutsideRoot(OSError):
+    """A path in a device tree that resolves (through a symlink) to somewhere outside the tree."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(errno_mod.EXDEV, "outside the device tree", path)
+
+
+@functools.lru_cache(maxsize=64)
+def _real_root(root: Path) -> str:
+    return os.path.realpath(root)
+
+
 def is_live(root: Path) -> bool:
     try:
-        return root == LIVE_ROOT or root.resolve() == LIVE_ROOT
-    except OSError:
+        return root == LIVE_ROOT or _real_root(root) == "/"
+    except (OSError, ValueError):
         return False
 
 
 def device_path(path: str) -> str:
-    """The absolute path on the device, whatever form the caller used ("proc/x" or "/proc/x")."""
-    return "/" + path.strip("/")
+    """The absolute, normalised path on the device, whatever form the caller used ("proc/x", "/proc/x").
+
+    `..` cannot climb above the device's `/` (as the kernel treats `/..`), so a path built from file content
+    (a cgroup path, a mount point) always stays inside the root it is read from.
+    """
+    return posixpath.normpath("/" + path.strip("/"))
 
 
 def local_path(root: Path, path: str) -> Path:
-    return root / path.strip("/")
+    return root / device_path(path).lstrip("/")
 
 
 def command_name(argv: Sequence[str]) -> str:
     """`uname -m` -> `uname-m`, `vulkaninfo --summary` -> `vulkaninfo-summary` (design.md naming)."""
     return "-".join(part.lstrip("-") for part in argv if part.lstrip("-"))
+
+
+def _opened_path(fd: int, fallback: Path) -> str:
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return os.path.realpath(fallback)
+
+
+def _check_inside(root: Path, fd: int, local: Path) -> None:
+    """In a replayed tree a symlink must not lead outside it (a live root is all of `/` anyway)."""
+    if is_live(root):
+        return
+    base = _real_root(root)
+    real = _opened_path(fd, local)
+    if real != base and not real.startswith(base.rstrip("/") + "/"):
+        raise OutsideRoot(str(local))
+
+
+def read_bytes(root: Path, path: str, limit: int = SMALL_FILE) -> bytes:
+    """A file under root of at most `limit` bytes; OSError (see _errno_reason) otherwise."""
+    local = local_path(root, path)
+    with untrusted.open_regular(local) as f:
+        _check_inside(root, f.fileno(), local)
+        return untrusted.read_open(f, limit, local)
+
+
+def confined(root: Path, path: str) -> Path | None:
+    """The local path of a device path when it exists inside the tree (for a path named by a log or file)."""
+    local = local_path(root, path)
+    try:
+        fd = os.open(local, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+    try:
+        _check_inside(root, fd, local)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return local
 
 
 @dataclass
@@ -88,6 +164,12 @@ def recording() -> Iterator[Recorder]:
 
 
 def _errno_reason(exc: OSError, dev: str) -> str:
+    if isinstance(exc, untrusted.FileTooLarge):
+        return f"larger than {untrusted.human_size(exc.limit)}: {dev}"
+    if isinstance(exc, untrusted.NotRegularFile):
+        return f"{exc.kind}, not a regular file: {dev}"
+    if isinstance(exc, OutsideRoot):
+        return f"outside the device tree: {dev}"
     if exc.errno in (errno_mod.EACCES, errno_mod.EPERM):
         return f"permission denied: {dev}"
     if exc.errno == errno_mod.ENOENT:
@@ -103,33 +185,25 @@ def _errno_reason(exc: OSError, dev: str) -> str:
 def _sidecar_reason(root: Path, path: str) -> str | None:
     if is_live(root):
         return None
-    side = local_path(root, path.rstrip("/") + ".error")
     try:
-        text = side.read_text(encoding="utf-8", errors="replace").strip()
+        data = read_bytes(root, device_path(path) + ".error", SIDECAR_FILE)
     except OSError:
         return None
-    return text or None
+    lines = data.decode("utf-8", errors="replace").strip().splitlines()
+    if not lines:
+        return None
+    return lines[0].strip()[:REASON_CHARS] or None
 
 
-def read_text(root: Path, path: str) -> tuple[str | None, str | None]:
-    """File content, or None and the reason it could not be read."""
+def read_text(root: Path, path: str, limit: int = SMALL_FILE) -> tuple[str | None, str | None]:
+    """File content (at most `limit` bytes), or None and the reason it could not be read."""
     dev = device_path(path)
     value: str | None = None
     reason: str | None = None
     try:
-        chunks: list[bytes] = []
-        size = 0
-        with open(local_path(root, path), "rb", buffering=0) as fh:
-            # Small reads: procfs sysctl files fail a huge read() with ENOMEM.
-            while size < MAX_READ_BYTES:
-                chunk = fh.read(READ_CHUNK)
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                size += len(chunk)
-        value = b"".join(chunks).decode("utf-8", errors="replace")
+        value = read_bytes(root, dev, limit).decode("utf-8", errors="replace")
     except OSError as exc:
-        reason = _sidecar_reason(root, path) or _errno_reason(exc, dev)
+        reason = _sidecar_reason(root, dev) or _errno_reason(exc, dev)
     rec = _recorder.get()
     if rec is not None:
         rec.files[dev] = (value, reason)
@@ -137,7 +211,7 @@ def read_text(root: Path, path: str) -> tuple[str | None, str | None]:
 
 
 def read_int(root: Path, path: str) -> tuple[int | None, str | None]:
-    text, reason = read_text(root, path)
+    text, reason = read_text(root, path, VALUE_FILE)
     if text is None:
         return None, reason
     try:
@@ -146,40 +220,66 @@ def read_int(root: Path, path: str) -> tuple[int | None, str | None]:
         return None, f"not a number ({text.strip()[:40]!r}): {device_path(path)}"
 
 
+def _entries(root: Path, local: Path) -> list[str]:
+    fd = os.open(local, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        _check_inside(root, fd, local)
+        names: list[str] = []
+        with os.scandir(fd) as it:
+            for entry in it:
+                if len(names) >= MAX_DIR_ENTRIES:
+                    raise TooManyEntries(str(local))
+                try:
+                    entry.name.encode("utf-8")
+                except UnicodeEncodeError:
+                    continue  # not a name a kernel gives a sysfs or procfs entry
+                names.append(entry.name)
+        return sorted(names)
+    finally:
+        os.close(fd)
+
+
 def list_dir(root: Path, path: str) -> tuple[list[str], str | None]:
     """Sorted entry names of a directory, or [] and the reason."""
     dev = device_path(path)
     names: list[str] = []
     reason: str | None = None
     try:
-        names = sorted(os.listdir(local_path(root, path)))
+        names = _entries(root, local_path(root, dev))
+    except TooManyEntries:
+        reason = f"more than {MAX_DIR_ENTRIES} entries: {dev}"
     except OSError as exc:
-        reason = _sidecar_reason(root, path) or _errno_reason(exc, dev)
+        reason = _sidecar_reason(root, dev) or _errno_reason(exc, dev)
     rec = _recorder.get()
     if rec is not None:
         rec.dirs[dev] = (names, reason)
     return names, reason
 
 
-def run_command(root: Path, argv: Sequence[str], timeout: float = 3.0) -> tuple[str | None, str | None]:
+def run_command(
+    root: Path, argv: Sequence[str], timeout: float = 3.0, limit: int = TABLE_FILE
+) -> tuple[str | None, str | None]:
     """Live: run argv and return stdout. Replay: `commands/NAME.txt`. Never raises."""
     name = command_name(argv)
     value: str | None = None
     reason: str | None = None
     if is_live(root):
-        value, reason = _run_live(argv, timeout)
+        value, reason = _run_live(argv, timeout, limit)
     else:
+        path = f"commands/{name}.txt"
         try:
-            value = local_path(root, f"commands/{name}.txt").read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            reason = _sidecar_reason(root, f"commands/{name}.txt") or f"not captured: commands/{name}.txt"
+            value = read_bytes(root, path, limit).decode("utf-8", errors="replace")
+        except FileNotFoundError:
+            reason = _sidecar_reason(root, path) or f"not captured: {path}"
+        except OSError as exc:
+            reason = _sidecar_reason(root, path) or _errno_reason(exc, path)
     rec = _recorder.get()
     if rec is not None:
         rec.commands[name] = (value, reason)
     return value, reason
 
 
-def _run_live(argv: Sequence[str], timeout: float) -> tuple[str | None, str | None]:
+def _run_live(argv: Sequence[str], timeout: float, limit: int) -> tuple[str | None, str | None]:
     exe = shutil.which(argv[0])
     if exe is None:
         return None, f"command not found: {argv[0]}"
@@ -195,6 +295,8 @@ def _run_live(argv: Sequence[str], timeout: float) -> tuple[str | None, str | No
         return None, f"timed out after {timeout:g}s: {' '.join(argv)}"
     except OSError as exc:
         return None, f"could not run {' '.join(argv)}: {exc.strerror or exc}"
+    if len(proc.stdout) > limit:
+        return None, f"output larger than {untrusted.human_size(limit)}: {' '.join(argv)}"
     out = proc.stdout.decode("utf-8", errors="replace")
     if proc.returncode != 0:
         err = proc.stderr.decode("utf-8", errors="replace").strip().splitlines()
@@ -207,7 +309,7 @@ def _run_live(argv: Sequence[str], timeout: float) -> tuple[str | None, str | No
 def uname_machine(root: Path) -> tuple[str | None, str | None]:
     """`uname -m` of this process's userland (armv8l under a 32-bit Termux on a 64-bit kernel)."""
     if not is_live(root):
-        text, reason = run_command(root, ["uname", "-m"])
+        text, reason = run_command(root, ["uname", "-m"], limit=SMALL_FILE)
         return (text.strip() or None, reason) if text is not None else (None, reason)
     machine = os.uname().machine
     rec = _recorder.get()
@@ -223,40 +325,37 @@ def read_env(root: Path) -> tuple[dict[str, str], str | None]:
     if is_live(root):
         env = {k: os.environ[k] for k in ENV_KEYS if k in os.environ}
     else:
-        text, _ = read_text_quiet(local_path(root, "env.json"))
-        if text is None:
-            reason = "not captured: env.json"
-        else:
-            try:
-                data = json.loads(text)
-            except ValueError as exc:
-                data, reason = None, f"env.json is not valid JSON: {exc}"
-            if isinstance(data, dict):
-                env = {str(k): str(v) for k, v in data.items() if v is not None}
-            elif reason is None:
-                reason = "env.json is not a JSON object"
+        data, reason = _replay_json(root, "env.json")
+        if isinstance(data, dict):
+            env = {
+                untrusted.valid_text(k): untrusted.valid_text(str(v))
+                for k, v in data.items()
+                if isinstance(v, (str, int, float, bool))
+            }
+        elif reason is None:
+            reason = "env.json is not a JSON object"
     rec = _recorder.get()
     if rec is not None:
         rec.env = dict(env)
     return env, reason
 
 
-def read_text_quiet(path: Path) -> tuple[str | None, str | None]:
-    """Read a file of the snapshot itself (not a device path): not recorded."""
+def _replay_json(root: Path, name: str) -> tuple[object, str | None]:
+    """A JSON file of the snapshot itself (not a device path, so not recorded): (data, reason)."""
     try:
-        return path.read_text(encoding="utf-8", errors="replace"), None
+        text = read_bytes(root, name, SMALL_FILE)
+    except FileNotFoundError:
+        return None, f"not captured: {name}"
     except OSError as exc:
-        return None, exc.strerror or str(exc)
-
-
-def _replay_json(root: Path, name: str) -> dict:
-    text, _ = read_text_quiet(local_path(root, name))
-    if text is None:
-        return {}
+        return None, f"{name} unreadable ({_errno_reason(exc, name)})"
     try:
-        data = json.loads(text)
-    except ValueError:
-        return {}
+        return untrusted.loads_json(text), None
+    except ValueError as exc:
+        return None, f"{name} is not valid JSON: {str(exc)[:REASON_CHARS]}"
+
+
+def _replay_dict(root: Path, name: str) -> dict:
+    data, _ = _replay_json(root, name)
     return data if isinstance(data, dict) else {}
 
 
@@ -272,7 +371,7 @@ def statvfs(root: Path, path: str) -> tuple[dict[str, int] | None, str | None]:
         except OSError as exc:
             reason = _errno_reason(exc, dev)
     else:
-        saved = _replay_json(root, "statvfs.json").get(dev)
+        saved = _replay_dict(root, "statvfs.json").get(dev)
         if isinstance(saved, dict):
             result = {k: int(v) for k, v in saved.items() if isinstance(v, int)}
         else:
@@ -292,8 +391,8 @@ def realpath(root: Path, path: str, aliases: Sequence[tuple[str, str]] = ()) -> 
         except OSError:
             resolved = dev
     else:
-        saved = _replay_json(root, "realpath.json").get(dev)
-        resolved = saved if isinstance(saved, str) else _apply_aliases(dev, aliases)
+        saved = _replay_dict(root, "realpath.json").get(dev)
+        resolved = untrusted.valid_text(saved) if isinstance(saved, str) else _apply_aliases(dev, aliases)
     rec = _recorder.get()
     if rec is not None:
         rec.realpaths[dev] = resolved

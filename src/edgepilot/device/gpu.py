@@ -9,7 +9,7 @@ driverName, driverInfo, conformanceVersion. Versions appear as `1.4.305`, `41985
 
 from __future__ import annotations
 
-import json
+import io
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +17,7 @@ from typing import Any
 
 from edgepilot.device import fs
 from edgepilot.device.gpu_verdict import judge, parse_version
+from edgepilot.untrusted import loads_json, valid_text
 
 VENDORS = {
     0x13B5: "ARM",
@@ -30,6 +31,9 @@ VENDORS = {
     0x10005: "Mesa (software)",
 }
 
+MAX_GPUS = 16
+MAX_VALUE_CHARS = 256  # a driverInfo string is ~60 characters; longer values only slow the regexes down
+VKJSON_FILE = 2 << 20  # `cmd gpu vkjson` prints a few hundred KiB per device
 _GPU_HEADER = re.compile(r"^GPU(\d+):\s*$")
 _KV = re.compile(r"^([A-Za-z][A-Za-z0-9_]*)\s*=\s*(.*)$")
 _INSTANCE = re.compile(r"Vulkan Instance Version:\s*(\S+)")
@@ -83,9 +87,11 @@ def parse_summary(text: str) -> tuple[list[dict[str, str]], str | None]:
         instance = m.group(1)
     blocks: list[dict[str, str]] = []
     current: dict[str, str] | None = None
-    for raw in text.splitlines():
+    for raw in io.StringIO(text):
         line = raw.strip()
         if _GPU_HEADER.match(line):
+            if len(blocks) >= MAX_GPUS:
+                break
             current = {}
             blocks.append(current)
             continue
@@ -93,10 +99,14 @@ def parse_summary(text: str) -> tuple[list[dict[str, str]], str | None]:
             continue
         kv = _KV.match(line)
         if kv:
-            current.setdefault(kv.group(1), kv.group(2).strip())
+            current.setdefault(kv.group(1), kv.group(2).strip()[:MAX_VALUE_CHARS])
         elif line and not line.startswith(("-", "=")) and line.endswith(":"):
             current = None  # a new section ("Device Properties and Extensions:") ends the GPU block
     return blocks, instance
+
+
+def _short(value: Any) -> str:
+    return valid_text(str(value)[:MAX_VALUE_CHARS])
 
 
 def _walk(node: Any):
@@ -112,24 +122,24 @@ def _walk(node: Any):
 def parse_json(text: str) -> list[dict[str, str]]:
     """Devices from a Vulkan JSON dump (vkjson, vulkaninfo --json): objects with deviceName and apiVersion."""
     try:
-        data = json.loads(text)
+        data = loads_json(text)
     except ValueError:
         return []
     devices: list[dict[str, str]] = []
     roots = (
         data.get("devices") if isinstance(data, dict) and isinstance(data.get("devices"), list) else [data]
     )
-    for dev_root in roots:
+    for dev_root in roots[:MAX_GPUS]:
         props = next((n for n in _walk(dev_root) if "deviceName" in n and "apiVersion" in n), None)
         if props is None:
             continue
-        raw = {k: str(v) for k, v in props.items() if isinstance(v, (str, int))}
+        raw = {k: _short(v) for k, v in props.items() if isinstance(v, (str, int))}
         for node in _walk(dev_root):
             if "storageBuffer16BitAccess" in node:
-                raw["storageBuffer16BitAccess"] = str(node["storageBuffer16BitAccess"]).lower()
+                raw["storageBuffer16BitAccess"] = _short(node["storageBuffer16BitAccess"]).lower()
             for key in ("driverID", "driverName", "driverInfo"):
                 if key in node and isinstance(node[key], (str, int)):
-                    raw.setdefault(key, str(node[key]))
+                    raw.setdefault(key, _short(node[key]))
         devices.append(raw)
     return devices
 
@@ -185,7 +195,7 @@ def read_gpus(root: Path, android: bool) -> tuple[list[VulkanDevice], list[str]]
     else:
         reasons.append(f"no Vulkan device list ({why})")
     if android:
-        text, why = fs.run_command(root, ["cmd", "gpu", "vkjson"], timeout=4.0)
+        text, why = fs.run_command(root, ["cmd", "gpu", "vkjson"], timeout=4.0, limit=VKJSON_FILE)
         if text is not None:
             devices = [to_device(raw, None) for raw in parse_json(text)]
             if devices:

@@ -8,6 +8,7 @@ what zram really gives back, so those are read here.
 from __future__ import annotations
 
 import contextlib
+import posixpath
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from edgepilot.device import fs
 
 # cgroup v1 reports "no limit" as a huge page-aligned number (PAGE_COUNTER_MAX * page size).
 _UNLIMITED_V1 = 1 << 60
+MAX_CGROUP_DEPTH = 32  # systemd slices nest 4-6 deep; Android's per-app groups 3
 _OVERCOMMIT = {0: "heuristic", 1: "always", 2: "never (strict accounting)"}
 
 
@@ -77,7 +79,10 @@ def parse_swaps(text: str) -> list[Swap]:
             size_kb, used_kb = int(parts[2]), int(parts[3])
         except ValueError:
             continue
-        prio = int(parts[4]) if len(parts) > 4 and parts[4].lstrip("-").isdigit() else None
+        prio = None
+        if len(parts) > 4:
+            with contextlib.suppress(ValueError):
+                prio = int(parts[4])
         path = parts[0].replace("\\040", " ")
         zram = "/zram" in path or path.startswith("zram")
         swaps.append(Swap(path, parts[1], size_kb * 1024, used_kb * 1024, prio, zram))
@@ -212,13 +217,14 @@ def _cgroup(root: Path) -> tuple[int | None, int | None, str | None, str | None]
 
 
 def _ancestors(path: str | None) -> list[str]:
-    """ "/a/b" -> ["/a/b", "/a", ""] (cgroup directories from the process's own up to the mounted root)."""
+    """ "/a/b" -> ["/a/b", "/a", ""] (cgroup directories from the process's own up to the mounted root).
+
+    The path comes from a file: `..` is resolved as the kernel would at `/` (it cannot climb out of the
+    cgroup mount), and a path deeper than any real hierarchy is cut to its first MAX_CGROUP_DEPTH levels.
+    """
     if path is None:
         return []
-    path = path.rstrip("/")
-    out = []
-    while path:
-        out.append(path)
-        path = path.rsplit("/", 1)[0]
+    parts = [p for p in posixpath.normpath("/" + path).split("/") if p][:MAX_CGROUP_DEPTH]
+    out = ["/" + "/".join(parts[:n]) for n in range(len(parts), 0, -1)]
     out.append("")
     return out

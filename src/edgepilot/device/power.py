@@ -34,7 +34,7 @@ def read_battery(root: Path) -> tuple[BatteryFacts | None, list[str]]:
     battery_name = None
     plugged: bool | None = None
     for name in names:
-        kind, _ = fs.read_text(root, f"{POWER}/{name}/type")
+        kind, _ = fs.read_text(root, f"{POWER}/{name}/type", fs.VALUE_FILE)
         kind = (kind or "").strip()
         if kind == "Battery" and battery_name is None:
             battery_name = name
@@ -45,7 +45,7 @@ def read_battery(root: Path) -> tuple[BatteryFacts | None, list[str]]:
     if battery_name is None:
         return None, ["no battery under /sys/class/power_supply (mains-powered, or hidden from apps)"]
     base = f"{POWER}/{battery_name}"
-    status, _ = fs.read_text(root, f"{base}/status")
+    status, _ = fs.read_text(root, f"{base}/status", fs.VALUE_FILE)
     capacity, _ = fs.read_int(root, f"{base}/capacity")
     current, why_current = fs.read_int(root, f"{base}/current_now")
     voltage, why_voltage = fs.read_int(root, f"{base}/voltage_now")
@@ -59,7 +59,7 @@ def read_battery(root: Path) -> tuple[BatteryFacts | None, list[str]]:
     return (
         BatteryFacts(
             name=battery_name,
-            status=status.strip() if status else None,
+            status=status.strip()[:64] if status else None,
             capacity_percent=capacity,
             current_ma=round(current / 1000, 1) if current is not None else None,
             voltage_v=round(voltage / 1e6, 3) if voltage is not None else None,

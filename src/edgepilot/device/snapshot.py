@@ -8,6 +8,7 @@ snapshot with `--root` therefore gives the same probe JSON as the probe taken wh
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import tarfile
@@ -37,20 +38,26 @@ def save(out: Path | str, root: Path | str = fs.LIVE_ROOT) -> SnapshotResult:
     archive = is_archive(out)
     if out.exists() and not (out.is_dir() and not any(out.iterdir()) and not archive):
         raise UserError(f"{out} already exists; give a new directory or .tar.gz path")
-    if archive and not out.parent.exists():
+    blocker = _file_above(out)
+    if blocker is not None:
+        raise UserError(f"cannot write {out}: {blocker} is a file, not a directory")
+    if archive and not out.parent.is_dir():
         raise UserError(f"{out.parent}: no such directory")
     with open_root(Path(root)) as base, fs.recording() as rec:
         result = _probe_dir(base)
     if archive:
         with tempfile.TemporaryDirectory(prefix="edgepilot-snapshot-") as tmp:
-            counts = write_tree(rec, Path(tmp))
+            try:
+                counts = write_tree(rec, Path(tmp))
+            except OSError as exc:
+                raise UserError(f"cannot write a snapshot in {tmp}: {exc.strerror or exc}") from None
             _write_archive(Path(tmp), out)
     else:
         try:
             out.mkdir(parents=True, exist_ok=True)
+            counts = write_tree(rec, out)
         except OSError as exc:
-            raise UserError(f"cannot create {out}: {exc.strerror or exc}") from None
-        counts = write_tree(rec, out)
+            raise UserError(f"cannot write {out}: {exc.strerror or exc}") from None
     return SnapshotResult(str(out), archive, counts[0], counts[1], counts[2], result)
 
 
@@ -123,5 +130,14 @@ def _write_archive(tree: Path, out: Path) -> None:
                 tar.add(entry, arcname=entry.name, recursive=True)
         shutil.move(str(partial), str(out))
     except OSError as exc:
-        partial.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            partial.unlink(missing_ok=True)
         raise UserError(f"cannot write {out}: {exc.strerror or exc}") from None
+
+
+def _file_above(out: Path) -> Path | None:
+    """The nearest existing ancestor of `out` when it is not a directory (a file where a folder should be)."""
+    for parent in out.absolute().parents:
+        if parent.exists():
+            return None if parent.is_dir() else parent
+    return None

@@ -8,6 +8,7 @@ EINVAL (#18804). Termux's own home (/data/data/com.termux/files/home) is on /dat
 
 from __future__ import annotations
 
+import io
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,6 +26,8 @@ SLOW_FS = {
     "nfs4": "network filesystem: loads depend on the network",
     "cifs": "network filesystem: loads depend on the network",
 }
+
+MAX_MOUNTS = 20000  # a container host has a few thousand; /proc/mounts is capped at fs.TABLE_FILE anyway
 
 # Android's shared-storage symlinks, for replaying a device whose own symlinks were not saved.
 ANDROID_ALIASES: tuple[tuple[str, str], ...] = (
@@ -68,11 +71,13 @@ def _unescape(value: str) -> str:
 
 def parse_mounts(text: str) -> list[Mount]:
     mounts: list[Mount] = []
-    for line in text.splitlines():
-        parts = line.split()
+    for line in io.StringIO(text):
+        parts = line.split(maxsplit=4)
         if len(parts) < 4:
             continue
         mounts.append(Mount(_unescape(parts[0]), _unescape(parts[1]), parts[2], parts[3]))
+        if len(mounts) >= MAX_MOUNTS:
+            break
     return mounts
 
 
@@ -116,7 +121,7 @@ def classify(root: Path, path: str, mounts: list[Mount], home: str | None = None
 
 
 def read_mounts(root: Path) -> tuple[list[Mount], str | None]:
-    text, why = fs.read_text(root, "proc/mounts")
+    text, why = fs.read_text(root, "proc/mounts", fs.TABLE_FILE)
     if text is None:
         return [], why
     return parse_mounts(text), None

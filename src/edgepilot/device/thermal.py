@@ -14,6 +14,7 @@ from pathlib import Path
 from edgepilot.device import fs
 
 THERMAL = "sys/class/thermal"
+NAME_CHARS = 64  # the kernel's THERMAL_NAME_LENGTH is 20
 _ZONE = re.compile(r"^thermal_zone(\d+)$")
 _CPU_ZONE = re.compile(r"cpu|cpuss|apc|big|little|mid|soc|tsens|x86_pkg|cluster", re.IGNORECASE)
 
@@ -39,12 +40,12 @@ def read_thermal(root: Path) -> tuple[list[ThermalZone], list[str]]:
     zones: list[ThermalZone] = []
     failed: list[str] = []
     for name in sorted((n for n in names if _ZONE.match(n)), key=lambda n: int(_ZONE.match(n).group(1))):
-        kind, _ = fs.read_text(root, f"{THERMAL}/{name}/type")
+        kind, _ = fs.read_text(root, f"{THERMAL}/{name}/type", fs.VALUE_FILE)
         raw, why_temp = fs.read_int(root, f"{THERMAL}/{name}/temp")
         celsius = to_celsius(raw) if raw is not None else None
         if raw is None:
             failed.append(why_temp or name)
-        zones.append(ThermalZone(name, kind.strip() if kind else None, celsius))
+        zones.append(ThermalZone(name, kind.strip()[:NAME_CHARS] if kind else None, celsius))
     reasons = []
     if failed:
         reasons.append(f"{len(failed)} of {len(zones)} thermal zones unreadable ({failed[0]})")

@@ -16,6 +16,7 @@ from edgepilot.device import fs
 from edgepilot.doctor.command import CommandFacts, parse_command, resolve_default_model
 from edgepilot.doctor.logscan import LogFacts, quote, scan
 from edgepilot.doctor.types import PlanCheck, RunRecord
+from edgepilot.untrusted import open_regular
 
 if TYPE_CHECKING:
     from edgepilot.device.probe import Probe
@@ -106,7 +107,7 @@ class Evidence:
 def read_log(path: Path | str) -> list[str]:
     """The log's lines. Raises OSError (the CLI turns it into one line) when the file cannot be read."""
     p = Path(path)
-    with p.open("rb") as f:
+    with open_regular(p) as f:  # a FIFO or device would block or never end
         data = f.read(MAX_LOG_BYTES + 1)
         if len(data) > MAX_LOG_BYTES:
             f.seek(-MAX_LOG_BYTES // 2, 2)
@@ -198,7 +199,9 @@ def _model(ev: Evidence, given: str | None) -> None:
 def _local_model(root: Path | None, model: str, explicit: bool) -> Path | None:
     candidates: list[Path] = []
     if root is not None and not fs.is_live(root) and Path(model).is_absolute():
-        candidates.append(fs.local_path(root, model))
+        inside = fs.confined(root, model)  # a path named by the log must not lead out of the tree
+        if inside is not None:
+            candidates.append(inside)
     if root is None or fs.is_live(root) or explicit:
         candidates.append(Path(model).expanduser())
     for c in candidates:

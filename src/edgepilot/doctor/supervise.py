@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from edgepilot.device import fs
+from edgepilot.device.process import rss_bytes
 from edgepilot.doctor.cgroup import MemoryLimit, drop_page_cache
 from edgepilot.doctor.evidence import signal_name
 from edgepilot.doctor.types import DeviceState, RunRecord
@@ -103,17 +104,6 @@ def _spawn(argv: list[str], display: str) -> subprocess.Popen[bytes]:
         raise UserError(f"cannot run {display}: {exc.strerror or exc}") from None
 
 
-def _vmhwm_bytes(pid: int) -> int | None:
-    try:
-        with open(f"/proc/{pid}/status", "rb") as f:
-            for line in f:
-                if line.startswith(b"VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
-
-
 def _reap(proc: subprocess.Popen[bytes]) -> tuple[int, int | None]:
     """(wait status, peak RSS bytes). Ctrl-C is passed on to the child and we keep waiting for it.
 
@@ -129,7 +119,7 @@ def _reap(proc: subprocess.Popen[bytes]) -> tuple[int, int | None]:
                 if peak is None:  # gone before the first sample: ru_maxrss is an upper bound
                     peak = usage.ru_maxrss * 1024 or None
                 return status, peak
-            hwm = _vmhwm_bytes(proc.pid)
+            hwm = rss_bytes(proc.pid)[1]
             if hwm is not None:
                 peak = max(peak or 0, hwm)
             time.sleep(SAMPLE_SECONDS)

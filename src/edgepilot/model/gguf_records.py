@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from edgepilot.errors import UserError
+from edgepilot.untrusted import failure, open_regular
 
 DEFAULT_ALIGNMENT = 32  # GGUF_DEFAULT_ALIGNMENT
 MAX_PROBLEMS = 40
@@ -72,15 +72,7 @@ class GGUFHeader:
 def open_checked(path: str | os.PathLike[str]):
     """Open a model file for reading; UserError for a path that is missing, a directory or not readable."""
     p = Path(path)
-    if not p.exists():
-        raise UserError(f"model file not found: {p} (check the path)")
-    if p.is_dir():
-        raise UserError(f"{p} is a directory, not a GGUF model file")
-    if not p.is_file():
-        raise UserError(f"{p} is not a regular file (a device or a pipe?); give the path of a .gguf file")
     try:
-        return open(p, "rb")
-    except PermissionError:
-        raise UserError(f"cannot read {p}: permission denied (check the file's permissions)") from None
-    except OSError as e:
-        raise UserError(f"cannot open {p}: {e.strerror or e}") from None
+        return open_regular(p)
+    except OSError as exc:
+        raise failure(exc, "model file", p) from None

@@ -16,6 +16,7 @@ from pathlib import Path
 from edgepilot.errors import UserError
 from edgepilot.model.gguf_header import read_header
 from edgepilot.model.gguf_records import GGUFHeader, Problem, open_checked
+from edgepilot.untrusted import open_regular
 
 MiB = 1 << 20
 TAIL_WINDOW = 1 * MiB  # the last bytes of tensor data that must not be all zeros
@@ -256,8 +257,8 @@ def _check_sha256(path: Path, v: Validation, expected: str | None, sidecar: bool
             if not side.is_file():
                 continue
             try:
-                with open(side, encoding="utf-8", errors="replace") as f:
-                    digest = parse_sha256_file(f.read(1 << 20), path.name)
+                with open_regular(side) as f:
+                    digest = parse_sha256_file(f.read(1 << 20).decode("utf-8", errors="replace"), path.name)
             except OSError as e:
                 v.problems.append(Problem("sha256-sidecar-unreadable", f"cannot read {side}: {e}", "warning"))
                 continue

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 from pathlib import Path
 
 from edgepilot.errors import UserError
+from edgepilot.untrusted import failure, open_regular
 
 BUNDLED_NAME = "gemma-3-270m-q4_k_m.gguf"
 
@@ -21,20 +21,10 @@ def check_model_path(arg: str | os.PathLike[str]) -> Path:
     """A path that exists, is a file, is readable and starts with the GGUF magic; else a UserError."""
     path = Path(arg).expanduser()
     try:
-        with path.open("rb") as f:
+        with open_regular(path) as f:  # a FIFO or a device would block or never end
             magic = f.read(4)
-    except FileNotFoundError:
-        raise UserError(f"model file not found: {path}") from None
-    except IsADirectoryError:
-        raise UserError(f"{path} is a directory; give the path of a .gguf file") from None
-    except PermissionError:
-        raise UserError(
-            f"no permission to read {path}; check its mode (ls -l) or copy it somewhere readable"
-        ) from None
     except OSError as exc:
-        if exc.errno == errno.EISDIR:
-            raise UserError(f"{path} is a directory; give the path of a .gguf file") from None
-        raise UserError(f"cannot read {path}: {exc.strerror or exc}") from None
+        raise failure(exc, "model file", path) from None
     if magic != b"GGUF":
         if len(magic) < 4:
             raise UserError(

@@ -9,9 +9,9 @@ from pathlib import Path
 from edgepilot.device import fs
 from edgepilot.device.android import AndroidFacts, read_android
 from edgepilot.device.cpu import CpuFacts, read_cpu
-from edgepilot.device.cpusets import allowed_cpus
 from edgepilot.device.memory import MemoryFacts, read_memory
 from edgepilot.device.probe import open_root
+from edgepilot.device.process import allowed_cpus
 from edgepilot.errors import UserError
 from edgepilot.model.arch import ArchParams, arch_params
 from edgepilot.model.gguf_records import GGUFHeader

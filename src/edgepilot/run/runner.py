@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 
+from edgepilot.device.process import peak_rss_bytes
 from edgepilot.engine.inprocess import LlamaEngine
-from edgepilot.engine.process_memory import peak_rss_bytes
 from edgepilot.engine.sampling import SamplerSettings
 from edgepilot.errors import UserError
 from edgepilot.model.resolve import resolve_model
@@ -16,8 +15,10 @@ from edgepilot.plan.requested import RequestedSettings
 from edgepilot.plan.settings import EngineSettings
 from edgepilot.plan.types import DoesNotFit, FitResult
 from edgepilot.tuned.decide import decide
+from edgepilot.untrusted import read_user_file
 
 DEFAULT_PROMPT = "Here are three things a phone can do without an internet connection:"
+MAX_PROMPT_FILE_BYTES = 16 << 20  # far beyond any context window (128k tokens is ~0.5 MiB of text)
 
 
 @dataclass
@@ -44,18 +45,11 @@ def read_prompt(prompt: str | None, prompt_file: str | None) -> str:
     if prompt is not None and prompt_file is not None:
         raise UserError("give either -p/--prompt or --prompt-file, not both")
     if prompt_file is not None:
+        data = read_user_file(prompt_file, "prompt file", MAX_PROMPT_FILE_BYTES)
         try:
-            return Path(prompt_file).expanduser().read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise UserError(f"prompt file not found: {prompt_file}") from None
-        except IsADirectoryError:
-            raise UserError(f"prompt file {prompt_file} is a directory") from None
-        except PermissionError:
-            raise UserError(f"no permission to read prompt file {prompt_file}") from None
+            return data.decode("utf-8")
         except UnicodeDecodeError:
             raise UserError(f"prompt file {prompt_file} is not UTF-8 text") from None
-        except OSError as exc:
-            raise UserError(f"cannot read prompt file {prompt_file}: {exc.strerror or exc}") from None
     return DEFAULT_PROMPT if prompt is None else prompt
 
 

@@ -15,9 +15,11 @@ from pathlib import Path
 
 from edgepilot.errors import UserError
 from edgepilot.plan.budget import PRESSURE_PSI
+from edgepilot.untrusted import read_user_file
 
 MIB = 1 << 20
 KEY_ENV = "EDGEPILOT_API_KEY"
+MAX_KEY_FILE_BYTES = 64 << 10
 
 
 @dataclass
@@ -85,18 +87,11 @@ def read_api_key(key: str | None, key_file: str | None) -> str | None:
     if key is not None and key_file is not None:
         raise UserError("give either --api-key or --api-key-file, not both")
     if key_file is not None:
-        path = Path(key_file).expanduser()
+        data = read_user_file(key_file, "API key file", MAX_KEY_FILE_BYTES)
         try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise UserError(f"API key file not found: {key_file}") from None
-        except IsADirectoryError:
-            raise UserError(f"--api-key-file {key_file} is a directory; give the key's file") from None
-        except PermissionError:
-            raise UserError(f"no permission to read the API key file {key_file}") from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise UserError(f"cannot read the API key file {key_file}: {exc}") from None
-        key = text.strip()
+            key = data.decode("utf-8").strip()
+        except UnicodeDecodeError:
+            raise UserError(f"the API key file {key_file} is not UTF-8 text") from None
         if not key:
             raise UserError(f"the API key file {key_file} is empty")
     elif key is None:

@@ -17,6 +17,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from edgepilot.device.process import rss_bytes
 from edgepilot.serve import proxy, status_page
 from edgepilot.serve.config import ServeConfig, is_loopback
 from edgepilot.serve.state import FAILED, STARTING, STOPPING, ServerState
@@ -59,21 +60,6 @@ def loopback_host_header(value: str, bound: str) -> bool:
         return ipaddress.ip_address(name).is_loopback
     except ValueError:
         return False
-
-
-def rss_of(pid: int | None) -> tuple[int | None, int | None]:
-    """(VmRSS, VmHWM) of a process, in bytes."""
-    if pid is None:
-        return None, None
-    found: dict[str, int] = {}
-    try:
-        with open(f"/proc/{pid}/status", "rb") as f:
-            for line in f:
-                if line.startswith((b"VmRSS:", b"VmHWM:")):
-                    found[line[:5].decode()] = int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return found.get("VmRSS"), found.get("VmHWM")
 
 
 class Front:
@@ -311,7 +297,8 @@ class Front:
     async def status(self) -> dict[str, Any]:
         snap = self.state.snapshot()
         info = await self.worker_stats()
-        rss, hwm = rss_of(self.state.worker_pid())
+        pid = self.state.worker_pid()
+        rss, hwm = rss_bytes(pid) if pid is not None else (None, None)
         snap.update(
             engine=(info or {}).get("stats"),
             max_queue=self.config.max_queue,

@@ -11,7 +11,8 @@ import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from edgepilot.device.cpusets import allowed_cpus, cpulist
+from edgepilot.device.cpusets import cpulist
+from edgepilot.device.process import allowed_cpus
 from edgepilot.plan.commands import llama_cpp_command
 from edgepilot.plan.fit import fit_model
 from edgepilot.plan.requested import RequestedSettings

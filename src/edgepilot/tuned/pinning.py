@@ -12,7 +12,8 @@ import contextlib
 import os
 from collections.abc import Iterable, Iterator
 
-from edgepilot.device.cpusets import allowed_cpus, cpulist
+from edgepilot.device.cpusets import cpulist
+from edgepilot.device.process import allowed_cpus
 from edgepilot.errors import UserError
 
 TASKS = "/proc/self/task"
