@@ -14,6 +14,7 @@ LAYERS = {
     "errors": 0,
     "jsonable": 0,
     "datadir": 0,
+    "untrusted": 0,  # bounded reads of user- and tree-supplied files
     "device": 1,
     "model": 2,
     "plan": 3,

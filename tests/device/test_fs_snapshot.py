@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from edgepilot.device import fs
+from edgepilot.device import commands, fs
 from edgepilot.device.probe import probe
 from edgepilot.device.snapshot import save
 from edgepilot.errors import UserError
@@ -25,7 +25,7 @@ def test_reads_never_raise_and_keep_the_device_path(tmp_path):
     assert fs.read_text(tmp_path, "proc/meminfo") == (None, "permission denied: /proc/meminfo")
     (tmp_path / "proc" / "n").write_text("abc\n")
     assert fs.read_int(tmp_path, "proc/n")[1].startswith("not a number")
-    assert fs.run_command(tmp_path, ["vulkaninfo", "--summary"]) == (
+    assert commands.run_command(tmp_path, ["vulkaninfo", "--summary"]) == (
         None,
         "not captured: commands/vulkaninfo-summary.txt",
     )
@@ -40,11 +40,11 @@ def test_unreadable_file_is_a_reason(open_tmp, unprivileged):
 
 
 def test_live_commands_are_tolerant():
-    assert fs.run_command(fs.LIVE_ROOT, ["edgepilot-no-such-command"]) == (
+    assert commands.run_command(fs.LIVE_ROOT, ["edgepilot-no-such-command"]) == (
         None,
         "command not found: edgepilot-no-such-command",
     )
-    out, why = fs.run_command(fs.LIVE_ROOT, ["sh", "-c", "echo oops >&2; exit 3"])
+    out, why = commands.run_command(fs.LIVE_ROOT, ["sh", "-c", "echo oops >&2; exit 3"])
     assert out is None and why == "sh -c echo oops >&2; exit 3 exited with status 3: oops"
     assert fs.command_name(["vulkaninfo", "--summary"]) == "vulkaninfo-summary"
     assert fs.command_name(["uname", "-m"]) == "uname-m"

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from edgepilot.device import fs
+from edgepilot.device import commands
 
 _PROP_LINE = re.compile(r"^\[(?P<key>[^\]]+)\]:\s*\[(?P<value>.*)\]\s*$")
 PHANTOM_FLAG = "persist.sys.fflag.override.settings_enable_monitor_phantom_procs"
@@ -59,7 +59,7 @@ def is_termux(env: dict[str, str]) -> bool:
 def read_android(root: Path, env: dict[str, str]) -> tuple[AndroidFacts | None, list[str]]:
     """(facts, reasons). Facts are None when this is not Android (no getprop and no Android environment)."""
     reasons: list[str] = []
-    text, why = fs.run_command(root, ["getprop"])
+    text, why = commands.run_command(root, ["getprop"])
     props = parse_getprop(text or "")
     android_env = bool(env.get("ANDROID_ROOT") or env.get("ANDROID_DATA"))
     if not props and not android_env and not is_termux(env):
@@ -116,7 +116,9 @@ def _phantom(root: Path, sdk: int | None, props: dict[str, str]) -> tuple[int | 
             None,
             "phantom-process monitoring disabled (developer option 'Disable child process restrictions')",
         )
-    text, _ = fs.run_command(root, ["device_config", "get", "activity_manager", "max_phantom_processes"])
+    text, _ = commands.run_command(
+        root, ["device_config", "get", "activity_manager", "max_phantom_processes"]
+    )
     value = _int((text or "").strip())
     if value is not None:
         return value, f"device_config activity_manager max_phantom_processes = {value}"

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from edgepilot.device import fs
+from edgepilot.device import commands, fs
 from edgepilot.device.cpu_parts import core_name, core_rank
 from edgepilot.device.cpuinfo import MAX_CPUS, CpuInfo, parse_cpuinfo
 from edgepilot.device.isa import summarize
@@ -128,7 +128,7 @@ def _cpu_bits(info: CpuInfo, features: list[str]) -> int | None:
 
 def read_cpu(root: Path) -> CpuFacts:
     reasons: list[str] = []
-    machine, why = fs.uname_machine(root)
+    machine, why = commands.uname_machine(root)
     if why:
         reasons.append(f"userland architecture unknown ({why})")
     text, why = fs.read_text(root, "proc/cpuinfo", fs.CPUINFO_FILE)

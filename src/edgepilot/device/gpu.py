@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from edgepilot.device import fs
+from edgepilot.device import commands
 from edgepilot.device.gpu_verdict import judge, parse_version
 from edgepilot.untrusted import loads_json, valid_text
 
@@ -186,7 +186,7 @@ def to_device(raw: dict[str, str], instance: str | None) -> VulkanDevice:
 def read_gpus(root: Path, android: bool) -> tuple[list[VulkanDevice], list[str]]:
     """Vulkan devices and the reasons they could not be listed (no vulkaninfo, no driver, ...)."""
     reasons: list[str] = []
-    text, why = fs.run_command(root, ["vulkaninfo", "--summary"], timeout=4.0)
+    text, why = commands.run_command(root, ["vulkaninfo", "--summary"], timeout=4.0)
     if text is not None:
         blocks, instance = parse_summary(text)
         if blocks:
@@ -195,7 +195,7 @@ def read_gpus(root: Path, android: bool) -> tuple[list[VulkanDevice], list[str]]
     else:
         reasons.append(f"no Vulkan device list ({why})")
     if android:
-        text, why = fs.run_command(root, ["cmd", "gpu", "vkjson"], timeout=4.0, limit=VKJSON_FILE)
+        text, why = commands.run_command(root, ["cmd", "gpu", "vkjson"], timeout=4.0, limit=VKJSON_FILE)
         if text is not None:
             devices = [to_device(raw, None) for raw in parse_json(text)]
             if devices:
