@@ -85,3 +85,9 @@ def test_a_lone_surrogate_is_a_400(served, path, body):
 def test_malformed_bodies_are_a_json_400(served, path, raw):
     headers = {**served.auth(), "Content-Type": "application/json"}
     _error(served.request("POST", path, raw, headers))
+
+
+def test_an_empty_body_says_where_the_problem_is(served):
+    headers = {**served.auth(), "Content-Type": "application/json"}
+    error = _error(served.request("POST", "/v1/completions", b"", headers))
+    assert error["message"].startswith("the request body: ")

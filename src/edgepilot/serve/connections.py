@@ -29,13 +29,13 @@ from http import HTTPStatus
 from typing import Any
 
 import h11
-from h11._connection import DEFAULT_MAX_INCOMPLETE_EVENT_SIZE
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from edgepilot.serve.config import ServeConfig
 from edgepilot.serve.wire import error_body
 
 HEAD, BODY, DRAIN, APP, CLOSED = "head", "body", "drain", "app", "closed"
+MAX_HEAD_BYTES = 16 * 1024  # h11 stops buffering an unfinished request head here (its default too)
 IDLE_PHASES = (HEAD, DRAIN)
 
 
@@ -225,7 +225,7 @@ class GuardedH11Protocol(H11Protocol):
         if self.cycle is not None and self.cycle.response_started and not self.cycle.response_complete:
             self._close()  # mid-reply (e.g. broken chunked body): no second status line
             return
-        limit = self.config.h11_max_incomplete_event_size or DEFAULT_MAX_INCOMPLETE_EVENT_SIZE
+        limit = self.config.h11_max_incomplete_event_size or MAX_HEAD_BYTES
         if len(self.conn.trailing_data[0]) > limit:
             reply = raw_error(431, f"the request head is over {limit} bytes", "request_header_too_large")
         else:

@@ -96,11 +96,12 @@ def front_config(front: Front) -> Any:
     client away), and its 503 is plain text without Retry-After."""
     import uvicorn
 
-    from edgepilot.serve.connections import ConnectionGuard, guarded_protocol
+    from edgepilot.serve.connections import MAX_HEAD_BYTES, ConnectionGuard, guarded_protocol
 
     return uvicorn.Config(
         front,
         http=guarded_protocol(ConnectionGuard.of(front.config, front.state.connections)),
+        h11_max_incomplete_event_size=MAX_HEAD_BYTES,
         ws="none",
         log_level="warning",
         access_log=False,

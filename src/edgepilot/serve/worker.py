@@ -64,8 +64,8 @@ def create_app(gen: Generator, model_name: str, max_tokens: int, info: dict[str,
     @app.exception_handler(RequestValidationError)
     async def invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
         first = exc.errors()[0] if exc.errors() else {}
-        where = ".".join(str(x) for x in first.get("loc", ()) if x != "body")
-        return _error(400, f"{where + ': ' if where else ''}{first.get('msg', 'invalid request')}")
+        where = ".".join(str(x) for x in first.get("loc", ()) if x != "body") or "the request body"
+        return _error(400, f"{where}: {first.get('msg', 'invalid request')}")
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
