@@ -145,6 +145,23 @@ def test_past_the_idle_cap_the_oldest_idle_connection_is_closed_first():
             s.close()
 
 
+def test_a_flood_from_one_address_evicts_its_own_connections_first():
+    def from_address(port: int, source: str) -> socket.socket:
+        return socket.create_connection(("127.0.0.1", port), timeout=10, source_address=(source, 0))
+
+    with running_front(max_idle_connections=10, header_timeout=30.0) as front:
+        other = from_address(front.port, "127.0.0.3")  # the oldest idle connection of all
+        time.sleep(0.2)
+        flood = [from_address(front.port, "127.0.0.2") for _ in range(15)]
+        time.sleep(0.5)
+        assert not select.select([other], [], [], 0)[0]  # still open
+        for s in flood[:6]:
+            assert read_to_close(s, 5)[0] == b""
+        assert front.state.connections["evicted"] == 6
+        for s in [other, *flood]:
+            s.close()
+
+
 def test_a_client_that_reads_nothing_is_dropped_after_the_send_timeout():
     n = 3000  # far more reply than the socket buffers hold
     request = b"GET /status.js HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
