@@ -17,6 +17,7 @@ import uvicorn
 from servekit import parse_reply, read_to_close, trickle
 
 from edgepilot.serve.config import ServeConfig
+from edgepilot.serve.connections import LINGER
 from edgepilot.serve.front import Front
 from edgepilot.serve.server import bind_front, front_config
 from edgepilot.serve.state import ServerState
@@ -83,6 +84,25 @@ def test_a_trickled_head_is_cut_after_the_header_timeout_in_total():
         status, headers, body = parse_reply(data)
         assert status == 408 and headers["connection"] == "close"
         assert body["error"]["code"] == "request_timeout" and "head" in body["error"]["message"]
+
+
+def test_a_timed_out_client_still_sending_is_not_reset():
+    # A reset can destroy the 408 before the client reads it (a close with its bytes unread sends one): the
+    # server ends its side and drops what still comes, for a while, instead.
+    with running_front() as front, front.connect() as s:
+        s.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        time.sleep(HEADER_TIMEOUT + 0.5)  # the 408 is out
+        s.sendall(b"X-Late: 1\r\n")
+        time.sleep(0.3)
+        s.sendall(b"X-Later: 1\r\n")  # a fully closed socket would have answered the first with a reset
+        data, reset = read_to_close(s, 5)
+        assert not reset and parse_reply(data)[0] == 408
+        t0 = time.monotonic()
+        with pytest.raises(OSError):  # but not for ever: after LINGER the server closes and resets
+            while time.monotonic() - t0 < LINGER + 10:
+                s.sendall(b"x")
+                time.sleep(0.1)
+        assert time.monotonic() - t0 <= LINGER + SLACK
 
 
 def test_a_trickled_body_is_cut_after_the_body_timeout_in_total():

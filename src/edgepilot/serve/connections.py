@@ -16,7 +16,9 @@ Connections in `head` or `drain` have no request the server is working on: the f
 them yet, or has answered already. They are the only ones counted against max_idle_connections; past it,
 the oldest idle connection of the client address holding the most is closed (a flood from one machine
 evicts its own first). So idle connections can neither starve the clients with a request under way nor run
-the process out of file descriptors. Every refusal is JSON in the OpenAI shape.
+the process out of file descriptors. Every refusal is JSON in the OpenAI shape, and after one the connection
+lingers (our side ended, the client's bytes dropped) for up to LINGER s, so a client still sending reads
+the reply instead of a reset.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from edgepilot.serve.wire import error_body
 
 HEAD, BODY, DRAIN, APP, CLOSED = "head", "body", "drain", "app", "closed"
 MAX_HEAD_BYTES = 16 * 1024  # h11 stops buffering an unfinished request head here (its default too)
+LINGER = 2.0  # seconds a refused connection is read (and dropped) after its error reply, at most
 IDLE_PHASES = (HEAD, DRAIN)
 
 
@@ -67,6 +70,7 @@ class ConnectionGuard:
     counts: Counter[str] = field(default_factory=Counter)  # idle (now), evicted, timed_out
     idle: dict[str, dict[GuardedH11Protocol, None]] = field(default_factory=dict)
     n_idle: int = 0
+    lingering: int = 0
 
     @classmethod
     def of(cls, config: ServeConfig, counts: Counter[str]) -> ConnectionGuard:
@@ -109,6 +113,7 @@ class GuardedH11Protocol(H11Protocol):
         super().__init__(*args, **kwargs)
         self.phase = CLOSED
         self.peer = ""
+        self.lingering = False
         self._deadline: asyncio.TimerHandle | None = None
         self._stall: asyncio.TimerHandle | None = None
 
@@ -119,6 +124,8 @@ class GuardedH11Protocol(H11Protocol):
         self._follow()
 
     def data_received(self, data: bytes) -> None:
+        if self.lingering:
+            return  # the reply is out; what the client still sends is dropped
         super().data_received(data)
         self._follow()
 
@@ -128,11 +135,15 @@ class GuardedH11Protocol(H11Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._enter(CLOSED)
+        self._cancel_deadline()
         self._cancel_stall()
+        if self.lingering:
+            self.lingering = False
+            self.guard.lingering -= 1
         super().connection_lost(exc)
 
     def _current_phase(self) -> str:
-        if self.transport is None or self.transport.is_closing():
+        if self.transport is None or self.transport.is_closing() or self.lingering:
             return CLOSED
         theirs = self.conn.their_state
         if theirs is h11.IDLE:
@@ -166,10 +177,25 @@ class GuardedH11Protocol(H11Protocol):
 
     def _close(self, reply: bytes | None = None) -> None:
         self._enter(CLOSED)
-        if not self.transport.is_closing():
-            if reply:
-                self.transport.write(reply)
-            self.transport.close()  # connection_lost tells a running app (http.disconnect)
+        if self.transport.is_closing() or self.lingering:
+            return
+        cycle = self.cycle
+        if cycle is not None and not cycle.response_complete:
+            cycle.disconnected = True  # an app waiting for the body gets http.disconnect now
+            cycle.message_event.set()
+        if reply is None:
+            self.transport.close()
+            return
+        self.transport.write(reply)
+        if not self.transport.can_write_eof() or self.guard.lingering >= self.guard.max_idle:
+            self.transport.close()
+            return
+        # Closing with the client's bytes unread would send a reset, which can destroy the reply before the
+        # client reads it: end our side, drop what still comes, close when the client does or LINGER passes.
+        self.transport.write_eof()
+        self.lingering = True
+        self.guard.lingering += 1
+        self._deadline = self.loop.call_later(LINGER, self.transport.close)
 
     def _partial_head(self) -> bool:
         return self.phase == HEAD and bool(self.conn.trailing_data[0])
