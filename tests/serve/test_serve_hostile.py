@@ -125,8 +125,10 @@ def test_idle_and_slow_connections_do_not_keep_a_keyed_client_waiting(guarded):
     for slow, timeout in [(h, HEADER_TIMEOUT) for h in heads] + [(b, BODY_TIMEOUT) for b in bodies]:
         assert slow.failure is None, slow.failure
         assert slow.cuts and all(took <= timeout + SLACK for took, _ in slow.cuts), slow.cuts
-    # a trickled head is cut by its timeout (408) or closed to make room (503, JSON with Retry-After)
-    assert {status for h in heads for _, status in h.cuts} <= {408, 503}
+    # a trickled head is cut by its timeout (408) or closed to make room (503, JSON with Retry-After; or
+    # without a word, None, when the server had not read its first bytes yet)
+    head_statuses = [status for h in heads for _, status in h.cuts]
+    assert set(head_statuses) <= {408, 503, None} and {408, 503} & set(head_statuses)
     assert {status for b in bodies for _, status in b.cuts} == {408}  # keyed, not evictable: the body timeout
     # 200 idle connections against a cap of 128: the oldest were closed to make room, again and again
     connections = guarded.status()["connections"]
