@@ -1,4 +1,5 @@
-"""Start a real `edgepilot serve` (a subprocess on 127.0.0.1, a free port) and talk to it over HTTP."""
+"""Start a real `edgepilot serve` (a subprocess on 127.0.0.1, a free port) and talk to it over HTTP, or
+over raw sockets as a slow or hostile client would."""
 
 from __future__ import annotations
 
@@ -6,7 +7,9 @@ import contextlib
 import http.client
 import json
 import os
+import select
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -124,6 +127,44 @@ def start_server(
         proc.wait(10)
         raise AssertionError(f"edgepilot serve did not come up: {stderr_path.read_text(errors='replace')}")
     return Served(proc=proc, info=json.loads(line[0]), stderr_path=stderr_path, key=key)
+
+
+def read_to_close(s: socket.socket, timeout: float) -> tuple[bytes, bool]:
+    """What the server sends until it closes the connection, and whether it ended with a reset."""
+    s.settimeout(timeout)
+    chunks = []
+    try:
+        while chunk := s.recv(65536):
+            chunks.append(chunk)
+    except ConnectionResetError:
+        return b"".join(chunks), True
+    except TimeoutError:
+        raise AssertionError(f"the connection was still open after {timeout} s") from None
+    return b"".join(chunks), False
+
+
+def parse_reply(data: bytes) -> tuple[int, dict[str, str], dict]:
+    head, _, body = data.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    headers = {k.strip().lower(): v.strip() for k, _, v in (ln.partition(":") for ln in lines[1:])}
+    return int(lines[0].split()[1]), headers, json.loads(body)
+
+
+def trickle(s: socket.socket, first: bytes, byte: bytes, every: float, limit: float) -> tuple[bytes, float]:
+    """Send `first`, then `byte` every `every` s until the server answers or closes; what came back and
+    how long after `first` the connection was cut."""
+    t0 = time.monotonic()
+    s.sendall(first)
+    while time.monotonic() - t0 < limit:
+        readable, _, _ = select.select([s], [], [], every)
+        if readable:
+            data, _ = read_to_close(s, 5)
+            return data, time.monotonic() - t0
+        try:
+            s.sendall(byte)
+        except (BrokenPipeError, ConnectionResetError):
+            return b"", time.monotonic() - t0
+    raise AssertionError(f"still open after trickling for {limit} s")
 
 
 def write_device(root: Path, available_mib: int = 3000, psi: float = 0.0) -> None:

@@ -52,3 +52,9 @@ def test_plan_that_does_not_fit_is_refused_with_the_plan(smollm_path):
     assert proc.returncode == 2 and proc.stdout == ""
     assert "does not fit" in proc.stderr and "exceeds the budget" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_timeouts_must_be_real_positive_seconds(smollm_path):
+    for value in ("nan", "inf", "0", "-1", "99999"):
+        _one_line_error(_run(str(smollm_path), "--port", "0", "--header-timeout", value), "--header-timeout")
+    _one_line_error(_run(str(smollm_path), "--port", "0", "--body-timeout", "nan"), "--body-timeout")

@@ -93,6 +93,8 @@ def serve(
     watch_root: str = typer.Option("/", "--watch-root", hidden=True, help="Device tree to watch"),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log each request and the worker's output"),
     as_json: bool = typer.Option(False, "--json", help="One JSON line once the model answers"),
+    header_timeout: float = typer.Option(10.0, "--header-timeout", help="Seconds for a request's head"),
+    body_timeout: float = typer.Option(30.0, "--body-timeout", help="Seconds for a request's body"),
 ) -> None:
     """Serve the model with an OpenAI-compatible API that stays up and stays private."""
     from edgepilot.serve.config import ServeConfig, key_file_warning, read_api_key
@@ -104,6 +106,8 @@ def serve(
     from edgepilot.serve.server import serve as run_server
 
     config = ServeConfig(
+        header_timeout=header_timeout,
+        body_timeout=body_timeout,
         host=host,
         port=port,
         api_key=read_api_key(api_key, api_key_file),

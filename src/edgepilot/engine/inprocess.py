@@ -217,6 +217,11 @@ class LlamaEngine:
             )
         return list(tokens[:n])
 
+    def bos_token(self) -> int | None:
+        """The begin-of-text token, where a document starts (None: the model has none)."""
+        token = llama_cpp.llama_vocab_bos(self.vocab)
+        return token if token >= 0 else None
+
     def piece(self, token: int) -> bytes:
         n = llama_cpp.llama_token_to_piece(self.vocab, token, self._piece_buf, 256, 0, False)
         if n < 0:

@@ -7,6 +7,7 @@ exposes the model (and the phone's CPU) to everyone on the network.
 from __future__ import annotations
 
 import ipaddress
+import math
 import os
 import socket
 import stat
@@ -34,6 +35,13 @@ class ServeConfig:
     min_available_bytes: int | None = None  # None: 5 % of RAM, between 128 and 512 MiB
     retry_after: int = 5  # seconds, sent with every 503
     request_timeout: float = 600.0  # a generation that takes longer than this is cut off
+    # Per connection (serve/connections.py): a request head must arrive whole within header_timeout of the
+    # connection (or the previous reply), its body within body_timeout of the head; a client that reads
+    # nothing of its reply for send_timeout is dropped. Total times, not reset by each byte (slowloris).
+    header_timeout: float = 10.0
+    body_timeout: float = 30.0
+    send_timeout: float = 60.0
+    max_idle_connections: int = 128  # connections with no request under way; past this the oldest is closed
     watch_root: Path = Path("/")  # the device whose memory is watched (a device tree in tests)
     verbose: bool = False
 
@@ -48,6 +56,16 @@ class ServeConfig:
             raise UserError("--max-body must be at least 1KiB")
         if self.psi_limit <= 0:
             raise UserError("--psi-limit must be a positive percentage, e.g. 10")
+        for flag, seconds in (
+            ("--header-timeout", self.header_timeout),
+            ("--body-timeout", self.body_timeout),
+        ):
+            if not (math.isfinite(seconds) and 0 < seconds <= 3600):
+                raise UserError(f"{flag} must be a number of seconds above 0 and at most 3600")
+        if not (math.isfinite(self.send_timeout) and self.send_timeout > 0):
+            raise UserError("the send timeout must be a positive number of seconds")
+        if self.max_idle_connections < 1:
+            raise UserError("the idle connection limit must be at least 1")
         check_bind(self.host, self.api_key)
         return self
 

@@ -24,8 +24,22 @@ from edgepilot.serve.stops import StopMatcher
 _DONE = object()
 
 
-class ContextFull(UserError):
+class PromptRefused(UserError):
+    """A prompt this server cannot run (the client's to fix: a 400 with this code)."""
+
+    code: str | None = None
+
+
+class ContextFull(PromptRefused):
     """The prompt does not fit the context the server was started with."""
+
+    code = "context_length_exceeded"
+
+
+class EmptyPrompt(PromptRefused):
+    """An empty prompt, for a model without a begin-of-text token to start from."""
+
+    code = "empty_prompt"
 
 
 @dataclass
@@ -105,6 +119,13 @@ class Generator:
         try:
             prompt, stops, strip_lead = self._prompt(job)
             tokens = engine.tokenize(prompt)
+            if not tokens:  # "": like llama-server, generate from the start of a document
+                bos = engine.bos_token()
+                if bos is None:
+                    raise EmptyPrompt(
+                        "the prompt is empty and this model has no begin-of-text token to start from"
+                    )
+                tokens = [bos]
             if len(tokens) >= self.n_ctx:
                 raise ContextFull(
                     f"the prompt has {len(tokens)} tokens but the server's context holds {self.n_ctx}; "

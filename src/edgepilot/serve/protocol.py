@@ -16,6 +16,18 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from edgepilot.serve.stops import MAX_STOP_CHARS, MAX_STOPS
 
 
+def valid_unicode(texts: str | list[str] | None) -> None:
+    """JSON may carry a lone UTF-16 surrogate ("\\ud800"): no tokenizer can take one, so refuse it (400)."""
+    for text in [texts] if isinstance(texts, str) else texts or []:
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            lone = ord(text[exc.start])
+            raise ValueError(
+                f"the text holds a lone UTF-16 surrogate (\\u{lone:04x}); send valid Unicode"
+            ) from None
+
+
 class ContentPart(BaseModel):
     model_config = ConfigDict(extra="ignore")
     type: str
@@ -26,6 +38,22 @@ class Message(BaseModel):
     model_config = ConfigDict(extra="ignore")
     role: str = Field(min_length=1, max_length=64)
     content: str | list[ContentPart] | None = None
+
+    @field_validator("role", mode="before")  # before: pydantic's own length check fails on it, less clearly
+    @classmethod
+    def _unicode_role(cls, role: object) -> object:
+        if isinstance(role, str):
+            valid_unicode(role)
+        return role
+
+    @field_validator("content")  # here, not on ContentPart: an error inside a union reads badly
+    @classmethod
+    def _unicode(cls, content: str | list[ContentPart] | None) -> str | list[ContentPart] | None:
+        if isinstance(content, list):
+            valid_unicode([part.text for part in content if part.text is not None])
+        else:
+            valid_unicode(content)
+        return content
 
     def text(self) -> str:
         if self.content is None:
@@ -74,6 +102,7 @@ class _Sampling(BaseModel):
             raise ValueError(f"at most {MAX_STOPS} stop strings")
         if any(len(s) > MAX_STOP_CHARS for s in items):
             raise ValueError(f"stop strings are limited to {MAX_STOP_CHARS} characters")
+        valid_unicode(items)
         return stop
 
     def stop_list(self) -> list[str]:
@@ -99,6 +128,7 @@ class CompletionRequest(_Sampling):
     def _one_prompt(cls, prompt: str | list[str]) -> str | list[str]:
         if isinstance(prompt, list) and len(prompt) != 1:
             raise ValueError("give one prompt (a list of several prompts is not supported)")
+        valid_unicode(prompt)
         return prompt
 
     def prompt_text(self) -> str:

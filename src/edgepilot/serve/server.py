@@ -91,6 +91,28 @@ def bind_front(host: str, port: int) -> socket.socket:
     return sock
 
 
+def front_config(front: Front) -> Any:
+    """The front's uvicorn.Config: bounds per connection, and a cap on idle connections only. No
+    limit_concurrency: it counts idle connections too (a few dozen that send nothing would turn every keyed
+    client away), and its 503 is plain text without Retry-After."""
+    import uvicorn
+
+    from edgepilot.serve.connections import MAX_HEAD_BYTES, ConnectionGuard, guarded_protocol
+
+    return uvicorn.Config(
+        front,
+        http=guarded_protocol(ConnectionGuard.of(front.config, front.state.connections)),
+        h11_max_incomplete_event_size=MAX_HEAD_BYTES,
+        ws="none",
+        log_level="warning",
+        access_log=False,
+        lifespan="off",
+        server_header=False,
+        timeout_keep_alive=5,
+        timeout_graceful_shutdown=5,
+    )
+
+
 def _url(host: str, port: int) -> str:
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
@@ -205,18 +227,7 @@ class Supervisor:
         )
         watch = self.memory_watch()
         front = Front(config, self.state, socket_path, self.log, plan.predicted_peak_bytes)
-        self.server = uvicorn.Server(
-            uvicorn.Config(
-                front,
-                log_level="warning",
-                access_log=False,
-                lifespan="off",
-                server_header=False,
-                timeout_keep_alive=5,
-                limit_concurrency=config.max_queue + 64,  # past this, uvicorn itself answers 503
-                timeout_graceful_shutdown=5,
-            )
-        )
+        self.server = uvicorn.Server(front_config(front))
         previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
         try:
             # uvicorn handles SIGINT/SIGTERM while it runs and re-raises them afterwards: make that re-raise

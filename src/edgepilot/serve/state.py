@@ -62,6 +62,7 @@ class ServerState:
         self.failure: str | None = None
         self.pressure = Pressure()
         self.counts: Counter[str] = Counter()  # touched only on the event loop
+        self.connections: Counter[str] = Counter()  # idle now, evicted, timed_out (serve/connections.py)
         self.in_flight = 0
         self.waiting = 0
 
@@ -117,4 +118,5 @@ class ServerState:
                 "failure": self.failure,
                 "pressure": asdict(self.pressure),
                 "requests": {**self.counts, "in_flight": self.in_flight, "waiting": self.waiting},
+                "connections": {"idle": 0, "evicted": 0, "timed_out": 0, **self.connections},
             }

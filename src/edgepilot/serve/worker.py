@@ -24,10 +24,11 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.background import BackgroundTask
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from edgepilot.engine.sampling import SamplerSettings
 from edgepilot.serve import protocol as p
-from edgepilot.serve.generation import ContextFull, Generator, Job
+from edgepilot.serve.generation import Generator, Job, PromptRefused
 from edgepilot.serve.wire import error_body, sse
 
 DISCONNECT_POLL = 0.25
@@ -63,8 +64,20 @@ def create_app(gen: Generator, model_name: str, max_tokens: int, info: dict[str,
     @app.exception_handler(RequestValidationError)
     async def invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
         first = exc.errors()[0] if exc.errors() else {}
-        where = ".".join(str(x) for x in first.get("loc", ()) if x != "body")
-        return _error(400, f"{where + ': ' if where else ''}{first.get('msg', 'invalid request')}")
+        where = ".".join(str(x) for x in first.get("loc", ()) if x != "body") or "the request body"
+        return _error(400, f"{where}: {first.get('msg', 'invalid request')}")
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return _error(
+            exc.status_code,
+            str(exc.detail),
+            "invalid_request_error" if exc.status_code < 500 else "server_error",
+        )
+
+    @app.exception_handler(Exception)
+    async def crashed(_request: Request, exc: Exception) -> JSONResponse:
+        return _error(500, f"the model server failed on this request: {type(exc).__name__}", "server_error")
 
     @app.get("/health")
     async def health() -> dict[str, Any]:
@@ -80,8 +93,8 @@ def create_app(gen: Generator, model_name: str, max_tokens: int, info: dict[str,
             watcher = asyncio.create_task(_watch_disconnect(request, cancelled))
             try:
                 outcome = await gen.complete(job, cancelled)
-            except ContextFull as exc:
-                return _error(400, str(exc), code="context_length_exceeded")
+            except PromptRefused as exc:
+                return _error(400, str(exc), code=exc.code)
             finally:
                 watcher.cancel()
             body = (p.chat_response if chat else p.completion_response)(rid, model_name, outcome)
@@ -90,8 +103,8 @@ def create_app(gen: Generator, model_name: str, max_tokens: int, info: dict[str,
         pieces = gen.stream(job, cancelled)
         try:  # the first item: the prompt was accepted (or an error can still be a proper status code)
             first = await anext(pieces)
-        except ContextFull as exc:
-            return _error(400, str(exc), code="context_length_exceeded")
+        except PromptRefused as exc:
+            return _error(400, str(exc), code=exc.code)
 
         async def events():
             obj = "chat.completion.chunk" if chat else "text_completion"
