@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from edgepilot.doctor.command import parse_command, with_context
 from edgepilot.doctor.logscan import scan
+from edgepilot.plan.requested import RequestedSettings
 
 
 def test_edgepilot_run_command():
@@ -27,18 +28,14 @@ def test_edgepilot_run_command():
         ]
     )
     assert c.tool == "edgepilot" and c.model == "m.gguf" and not c.model_is_default
-    assert c.settings == {
-        "n_ctx": 32768,
-        "type_k": "q8_0",
-        "type_v": "q8_0",
-        "flash_attn": True,
-        "n_threads": 2,
-    }
+    assert c.settings == RequestedSettings(
+        n_ctx=32768, type_k="q8_0", type_v="q8_0", flash_attn=True, n_threads=2
+    )
 
 
 def test_edgepilot_run_without_model_means_the_bundled_one():
     c = parse_command(["edgepilot", "run", "-p", "a prompt with words", "--ctx=512"])
-    assert c.model is None and c.model_is_default and c.settings == {"n_ctx": 512}
+    assert c.model is None and c.model_is_default and c.settings == RequestedSettings(n_ctx=512)
 
 
 def test_llama_cli_command():
@@ -62,13 +59,16 @@ def test_llama_cli_command():
         ]
     )
     assert c.tool == "llama.cpp" and c.model == "a.gguf" and c.n_gpu_layers == 99
-    assert c.settings == {
-        "n_ctx": 8192,
-        "flash_attn": True,
-        "n_threads": 4,
-        "type_k": "q8_0",
-        "use_mmap": False,
-    }
+    assert c.settings == RequestedSettings(
+        n_ctx=8192, flash_attn=True, n_threads=4, type_k="q8_0", use_mmap=False
+    )
+
+
+def test_no_repack_is_read_from_edgepilot_and_llama_cpp_commands():
+    assert parse_command(["edgepilot", "run", "m.gguf", "--no-repack"]).settings == RequestedSettings(
+        repack=False
+    )
+    assert parse_command(["llama-cli", "-m", "m.gguf", "--no-repack"]).settings.repack is False
 
 
 def test_any_command_naming_a_gguf():

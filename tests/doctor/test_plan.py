@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from edgepilot.doctor.diagnose import diagnose
 from edgepilot.plan import fit
+from edgepilot.plan.requested import RequestedSettings
 
 MiB = 1 << 20
 
@@ -31,7 +32,13 @@ def test_alloc_failure_with_the_model_known_gives_settings_that_fit(smollm_path)
         "ggml_backend_cpu_buffer_type_alloc_buffer: failed to allocate buffer of size 754974720",
         "llama_kv_cache_init: failed to allocate buffer for kv cache",
     ]
-    d = diagnose(lines, model=str(smollm_path), requested={"n_ctx": 32768}, root=None, budget_bytes=200 * MiB)
+    d = diagnose(
+        lines,
+        model=str(smollm_path),
+        requested=RequestedSettings(n_ctx=32768),
+        root=None,
+        budget_bytes=200 * MiB,
+    )
     assert d.causes[0].id == "context-too-large"
     assert "-c " in d.causes[0].fix or "--ctx " in d.causes[0].fix
     assert d.plan is not None and not d.plan.fits
@@ -42,7 +49,7 @@ def test_no_plan_for_a_model_that_fits(smollm_path):
         ["Killed"],
         exit_code=137,
         model=str(smollm_path),
-        requested={"n_ctx": 512},
+        requested=RequestedSettings(n_ctx=512),
         root=None,
         budget_bytes=4096 * MiB,
     )

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import sys
-from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
@@ -16,6 +15,7 @@ from edgepilot.errors import UserError
 
 if TYPE_CHECKING:
     from edgepilot.doctor.types import Diagnosis
+    from edgepilot.plan.requested import RequestedSettings
 
 DETAILED = 3  # causes shown with evidence and fix; the rest get one line
 
@@ -75,17 +75,18 @@ def render_diagnosis(d: Diagnosis, out: Console) -> None:
         out.print(f"   fix: {c.fix}", markup=False, soft_wrap=True, style="bold")
 
 
-def report_engine_failure(exc: Exception, model: str | None, requested: Any) -> typer.Exit:
+def report_engine_failure(
+    exc: Exception, model: str | None, requested: RequestedSettings | None
+) -> typer.Exit:
     """For `run`/`serve`: print the engine's error, then the doctor's top cause and fix; exit code 2."""
     from edgepilot.doctor.command import resolve_default_model
     from edgepilot.doctor.diagnose import diagnose
     from edgepilot.engine import llama_log
 
     err_console.print(f"edgepilot: error: {exc}", markup=False, soft_wrap=True)
-    settings = asdict(requested) if requested is not None else None
     try:
         lines = [str(exc), *llama_log.lines_since(0)]
-        d = diagnose(lines, model=model or resolve_default_model(), requested=settings)
+        d = diagnose(lines, model=model or resolve_default_model(), requested=requested)
     except Exception as doc_exc:  # the doctor must never hide the original error
         err_console.print(f"edgepilot: doctor could not diagnose this ({doc_exc})", markup=False, style="dim")
         return typer.Exit(2)

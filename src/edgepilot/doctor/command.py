@@ -10,6 +10,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from edgepilot.plan.requested import RequestedSettings, merged
+
 # Flags that take a value, as llama.cpp and `edgepilot run` spell them.
 _CTX = {"-c", "--ctx-size", "--ctx"}
 _BATCH = {"-b", "--batch-size", "--batch"}
@@ -24,6 +26,7 @@ _EDGEPILOT_VALUE_FLAGS = {
     "-p", "--prompt", "--prompt-file", "-n", "--n-predict", "--temp", "--seed", "--root", "--budget",
     "--host", "--port", "--api-key", "--sha256", *_CTX, *_BATCH, *_UBATCH, *_THREADS, *_KV,
 }  # fmt: skip
+_OFF_SWITCHES = {"--no-flash-attn": "flash_attn", "--no-mmap": "use_mmap", "--no-repack": "repack"}
 EDGEPILOT_MODEL_COMMANDS = {"run", "serve", "bench", "tune", "fit", "inspect"}
 
 
@@ -32,7 +35,7 @@ class CommandFacts:
     tool: str  # "llama.cpp", "edgepilot", "other"
     model: str | None = None
     model_is_default: bool = False  # `edgepilot run` without MODEL: the bundled Gemma
-    settings: dict[str, object] = field(default_factory=dict)  # RequestedSettings field -> value
+    settings: RequestedSettings = field(default_factory=RequestedSettings)  # what the command line asked for
     n_gpu_layers: int | None = None
 
 
@@ -67,7 +70,7 @@ def parse_command(argv: list[str]) -> CommandFacts:
 
 
 def _parse_flags(args: list[str], facts: CommandFacts, positional: list[str] | None = None) -> None:
-    s = facts.settings
+    s: dict[str, object] = {}
     i = 0
     while i < len(args):
         flag, inline = _split(args[i])
@@ -98,8 +101,8 @@ def _parse_flags(args: list[str], facts: CommandFacts, positional: list[str] | N
                 s["flash_attn"] = value == "on"
             else:
                 s["flash_attn"], step = True, 1
-        elif flag in {"--no-flash-attn", "--no-mmap"}:
-            s["flash_attn" if flag == "--no-flash-attn" else "use_mmap"] = False
+        elif flag in _OFF_SWITCHES:
+            s[_OFF_SWITCHES[flag]] = False
             step = 1
         elif positional is not None and not flag.startswith("-"):
             positional.append(flag)
@@ -107,7 +110,7 @@ def _parse_flags(args: list[str], facts: CommandFacts, positional: list[str] | N
         elif positional is None or flag not in _EDGEPILOT_VALUE_FLAGS:
             step = 1  # a switch, or a flag we do not know (its value, if any, is looked at and skipped next)
         i += step
-    facts.settings = {k: v for k, v in s.items() if v is not None}
+    facts.settings = merged(facts.settings, RequestedSettings(**s))
 
 
 def _parse_edgepilot(args: list[str]) -> CommandFacts:

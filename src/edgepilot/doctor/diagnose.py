@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from edgepilot.device import fs
 from edgepilot.doctor import rules_android, rules_build, rules_cpu, rules_memory, rules_model, rules_vulkan
 from edgepilot.doctor.evidence import Evidence, gather
 from edgepilot.doctor.types import LIKELY, Cause, Diagnosis, RunRecord, cause
+from edgepilot.plan.requested import RequestedSettings
 
 Rule = Callable[[Evidence], list[Cause]]
 RULES: tuple[Rule, ...] = (
@@ -101,7 +101,7 @@ def diagnose(
     model: str | None = None,
     root: Path | str | None = fs.LIVE_ROOT,
     run: RunRecord | None = None,
-    requested: dict[str, Any] | None = None,
+    requested: RequestedSettings | None = None,
     budget_bytes: int | None = None,
 ) -> Diagnosis:
     """The library entry point: `edgepilot doctor` prints what this returns.

@@ -10,12 +10,13 @@ import signal as _signal
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from edgepilot.device import fs
 from edgepilot.doctor.command import CommandFacts, parse_command, resolve_default_model
 from edgepilot.doctor.logscan import LogFacts, quote, scan
 from edgepilot.doctor.types import PlanCheck, RunRecord
+from edgepilot.plan.requested import RequestedSettings, merged
 from edgepilot.untrusted import open_regular
 
 if TYPE_CHECKING:
@@ -54,7 +55,7 @@ class Evidence:
     cmd: CommandFacts | None = None
     model: str | None = None  # the model path as given (on the device when --root is a tree)
     model_local: Path | None = None  # where this machine can read it, when it can
-    requested: dict[str, Any] = field(default_factory=dict)  # RequestedSettings fields that were asked for
+    requested: RequestedSettings = field(default_factory=RequestedSettings)  # what the failed run asked for
     probe: Probe | None = None
     root: Path | None = None
     validation: Validation | None = None
@@ -122,7 +123,7 @@ def gather(
     model: str | None = None,
     root: Path | str | None = fs.LIVE_ROOT,
     run: RunRecord | None = None,
-    requested: dict[str, Any] | None = None,
+    requested: RequestedSettings | None = None,
     budget_bytes: int | None = None,
 ) -> Evidence:
     """Collect the evidence. root=None skips the device probe (a log from another device, or tests)."""
@@ -135,10 +136,8 @@ def gather(
 
     if command:
         ev.cmd = parse_command(command)
-        ev.requested.update(ev.cmd.settings)
-    _log_settings(ev)
-    if requested:
-        ev.requested.update({k: v for k, v in requested.items() if v is not None})
+    # what the log says was used fills in; the command line and the caller's request win
+    ev.requested = merged(_log_settings(ev), ev.cmd.settings if ev.cmd else None, requested)
 
     ev.root = Path(root) if root is not None else None
     _probe(ev)
@@ -146,12 +145,8 @@ def gather(
     return ev
 
 
-def _log_settings(ev: Evidence) -> None:
-    f = ev.facts
-    if f.n_ctx is not None:
-        ev.requested.setdefault("n_ctx", f.n_ctx)
-    if f.n_threads is not None:
-        ev.requested.setdefault("n_threads", f.n_threads)
+def _log_settings(ev: Evidence) -> RequestedSettings:
+    return RequestedSettings(n_ctx=ev.facts.n_ctx, n_threads=ev.facts.n_threads)
 
 
 def _probe(ev: Evidence) -> None:

@@ -1,11 +1,10 @@
 """Ask the memory planner (edgepilot.plan.fit) whether the settings that were run fit, and what would.
 
-Imported lazily: the planner is only consulted when a memory rule needs numbers and the model is readable.
+Consulted only when a memory rule needs numbers and the model is readable.
 """
 
 from __future__ import annotations
 
-from dataclasses import fields
 from typing import TYPE_CHECKING
 
 from edgepilot.doctor.types import PlanCheck
@@ -21,15 +20,9 @@ def check_plan(ev: Evidence) -> PlanCheck | None:
     if ev.validation is not None and not ev.validation.ok:
         ev.checked.append("memory plan: skipped (the model file has problems)")
         return None
-    try:
-        from edgepilot.plan.fit import fit_model
-    except ImportError as exc:
-        ev.checked.append(f"memory plan: unavailable ({exc})")
-        return None
-    from edgepilot.plan.requested import RequestedSettings
+    from edgepilot.plan.fit import fit_model  # reads the model and the device: only when a rule needs it
 
-    known = {f.name for f in fields(RequestedSettings)}
-    requested = RequestedSettings(**{k: v for k, v in ev.requested.items() if k in known})
+    requested = ev.requested
     root = ev.root if ev.root is not None else "/"
     try:
         fit = fit_model(ev.model_local, requested=requested, budget_bytes=ev.budget_bytes, root=root)

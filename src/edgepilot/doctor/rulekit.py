@@ -63,7 +63,7 @@ def suggested_ctx(ev: Evidence) -> tuple[int | None, str]:
     if plan is not None and plan.max_ctx > 0:
         return plan.max_ctx, "the memory plan"
     f = ev.facts
-    n_ctx = ev.requested.get("n_ctx") or f.n_ctx
+    n_ctx = ev.requested.n_ctx or f.n_ctx
     if not n_ctx:
         return None, ""
     per_cell = None

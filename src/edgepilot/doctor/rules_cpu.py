@@ -96,7 +96,7 @@ def too_many_threads(ev: Evidence) -> list[Cause]:
     if all_cores:
         evidence += ev.grep(r"n_threads\s*=", limit=1)
         score = max(score, 60 if fast else 35)
-    n_threads = ev.requested.get("n_threads") or f.n_threads
+    n_threads = ev.requested.n_threads or f.n_threads
     if fast and n_threads and n_threads > fast[1] and not all_cores:
         evidence.append(f"{n_threads} threads requested on a CPU with {fast[1]} fast cores")
         score = max(score, 45)

@@ -152,7 +152,7 @@ def out_of_memory_alloc(ev: Evidence) -> list[Cause]:
 
 def context_too_large(ev: Evidence) -> list[Cause]:
     f = ev.facts
-    n_ctx = ev.requested.get("n_ctx") or f.n_ctx
+    n_ctx = ev.requested.n_ctx or f.n_ctx
     evidence: list[str] = []
     score = 0
     if f.kv_alloc_failed:

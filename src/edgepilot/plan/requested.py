@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 
 import psutil
 
@@ -48,6 +48,23 @@ class RequestedSettings:
             n_threads=threads,
             repack=False if no_repack else None,
         )
+
+
+def _set_fields(r: RequestedSettings) -> dict[str, object]:
+    return {f.name: getattr(r, f.name) for f in fields(r) if getattr(r, f.name) is not None}
+
+
+def merged(base: RequestedSettings, *overrides: RequestedSettings | None) -> RequestedSettings:
+    """base with every field an override sets (later overrides win)."""
+    for over in overrides:
+        if over is not None:
+            base = replace(base, **_set_fields(over))
+    return base
+
+
+def as_requested(settings: object) -> RequestedSettings:
+    """Every field of an EngineSettings that a request can carry: 'run exactly these'."""
+    return RequestedSettings(**{f.name: getattr(settings, f.name) for f in fields(RequestedSettings)})
 
 
 def default_threads(cpu: CpuFacts, allowed_cpus: int | None) -> int:

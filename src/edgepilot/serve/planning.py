@@ -12,7 +12,7 @@ from pathlib import Path
 from edgepilot.errors import UserError
 from edgepilot.plan.budget import compute_budget
 from edgepilot.plan.fit import CTX_STEP, read_device
-from edgepilot.plan.requested import RequestedSettings
+from edgepilot.plan.requested import RequestedSettings, as_requested
 from edgepilot.plan.settings import EngineSettings
 from edgepilot.plan.types import Budget, FitResult
 from edgepilot.tuned.decide import decide
@@ -60,18 +60,7 @@ def plan_serve(
 
 
 def keep_all_but_ctx(s: EngineSettings) -> RequestedSettings:
-    return RequestedSettings(
-        n_ctx=None,
-        n_batch=s.n_batch,
-        n_ubatch=s.n_ubatch,
-        type_k=s.type_k,
-        type_v=s.type_v,
-        flash_attn=s.flash_attn,
-        use_mmap=s.use_mmap,
-        n_threads=s.n_threads,
-        n_threads_batch=s.n_threads_batch,
-        repack=s.repack,
-    )
+    return replace(as_requested(s), n_ctx=None)
 
 
 def shrink_ctx(current: int, planner_max: int) -> int:

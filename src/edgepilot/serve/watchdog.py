@@ -20,12 +20,12 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
 from edgepilot.device import fs
-from edgepilot.plan.requested import RequestedSettings
+from edgepilot.plan.requested import as_requested
 from edgepilot.plan.settings import EngineSettings
 from edgepilot.serve.context_policy import GROW_CHECK_SECONDS, GrowthPolicy, after_memory_returns
 from edgepilot.serve.planning import MEMORY_CAUSES, MIN_CTX, after_memory_kill
@@ -147,11 +147,6 @@ class Worker:
     @property
     def returncode(self) -> int:
         return os.waitstatus_to_exitcode(self.status)
-
-
-def requested_dict(settings: EngineSettings) -> dict[str, object]:
-    names = {f.name for f in fields(RequestedSettings)}
-    return {k: v for k, v in asdict(settings).items() if k in names}
 
 
 class Watchdog(threading.Thread):
@@ -339,7 +334,7 @@ class Watchdog(threading.Thread):
                 model=str(self.launch.model),
                 root=self.root,
                 run=record,
-                requested=requested_dict(settings),
+                requested=as_requested(settings),
             )
             top = d.top
             cause, title, fix, evidence = top.id, top.title, top.fix, top.evidence[:4]
