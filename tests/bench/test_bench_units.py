@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+from dataclasses import replace
 
 import pytest
 
@@ -135,16 +136,18 @@ def test_roofline_pieces(gemma_path, smollm_path):
 
 
 def test_tuned_settings_as_a_llama_cpp_command_line():
-    from edgepilot.bench.search import Candidate
-    from edgepilot.bench.tune import llama_cpp_command
+    from edgepilot.plan.commands import llama_cpp_command
+    from edgepilot.plan.settings import EngineSettings
 
-    gen = Candidate(4, (4, 5, 6, 7), 256, True)
-    same = llama_cpp_command("m.gguf", gen, Candidate(4, (4, 5, 6, 7), 256, True))
-    assert " ".join(same) == "taskset -c 4-7 llama-cli -m m.gguf -t 4 -tb 4 -ub 256 -fa on"
-    wide = llama_cpp_command("m.gguf", gen, Candidate(8, tuple(range(8)), 512, True))
+    s = EngineSettings(n_ctx=4096, n_ubatch=256, flash_attn=True, n_threads=4)
+    same = llama_cpp_command("m.gguf", s, cpus=[4, 5, 6, 7], prompt_cpus=[4, 5, 6, 7])
+    assert same[:5] == ["taskset", "-c", "4-7", "llama-cli", "-m"] and "-C" not in same
+    assert same[same.index("-ub") + 1] == "256" and same[same.index("-fa") + 1] == "on"
+    wide = llama_cpp_command("m.gguf", replace(s, n_threads_batch=8), cpus=[4, 5, 6, 7], prompt_cpus=range(8))
     assert wide[:3] == ["taskset", "-c", "0-7"]  # the union: each phase's own set comes from the masks
     assert wide[wide.index("-C") + 1] == "0xf0" and wide[wide.index("-Cb") + 1] == "0xff"
     assert wide[wide.index("-tb") + 1] == "8" and "--cpu-strict-batch" in wide
+    assert llama_cpp_command("m.gguf", replace(s, repack=False))[-1] == "--no-repack"
 
 
 def test_serve_worker_gets_the_prompt_cpus_only_with_its_own_cpus(tmp_path):
