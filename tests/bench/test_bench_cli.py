@@ -197,6 +197,14 @@ def test_tune_table_and_png(cli_app, smollm_path, tmp_path):
     assert png.is_file()
 
 
+@pytest.mark.parametrize("command", ["bench", "tune"])
+def test_plot_into_a_missing_folder_is_refused_before_measuring(cli_app, tmp_path, command):
+    target = tmp_path / "no" / "such" / "sweep.png"
+    res = runner.invoke(cli_app, [command, "-p", "8", "-n", "2", "-r", "1", "--plot", str(target)])
+    assert res.exit_code == 2 and "does not exist" in res.stderr and res.stderr.count("\n") == 1
+    assert not (tmp_path / "no").exists()
+
+
 def test_tune_bad_input(cli_app):
     res = runner.invoke(cli_app, ["tune", "-n", "0"])
     assert res.exit_code == 2 and res.stderr.startswith("edgepilot: error:")

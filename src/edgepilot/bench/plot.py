@@ -87,7 +87,6 @@ def save_png(series: list[Series], path: Path, title: str) -> Path:
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(path, dpi=120)
     except OSError as exc:
         raise UserError(f"cannot write {path}: {exc.strerror or exc}") from None

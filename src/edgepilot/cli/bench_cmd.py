@@ -155,6 +155,8 @@ def _check_png(path: Path) -> None:
         raise UserError(f"--plot {path}: give a file name ending in .png")
     if path.is_dir():
         raise UserError(f"--plot {path} is a directory; give a file name ending in .png")
+    if not path.parent.is_dir():  # checked before measuring; folders are the user's to make
+        raise UserError(f"--plot {path}: the folder {path.parent} does not exist")
 
 
 def _title(model: MeasuredModel) -> str:
