@@ -18,7 +18,7 @@ HEADER_TIMEOUT = 3.0
 BODY_TIMEOUT = 4.0
 SLACK = 2.5  # a busy 2-core machine, with a model generating
 IDLE = 200
-HOLD = 12.0  # seconds the flood lasts at least: several header timeouts
+HOLD = 60.0  # seconds the flood lasts at least (the 60 s): many header timeouts
 ASKS = 3  # keyed requests answered during the flood, at least
 
 
