@@ -93,7 +93,8 @@ def test_fit_picks_the_largest_context_within_budget(smollm_path):
 
 
 def test_fit_offers_kv_quantization_and_smaller_quants(gemma_path):
-    plan = fit_model(gemma_path, RequestedSettings(n_ctx=32768), budget_bytes=450 * MIB)
+    f16 = RequestedSettings(n_ctx=32768, n_ubatch=512, type_k="f16", type_v="f16", flash_attn=False)
+    plan = fit_model(gemma_path, f16, budget_bytes=450 * MIB)
     assert not plan.fits
     kinds = {a.kind for a in plan.alternatives}
     assert "smaller-context" in kinds and "kv-quant" in kinds

@@ -17,7 +17,6 @@ from edgepilot.errors import UserError
 from edgepilot.jsonable import to_jsonable
 from edgepilot.plan.budget import PRESSURE_PSI, parse_size
 from edgepilot.plan.requested import RequestedSettings
-from edgepilot.plan.settings import MAX_TOKENS_SETTING
 
 if TYPE_CHECKING:
     from edgepilot.serve.server import ServeStarted, ServeStopped
@@ -99,10 +98,7 @@ def serve(
     """Serve the model with an OpenAI-compatible API that stays up and stays private."""
     from edgepilot.serve.config import ServeConfig, key_file_warning, read_api_key
 
-    flags.check_range("--port", port, 0, 65535)
-    flags.check_range("--max-queue", max_queue, 0, 10_000)
-    flags.check_range("--max-tokens", max_tokens, 1, MAX_TOKENS_SETTING)
-    flags.check_range("--psi-limit", psi_limit, 0.0, 100.0)
+    flags.check_range("--psi-limit", psi_limit, 0.0, 100.0)  # NaN too; ServeConfig checks the rest
     from edgepilot.serve.server import serve as run_server
 
     config = ServeConfig(
