@@ -153,7 +153,8 @@ def read_cpu(root: Path) -> CpuFacts:
             "32-bit process can address at most ~3 GiB; use a 64-bit (arm64-v8a / aarch64) build of Termux "
             "or of the OS"
         )
-    isa = summarize("unknown" if emulated else family, features)
+    sve_bytes = fs.read_int(root, "proc/sys/abi/sve_default_vector_length")[0] if "sve" in features else None
+    isa = summarize("unknown" if emulated else family, features, sve_bytes * 8 if sve_bytes else None)
 
     possible, why_possible = _cpu_list(root, "possible")
     online, why_online = _cpu_list(root, "online")

@@ -6,6 +6,8 @@ used by a matrix multiplication qualify (not token_embd, which is read with get_
 count (ne[1]) is a multiple of the layout's row multiple. A repacked tensor is a second copy in a CPU_REPACK
 buffer (references.md: with mmap, resident weights can double).
 The ARM kernels are AArch64-only: a 32-bit (armv7/armv8l) userland gets plain NEON and no repacking.
+SVE matters only with 256-bit vectors and i8mm (ggml_cpu_get_sve_cnt() == 32 bytes: Q4_0 8x8, as on AVX2);
+phone cores implement 128-bit SVE and take the NEON i8mm/dotprod layouts. NEON alone repacks nothing.
 """
 
 from __future__ import annotations
@@ -46,8 +48,9 @@ X86_KEY_FLAGS = (
 
 
 # ggml type -> [(what the CPU needs, interleave layout, ne[1] multiple)], first match wins (repack.cpp order).
+# Capabilities: avx2, avx512 (x86); sve256 (256-bit SVE with i8mm), i8mm, dotprod (AArch64 with NEON).
 REPACK_RULES: dict[str, list[tuple[str, str, int]]] = {
-    "Q4_0": [("avx2", "8x8", 8), ("i8mm", "4x8", 4), ("dotprod", "4x4", 4)],
+    "Q4_0": [("avx2", "8x8", 8), ("sve256", "8x8", 8), ("i8mm", "4x8", 4), ("dotprod", "4x4", 4)],
     "Q4_K": [("avx2", "8x8", 8), ("i8mm", "8x8", 8), ("dotprod", "8x4", 8)],
     "Q2_K": [("avx512", "8x8", 8)],
     "Q5_K": [("i8mm", "8x8", 8), ("dotprod", "8x4", 8)],
@@ -80,9 +83,10 @@ class IsaSummary:
     missing: list[str] = field(default_factory=list)  # notable fast paths this CPU/userland lacks
 
 
-def summarize(family: str, features: list[str]) -> IsaSummary:
+def summarize(family: str, features: list[str], sve_vector_bits: int | None = None) -> IsaSummary:
+    """sve_vector_bits: the SVE vector length new processes get (/proc/sys/abi/sve_default_vector_length)."""
     if family == "arm64":
-        return _arm64(set(features))
+        return _arm64(set(features), sve_vector_bits)
     if family == "arm32":
         return _arm32(set(features))
     if family in ("x86_64", "x86"):
@@ -90,7 +94,7 @@ def summarize(family: str, features: list[str]) -> IsaSummary:
     return IsaSummary(family=family)
 
 
-def _arm64(f: set[str]) -> IsaSummary:
+def _arm64(f: set[str], sve_vector_bits: int | None = None) -> IsaSummary:
     s = IsaSummary(family="arm64")
     neon = "asimd" in f
     dot = "asimddp" in f
@@ -113,13 +117,16 @@ def _arm64(f: set[str]) -> IsaSummary:
         s.fast_paths.append("NEON vector kernels for all quant types")
     if "asimdhp" in f:
         s.fast_paths.append("FP16 vector arithmetic (asimdhp): F16 KV cache and F16 ops stay native")
-    caps = {c for c, on in (("i8mm", neon and i8mm), ("dotprod", neon and dot)) if on}
+    sve256 = "sve" in f and i8mm and sve_vector_bits == 256
+    caps = {c for c, on in (("sve256", sve256), ("i8mm", neon and i8mm), ("dotprod", neon and dot)) if on}
     _set_repack(s, caps)
     if "i8mm" in caps:
         s.fast_paths.append("i8mm: SMMLA int8 matmul; Q4_0/Q8_0 repacked 4x8, Q4_K/Q5_K/Q6_K 8x8")
     if "dotprod" in caps:
         s.fast_paths.append("dotprod: SDOT kernels; repacking of Q4_0, Q8_0, IQ4_NL, MXFP4 and K-quants")
-    if "sve" in f:
+    if sve256:
+        s.fast_paths.append("256-bit SVE with i8mm: Q4_0 repacked 8x8")
+    elif "sve" in f:
         s.fast_paths.append(
             "SVE kernels (Q4_0 8x8 repack only with 256-bit SVE vectors; phone cores are 128-bit)"
         )

@@ -1,15 +1,18 @@
 """Predict the memory of an `edgepilot run` process: llama.cpp's reserved buffers and the peak resident set.
 
 reserved_bytes = weights buffer + CPU_REPACK + KV + compute + output: the sum of the buffers llama.cpp logs.
-peak_rss_bytes = what lmkd / the OOM killer see when the prompt has filled the context:
+peak_rss_bytes = what lmkd / the OOM killer see, the larger of two moments:
+  running, when the prompt has filled the context:
     runtime (interpreter, libraries, llama.cpp's vocabulary and graph structures)
-  + resident weights (mapped pages with mmap — repacked tensors included, their pages are read to make the
-    copy — or the anonymous copy without mmap)
-  + the CPU_REPACK copy
+  + resident weights (the mapped span of the plain tensors with mmap, the anonymous buffer without)
+  + the CPU_REPACK copy (when repacking is on)
   + the KV cache (llama.cpp clears it at creation: every page is touched)
-  + the part of the compute buffer a run touches (compute.py) + the output buffer.
+  + the part of the compute buffer a run touches (compute.py) + the output buffer;
+  loading: runtime + the weights at their worst moment (weights.py: with mmap the whole file is populated
+    while the repacked copies are written; without, each repacked tensor passes through a read buffer).
 The runtime terms are calibrated against measured runs (benchmarks/memory_accuracy.py, data in
-benchmarks/data/memory_runs.json) of llama-cpp-python 0.3.36.
+benchmarks/data/memory_runs.json) of llama-cpp-python 0.3.36; the weight terms against llama.cpp's logs on
+aarch64 (benchmarks/arm_memory.py).
 """
 
 from __future__ import annotations
@@ -28,6 +31,9 @@ MIB = 1 << 20
 # The process before the model's own buffers: Python + llama_cpp + edgepilot imported, the ggml/llama runtime
 # (threadpool, graph and tensor metadata, allocator slack). Calibrated: see the module docstring.
 RUNTIME_BASE_BYTES = 76 * MIB
+# Of that, the interpreter with llama_cpp and edgepilot imported (libraries loaded, no model): what a C++ tool
+# such as llama-completion does not carry. Measured with `python -c "import llama_cpp, edgepilot.cli"`.
+INTERPRETER_BYTES = 50 * MIB
 # llama.cpp's vocabulary structures (token strings, scores, maps), per token of the vocabulary.
 VOCAB_BYTES_PER_TOKEN = 155
 
@@ -70,23 +76,27 @@ def predict(
         flash_attn=settings.flash_attn,
     )
     compute = compute_buffer(arch, kv.n_ctx, n_ubatch, settings.flash_attn, kv.cells_full, kv.cells_swa)
-    weights = weights or estimate_weights(header.tensors, repack_plan)
+    weights = weights or estimate_weights(
+        header.tensors, repack_plan, header.architecture, file_size=header.file_size
+    )
     output = output_buffer_bytes(arch)
     runtime = runtime_bytes(arch)
-    # llama.cpp's weight buffer: every tensor with mmap (CPU_Mapped), all but the repacked ones without.
-    weight_buffer = weights.tensor_bytes if settings.use_mmap else weights.tensor_bytes - weights.repack_bytes
-    reserved = weight_buffer + weights.repack_bytes + kv.total_bytes + compute.reserved_bytes + output
-    peak = (
+    mmap, repack = settings.use_mmap, settings.repack
+    weight_buffer = weights.weight_buffer_bytes(mmap, repack)  # CPU_Mapped with mmap, CPU without
+    repack_buffer = weights.repack_buffer_bytes(repack)
+    reserved = weight_buffer + repack_buffer + kv.total_bytes + compute.reserved_bytes + output
+    running = (
         runtime
-        + weights.resident_bytes(settings.use_mmap)
-        + weights.repack_bytes
+        + weights.resident_bytes(mmap, repack)
+        + repack_buffer
         + kv.total_bytes
         + compute.touched_bytes
         + output
     )
+    peak = max(running, runtime + weights.load_peak_bytes(mmap, repack))
     memory = MemoryBreakdown(
-        weights_bytes=weights.resident_bytes(settings.use_mmap),
-        repack_bytes=weights.repack_bytes,
+        weights_bytes=weights.resident_bytes(mmap, repack),
+        repack_bytes=repack_buffer,
         kv_bytes=kv.total_bytes,
         compute_reserved_bytes=compute.reserved_bytes,
         output_bytes=output,

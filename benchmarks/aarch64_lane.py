@@ -1,0 +1,170 @@
+"""The aarch64 lane (scripts/aarch64-lane.sh sets it up): find it, run llama.cpp's tools under qemu-user.
+
+The lane is llama.cpp from llama-cpp-python 0.3.36's own vendored source, cross-built for
+armv8.2-a+dotprod+i8mm, in $EDGEPILOT_AARCH64_LANE or ~/.cache/edgepilot/aarch64-lane, plus libggml-cpu
+alone for a dotprod CPU without i8mm and for a NEON-only one. In this llama.cpp the repack layouts follow the
+compile flags (ggml_cpu_has_matmul_int8 / _dotprod are compile-time on ARM), so a feature set is a CPU
+library: the `cpu` argument below picks it (LD_LIBRARY_PATH puts the variant first). QEMU_CPU chooses the
+emulated CPU: `max` has dotprod and i8mm, `cortex-a53` neither (the i8mm library dies there with SIGILL, the
+NEON-only one runs).
+
+Peak RSS of a run is the kernel's high-water mark of the qemu process (wait4's ru_maxrss, through memlab's
+launcher so this process's own peak does not leak into it). It includes qemu-user itself; `baseline()`
+measures the same binary under qemu doing nothing (`--version`: qemu, its translated code, the loaded
+libraries), to be taken off.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from edgepilot.plan.settings import EngineSettings  # noqa: E402
+from memlab import parse_llama_log, run_measured  # noqa: E402
+
+LANE_ENV = "EDGEPILOT_AARCH64_LANE"
+SYSROOT = Path("/usr/aarch64-linux-gnu")
+QEMU = "qemu-aarch64-static"
+SETUP_SCRIPT = "scripts/aarch64-lane.sh"
+# What the setup script writes once the build and a smoke run under qemu succeeded.
+STAMP = (
+    "llama-cpp-python=0.3.36 arch=armv8.2-a+dotprod+i8mm targets=llama-completion llama-bench "
+    "cpu=dotprod:armv8.2-a+dotprod neon:armv8-a"
+)
+# CPU library -> the capabilities device/isa.py's repack rules take for it.
+CPU_VARIANTS: dict[str, set[str]] = {"i8mm": {"i8mm", "dotprod"}, "dotprod": {"dotprod"}, "neon": set()}
+# The emulated CPU each library runs on: one that has its features and not the next ones.
+QEMU_CPU_FOR = {"i8mm": "max", "dotprod": "cortex-a76", "neon": "cortex-a53"}
+RUN_TIMEOUT_S = 1800.0
+
+
+def lane_dir() -> Path:
+    if os.environ.get(LANE_ENV):
+        return Path(os.environ[LANE_ENV])
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "edgepilot" / "aarch64-lane"
+
+
+@dataclass
+class Lane:
+    root: Path
+
+    @property
+    def bin_dir(self) -> Path:
+        return self.root / "build" / "bin"
+
+    def tool(self, name: str) -> Path:
+        return self.bin_dir / name
+
+    def env(self, qemu_cpu: str = "max", cpu: str = "i8mm") -> dict[str, str]:
+        """cpu: the CPU library (CPU_VARIANTS); the default build is the i8mm one."""
+        if cpu not in CPU_VARIANTS:
+            raise ValueError(f"unknown CPU library {cpu!r}; choose one of {', '.join(CPU_VARIANTS)}")
+        dirs = [str(self.bin_dir)]
+        if cpu != "i8mm":
+            dirs.insert(0, str(self.root / f"build-{cpu}" / "bin"))
+        env = dict(os.environ)
+        env.update(QEMU_LD_PREFIX=str(SYSROOT), LD_LIBRARY_PATH=":".join(dirs), QEMU_CPU=qemu_cpu)
+        return env
+
+
+def lane_problem(root: Path | None = None) -> str | None:
+    """Why the lane cannot run here (None: it can)."""
+    root = root or lane_dir()
+    if shutil.which(QEMU) is None:
+        return f"{QEMU} is not installed (set the lane up: {SETUP_SCRIPT})"
+    if not (SYSROOT / "lib").is_dir():
+        return f"no aarch64 sysroot at {SYSROOT} (set the lane up: {SETUP_SCRIPT})"
+    stamp = root / "lane.stamp"
+    if not stamp.is_file() or stamp.read_text().strip() != STAMP:
+        return f"no finished aarch64 lane in {root} (set it up: {SETUP_SCRIPT})"
+    for tool in ("build/bin/llama-completion", "build/bin/llama-bench"):
+        if not os.access(root / tool, os.X_OK):
+            return f"{tool} is missing from {root} (rerun {SETUP_SCRIPT})"
+    for cpu in CPU_VARIANTS:
+        if cpu != "i8mm" and not (root / f"build-{cpu}" / "bin" / "libggml-cpu.so").is_file():
+            return f"the {cpu} CPU library is missing from {root} (rerun {SETUP_SCRIPT})"
+    return None
+
+
+def find_lane() -> Lane | None:
+    return None if lane_problem() else Lane(lane_dir())
+
+
+@dataclass
+class LaneRun:
+    argv: list[str]
+    returncode: int
+    peak_rss_bytes: int
+    wall_seconds: float
+    log: dict[str, Any] = field(default_factory=dict)  # memlab.parse_llama_log of stderr
+    repack_layouts: dict[str, int] = field(default_factory=dict)  # `q8_0_4x8` -> tensors repacked so
+    stderr: str = field(default="", repr=False)
+
+
+def completion_argv(
+    lane: Lane,
+    model: Path,
+    settings: EngineSettings,
+    prompt_file: Path | None = None,
+    n_predict: int = 4,
+) -> list[str]:
+    """llama-completion with the planner's settings; in this llama.cpp the load mode is `-lm`."""
+    argv = [QEMU, str(lane.tool("llama-completion")), "-m", str(model)]
+    argv += ["-c", str(settings.n_ctx), "-b", str(settings.n_batch), "-ub", str(settings.n_ubatch)]
+    argv += ["-t", str(settings.n_threads), "-ctk", settings.type_k, "-ctv", settings.type_v]
+    argv += ["-fa", "on" if settings.flash_attn else "off", "-ngl", str(settings.n_gpu_layers)]
+    argv += ["-lm", "mmap" if settings.use_mmap else "none", "--repack" if settings.repack else "--no-repack"]
+    if settings.swa_full:
+        argv.append("--swa-full")
+    argv += ["-f", str(prompt_file)] if prompt_file else ["-p", "Hi"]
+    argv += ["-n", str(n_predict), "-no-cnv", "--no-warmup", "-fit", "off", "--temp", "0", "-s", "1", "-v"]
+    return argv
+
+
+def _repack_layouts(stderr: str) -> dict[str, int]:
+    """`ggml_repack_...: repack tensor blk.0.attn_q.weight with q4_K_8x8` lines, counted per layout."""
+    counts: dict[str, int] = {}
+    for line in stderr.splitlines():
+        if "repack tensor" in line and " with " in line:
+            layout = line.rsplit(" with ", 1)[1].strip()
+            counts[layout] = counts.get(layout, 0) + 1
+    return counts
+
+
+def run_completion(
+    lane: Lane,
+    model: Path,
+    settings: EngineSettings,
+    prompt_file: Path | None = None,
+    n_predict: int = 4,
+    qemu_cpu: str = "max",
+    cpu: str = "i8mm",
+) -> LaneRun:
+    argv = completion_argv(lane, model, settings, prompt_file, n_predict)
+    env = lane.env(qemu_cpu, cpu)
+    child = run_measured(argv, env=env, timeout=RUN_TIMEOUT_S, smaps_every=1_000_000)
+    return LaneRun(
+        argv=argv,
+        returncode=child.returncode,
+        peak_rss_bytes=child.ru_maxrss_bytes,
+        wall_seconds=child.wall_seconds,
+        log=parse_llama_log(child.stderr),
+        repack_layouts=_repack_layouts(child.stderr),
+        stderr=child.stderr,
+    )
+
+
+def baseline(lane: Lane, qemu_cpu: str = "max", cpu: str = "i8mm") -> int:
+    """Peak RSS of llama-completion under qemu doing nothing but start (`--version`)."""
+    child = run_measured(
+        [QEMU, str(lane.tool("llama-completion")), "--version"], env=lane.env(qemu_cpu, cpu), timeout=300.0
+    )
+    if child.returncode != 0:
+        raise RuntimeError(f"llama-completion --version under qemu failed: exit {child.returncode}")
+    return child.ru_maxrss_bytes
