@@ -161,15 +161,15 @@ def test_predict_honours_repack_off(gemma_path):
     header = read_header(gemma_path)
     arch = arch_params(header.metadata)
     plan = read_device(DEVICES / "sd8gen2-xiaomi13pro").cpu.repack_plan()
-    on = predict(header, arch, EngineSettings(n_ctx=2048), plan).memory
-    off = predict(header, arch, EngineSettings(n_ctx=2048, repack=False), plan).memory
-    none_on = predict(header, arch, EngineSettings(n_ctx=2048, use_mmap=False), plan).memory
+    on = predict(header, arch, EngineSettings(n_ctx=2048, n_threads=1), plan).memory
+    off = predict(header, arch, EngineSettings(n_ctx=2048, n_threads=1, repack=False), plan).memory
+    none_on = predict(header, arch, EngineSettings(n_ctx=2048, n_threads=1, use_mmap=False), plan).memory
     assert off.repack_bytes == 0 and on.repack_bytes > 150 * MIB
     # mmap + repack keeps file pages and copies: the most; no mmap saves the plain copies of repacked tensors
     assert on.peak_rss_bytes > none_on.peak_rss_bytes > off.peak_rss_bytes
     assert on.peak_rss_bytes - off.peak_rss_bytes == pytest.approx(on.repack_bytes, rel=0.01)
-    assert "--no-repack" in EngineSettings(repack=False).llama_cpp_args()
-    assert "--no-repack" not in EngineSettings().llama_cpp_args()
+    assert "--no-repack" in EngineSettings(n_ctx=512, n_threads=1, repack=False).llama_cpp_args()
+    assert "--no-repack" not in EngineSettings(n_ctx=512, n_threads=1).llama_cpp_args()
 
 
 # llama.cpp's logged CPU_REPACK on aarch64 (the lane, QEMU_CPU=max: i8mm; cortex-a76: dotprod only), and
@@ -206,4 +206,4 @@ def test_sve_256_bit_vectors_change_q4_0_only():
 
 
 def test_settings_replace_keeps_repack():
-    assert replace(EngineSettings(repack=False), n_ctx=512).repack is False
+    assert replace(EngineSettings(n_ctx=256, n_threads=1, repack=False), n_ctx=512).repack is False

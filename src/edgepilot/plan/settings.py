@@ -39,8 +39,6 @@ class EngineSettings:
     # llama-cli's default: sliding-window layers keep only the window, not n_ctx cells (less memory).
     # llama-cpp-python's Llama() keeps them full (llama_context_default_params).
     swa_full: bool = False
-    # llama.cpp's CPU_REPACK extra buffer (weights re-laid for the CPU's fast kernels); off: --no-repack.
-    repack: bool = True
 
     def validate(self) -> EngineSettings:
         if self.n_ctx < 16:
@@ -94,6 +92,4 @@ class EngineSettings:
             args.append("--no-repack")
         if self.swa_full:
             args.append("--swa-full")
-        if not self.repack:
-            args.append("--no-repack")
         return args
