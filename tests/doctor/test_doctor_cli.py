@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
+from click.testing import CliRunner
 from doctorkit import DEVICES, LOGS
-from typer.testing import CliRunner
 
 runner = CliRunner()
 
