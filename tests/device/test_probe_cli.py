@@ -1,4 +1,4 @@
-"""`edgepilot probe` and `edgepilot snapshot save` through the Typer app."""
+"""`edgepilot probe` and `edgepilot snapshot save` through the click app."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`edgepilot doctor` through the Typer app: JSON contract, exit codes, one-line errors."""
+"""`edgepilot doctor` through the click app: JSON contract, exit codes, one-line errors."""
 
 from __future__ import annotations
 
