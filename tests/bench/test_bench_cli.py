@@ -9,7 +9,7 @@ import os
 import sqlite3
 
 import pytest
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
 from edgepilot.bench.formats import LLAMA_BENCH_FIELDS
 from edgepilot.tuned.pinning import allowed_cpus

@@ -1,10 +1,10 @@
-"""`edgepilot probe` and `edgepilot snapshot save` through the Typer app."""
+"""`edgepilot probe` and `edgepilot snapshot save` through the click app."""
 
 from __future__ import annotations
 
 import json
 
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
 runner = CliRunner()
 

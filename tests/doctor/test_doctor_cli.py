@@ -1,11 +1,11 @@
-"""`edgepilot doctor` through the Typer app: JSON contract, exit codes, one-line errors."""
+"""`edgepilot doctor` through the click app: JSON contract, exit codes, one-line errors."""
 
 from __future__ import annotations
 
 import json
 
+from click.testing import CliRunner
 from doctorkit import DEVICES, LOGS
-from typer.testing import CliRunner
 
 runner = CliRunner()
 

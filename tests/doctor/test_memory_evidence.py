@@ -7,8 +7,8 @@ import json
 from dataclasses import replace
 
 import pytest
+from click.testing import CliRunner
 from doctorkit import LOGS, diagnose_log
-from typer.testing import CliRunner
 
 from edgepilot.doctor.diagnose import diagnose, order
 from edgepilot.doctor.supervise import supervise

@@ -3,7 +3,7 @@ the model verdict sees is refused before llama.cpp is asked (one line, exit 2)."
 
 from __future__ import annotations
 
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
 runner = CliRunner()
 RUN = ["-p", "hi", "-n", "2", "--ctx", "512", "--threads", "2"]

@@ -6,7 +6,7 @@ import json
 import os
 
 import pytest
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
 from edgepilot.cli import app
 from edgepilot.engine.sampling import SamplerSettings

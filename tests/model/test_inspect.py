@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
 from edgepilot.cli import app
 from edgepilot.model.inspect import inspect_model

@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from synth import MiB, truncate, zero_tail
-from typer.testing import CliRunner
 
 from edgepilot.cli import app
 from edgepilot.errors import UserError

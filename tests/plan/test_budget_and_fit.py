@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
 from edgepilot.cli import app
 from edgepilot.plan.budget import ANDROID_MARGIN, LINUX_MARGIN, compute_budget, parse_size

@@ -1,5 +1,5 @@
 """The pieces of `edgepilot serve` that need no model: stop strings, address and key checks, the memory
-gate, context shrinking, the wake lock, request validation, and a worker that cannot start."""
+gate, context shrinking, the wake lock, and a worker that cannot start."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import threading
 from pathlib import Path
 
 import pytest
-from pydantic import ValidationError
 
 from edgepilot.errors import UserError
 from edgepilot.plan.settings import EngineSettings
@@ -22,7 +21,6 @@ from edgepilot.serve.config import (
 from edgepilot.serve.front import Front, loopback_host_header
 from edgepilot.serve.planning import MIN_CTX, after_memory_kill, shrink_ctx
 from edgepilot.serve.pressure import gate
-from edgepilot.serve.protocol import ChatRequest, CompletionRequest, Message
 from edgepilot.serve.state import FAILED, Pressure, ServerState
 from edgepilot.serve.stops import StopMatcher
 from edgepilot.serve.wakelock import WakeLock
@@ -185,20 +183,6 @@ def test_wake_lock_only_where_the_commands_exist(tmp_path, monkeypatch):
     lock.release()
     lock.release()  # once only
     assert log.read_text().split() == ["termux-wake-lock", "termux-wake-unlock"]
-
-
-def test_request_validation():
-    with pytest.raises(ValidationError, match="n > 1"):
-        ChatRequest(messages=[{"role": "user", "content": "x"}], n=2)
-    with pytest.raises(ValidationError, match="at most 4"):
-        CompletionRequest(prompt="x", stop=["a", "b", "c", "d", "e"])
-    with pytest.raises(ValidationError):
-        CompletionRequest(prompt=["a", "b"])
-    with pytest.raises(ValueError, match="only text"):
-        Message(role="user", content=[{"type": "image_url"}]).text()
-    req = ChatRequest(messages=[{"role": "user", "content": "x"}], max_completion_tokens=7, max_tokens=99)
-    assert req.wanted_tokens() == 7
-    assert CompletionRequest(prompt="x", tools=[{"unknown": True}]).prompt_text() == "x"  # extras ignored
 
 
 def test_a_worker_that_cannot_start_is_not_restarted_in_a_loop(smollm_path, tmp_path):

@@ -18,7 +18,7 @@ import pytest
 
 from edgepilot.untrusted import FileTooLarge, NotRegularFile, loads_json, open_regular, read_capped
 
-MAX_SECONDS = 60  # a child imports typer, rich and sometimes llama.cpp; a hang is what this guards against
+MAX_SECONDS = 60  # a child imports click, rich and sometimes llama.cpp; a hang is what this guards against
 
 
 @pytest.fixture

@@ -1,6 +1,6 @@
 """Command-line interface: thin commands over library functions (one module per command family)."""
 
-from edgepilot.cli import (  # noqa: F401  (importing registers the commands)
+from edgepilot.cli import (  # noqa: F401  (importing registers the commands; each imports its work on use)
     bench_cmd,
     doctor_cmd,
     fit_cmd,

@@ -1,37 +1,53 @@
-"""The Typer app and what every command shares: error handling and output (table or --json)."""
+"""The click command group and what every command shares: error handling and output (table or --json).
+
+Start-up is part of the interface on a phone, where Python runs 3-5x slower than on a laptop: the command
+modules import only click at the top and their library modules inside the command, so `--help` loads no
+command's machinery, and a `--json` reply never imports rich (the consoles are made on first use).
+"""
 
 from __future__ import annotations
 
 import functools
 import sys
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import typer
-from rich.console import Console
+import click
 
 from edgepilot.errors import UserError
-from edgepilot.jsonable import dumps
 
-app = typer.Typer(
+if TYPE_CHECKING:
+    from rich.console import Console
+
+app = click.Group(
     name="edgepilot",
     help="Run local LLMs well on phones and small ARM boards (llama.cpp underneath).",
     no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,
 )
-
-# Human output goes to stdout; progress and errors to stderr so `--json` stdout stays one object.
-console = Console(highlight=False)
-err_console = Console(stderr=True, highlight=False)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def fail(message: str, code: int = 2) -> typer.Exit:
-    err_console.print(f"edgepilot: error: {message}", markup=False, soft_wrap=True)
-    return typer.Exit(code)
+@functools.cache
+def console() -> Console:
+    """Human output on stdout (progress and errors go to stderr so `--json` stdout stays one object)."""
+    from rich.console import Console
+
+    return Console(highlight=False)
+
+
+@functools.cache
+def err_console() -> Console:
+    from rich.console import Console
+
+    return Console(stderr=True, highlight=False)
+
+
+def fail(message: str, code: int = 2) -> click.exceptions.Exit:
+    """One line on stderr; raise the result to end the command with `code`."""
+    sys.stderr.write(f"edgepilot: error: {message}\n")
+    sys.stderr.flush()
+    return click.exceptions.Exit(code)
 
 
 def user_errors(func: F) -> F:
@@ -47,7 +63,7 @@ def user_errors(func: F) -> F:
             raise fail("interrupted", 130) from None
         except BrokenPipeError:
             sys.stderr.close()
-            raise typer.Exit(0) from None
+            raise click.exceptions.Exit(0) from None
 
     return wrapper  # type: ignore[return-value]
 
@@ -55,7 +71,9 @@ def user_errors(func: F) -> F:
 def emit(result: Any, as_json: bool, render: Callable[[Any, Console], None]) -> None:
     """Print a result dataclass: one JSON object on stdout, or the human rendering."""
     if as_json:
+        from edgepilot.jsonable import dumps
+
         sys.stdout.write(dumps(result) + "\n")
         sys.stdout.flush()
     else:
-        render(result, console)
+        render(result, console())

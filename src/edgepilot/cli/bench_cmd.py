@@ -8,10 +8,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import typer
+import click
 
-from edgepilot.cli.app import app, console, emit, err_console, user_errors
-from edgepilot.cli.bench_render import render_bench, render_history, render_tune
+from edgepilot.cli import flags
+from edgepilot.cli.app import app, emit, err_console, user_errors
 from edgepilot.errors import UserError
 
 if TYPE_CHECKING:
@@ -21,20 +21,23 @@ CORES_HELP = (
     "CPU sets to pin the process to, one per value or separated by '/': all, big, fastK (the K fastest "
     "clusters), or a cpulist like 4-7 (default: no pinning)"
 )
-CORES_OPTION = typer.Option(None, "--cores", "-C", help=CORES_HELP)
-PLOT_OPTION = typer.Option(None, "--plot", help="Also write the thread sweep as a PNG (needs matplotlib)")
+PLOT = click.option(
+    "--plot",
+    type=click.Path(path_type=Path),
+    help="Also write the thread sweep as a PNG (needs matplotlib)",
+)
 
 
 @contextlib.contextmanager
 def progress_bar(title: str) -> Iterator:
     """A rich progress bar on stderr (only on a terminal: --json/--csv stdout stays clean either way)."""
-    if not err_console.is_terminal:
+    if not err_console().is_terminal:
         yield None
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=err_console, transient=True) as bar:
+    with Progress(*columns, console=err_console(), transient=True) as bar:
         task = bar.add_task(title, total=None)
 
         def update(description: str, done: int, total: int) -> None:
@@ -51,36 +54,54 @@ def _output_format(as_json: bool, as_csv: bool, as_md: bool) -> str:
 
 
 @app.command()
+@flags.DEFAULT_MODEL
+@click.option("-p", "--n-prompt", default="512", help="Prompt sizes, e.g. 512 or 128,512 (0 = none)")
+@click.option("-n", "--n-gen", default="128", help="Generation lengths, e.g. 128 (0 = none)")
+@click.option("-r", "--repetitions", "reps", default=5, help="Repetitions of each test")
+@click.option("-t", "--threads", help="Thread counts: 4, 2,4,8 or 1-8")
+@click.option("-ub", "--ubatch", default="512", help="Physical batch sizes, e.g. 128,512")
+@click.option("-fa", "--flash-attn", default="0", help="Flash attention: 0, 1 or 0,1")
+@click.option("--repack", default="1", help="CPU_REPACK of weights: 1, 0 or 0,1 (one load each)")
+@click.option("--no-repack", is_flag=True, help="Same as --repack 0")
+@click.option("--cores", "-C", multiple=True, help=CORES_HELP)
+@click.option("-b", "--batch", default=2048, help="Logical batch size")
+@click.option(
+    "--cooldown",
+    default=0.0,
+    help="Before each test wait up to this many seconds for the CPU to cool back to its starting temperature",
+)
+@click.option("--no-warmup", is_flag=True, help="Skip the warm-up run before each test")
+@PLOT
+@click.option("--history", is_flag=True, help="Show past results on this device and compare")
+@click.option("--last", default=40, help="With --history: how many results to show")
+@click.option("--no-save", is_flag=True, help="Do not keep the results in the history")
+@flags.JSON
+@click.option("--csv", "as_csv", is_flag=True, help="Print CSV with llama-bench's columns")
+@click.option("--md", "as_md", is_flag=True, help="Print a markdown table like llama-bench")
+@flags.VERBOSE
 @user_errors
 def bench(
-    model: str | None = typer.Argument(None, help="GGUF file (default: the bundled Gemma 3 270M Q4_K_M)"),
-    n_prompt: str = typer.Option(
-        "512", "-p", "--n-prompt", help="Prompt sizes, e.g. 512 or 128,512 (0 = none)"
-    ),
-    n_gen: str = typer.Option("128", "-n", "--n-gen", help="Generation lengths, e.g. 128 (0 = none)"),
-    reps: int = typer.Option(5, "-r", "--repetitions", help="Repetitions of each test"),
-    threads: str | None = typer.Option(None, "-t", "--threads", help="Thread counts: 4, 2,4,8 or 1-8"),
-    ubatch: str = typer.Option("512", "-ub", "--ubatch", help="Physical batch sizes, e.g. 128,512"),
-    flash_attn: str = typer.Option("0", "-fa", "--flash-attn", help="Flash attention: 0, 1 or 0,1"),
-    repack: str = typer.Option("1", "--repack", help="CPU_REPACK of weights: 1, 0 or 0,1 (one load each)"),
-    no_repack: bool = typer.Option(False, "--no-repack", help="Same as --repack 0"),
-    cores: list[str] | None = CORES_OPTION,
-    batch: int = typer.Option(2048, "-b", "--batch", help="Logical batch size"),
-    cooldown: float = typer.Option(
-        0.0,
-        "--cooldown",
-        help="Before each test wait up to this many seconds "
-        "for the CPU to cool back to its starting temperature",
-    ),
-    no_warmup: bool = typer.Option(False, "--no-warmup", help="Skip the warm-up run before each test"),
-    plot: Path | None = PLOT_OPTION,
-    history: bool = typer.Option(False, "--history", help="Show past results on this device and compare"),
-    last: int = typer.Option(40, "--last", help="With --history: how many results to show"),
-    no_save: bool = typer.Option(False, "--no-save", help="Do not keep the results in the history"),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object"),
-    as_csv: bool = typer.Option(False, "--csv", help="Print CSV with llama-bench's columns"),
-    as_md: bool = typer.Option(False, "--md", help="Print a markdown table like llama-bench"),
-    verbose: bool = typer.Option(False, "--verbose", "-v", help="Show llama.cpp's own log"),
+    model: str | None,
+    n_prompt: str,
+    n_gen: str,
+    reps: int,
+    threads: str | None,
+    ubatch: str,
+    flash_attn: str,
+    repack: str,
+    no_repack: bool,
+    cores: tuple[str, ...],
+    batch: int,
+    cooldown: float,
+    no_warmup: bool,
+    plot: Path | None,
+    history: bool,
+    last: int,
+    no_save: bool,
+    as_json: bool,
+    as_csv: bool,
+    as_md: bool,
+    verbose: bool,
 ) -> None:
     """Measure prompt (pp) and generation (tg) speed like llama-bench, pinned to chosen cores."""
     from edgepilot.bench.coresets import parse_core_sets
@@ -92,7 +113,8 @@ def bench(
     if history:
         if fmt in ("csv", "md"):
             raise UserError("--history prints a table or --json")
-        return _history(model, last, as_json)
+        _history(model, last, as_json)
+        return
     from edgepilot.bench.runner import BenchRequest
     from edgepilot.model.resolve import resolve_model
 
@@ -106,7 +128,7 @@ def bench(
         ubatch=parse_int_list(ubatch, "-ub", minimum=1),
         flash_attn=parse_bool_list(flash_attn, "-fa"),
         repack=[False] if no_repack else parse_bool_list(repack, "--repack"),
-        core_sets=parse_core_sets(cores, cpu, allowed) if cores else None,
+        core_sets=parse_core_sets(list(cores), cpu, allowed) if cores else None,
         n_batch=batch,
         warmup=not no_warmup,
         cooldown=cooldown,
@@ -132,11 +154,14 @@ def bench(
 
         sys.stdout.write(to_markdown(report))
     else:
+        from edgepilot.cli.bench_render import render_bench
+
         emit(report, as_json, render_bench)
 
 
 def _history(model: str | None, last: int, as_json: bool) -> None:
     from edgepilot.bench.store import history
+    from edgepilot.cli.bench_render import render_history
     from edgepilot.model.resolve import check_model_path
     from edgepilot.tuned.identity import device_id, model_id
 
@@ -164,28 +189,38 @@ def _title(model: MeasuredModel) -> str:
 
 
 @app.command()
+@flags.DEFAULT_MODEL
+@click.option("-p", "--n-prompt", default=256, help="Prompt size each setting is measured with")
+@click.option("-n", "--n-gen", default=32, help="Tokens generated per measurement")
+@click.option("-r", "--repetitions", "reps", default=3, help="Repetitions per measurement")
+@click.option(
+    "--cooldown",
+    default=0.0,
+    help="Between settings wait up to this many seconds for the CPU to cool back to its starting temperature",
+)
+@PLOT
+@click.option("--no-save", is_flag=True, help="Measure and report only: no profile, no history")
+@click.option(
+    "--no-repack", is_flag=True, help="Tune without weight repacking (default: measure whether it pays)"
+)
+@flags.JSON
+@flags.VERBOSE
 @user_errors
 def tune(
-    model: str | None = typer.Argument(None, help="GGUF file (default: the bundled Gemma 3 270M Q4_K_M)"),
-    n_prompt: int = typer.Option(256, "-p", "--n-prompt", help="Prompt size each setting is measured with"),
-    n_gen: int = typer.Option(32, "-n", "--n-gen", help="Tokens generated per measurement"),
-    reps: int = typer.Option(3, "-r", "--repetitions", help="Repetitions per measurement"),
-    cooldown: float = typer.Option(
-        0.0,
-        "--cooldown",
-        help="Between settings wait up to this many seconds "
-        "for the CPU to cool back to its starting temperature",
-    ),
-    plot: Path | None = PLOT_OPTION,
-    no_save: bool = typer.Option(False, "--no-save", help="Measure and report only: no profile, no history"),
-    no_repack: bool = typer.Option(
-        False, "--no-repack", help="Tune without weight repacking (default: measure whether it pays)"
-    ),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object"),
-    verbose: bool = typer.Option(False, "--verbose", "-v", help="Show llama.cpp's own log"),
+    model: str | None,
+    n_prompt: int,
+    n_gen: int,
+    reps: int,
+    cooldown: float,
+    plot: Path | None,
+    no_save: bool,
+    no_repack: bool,
+    as_json: bool,
+    verbose: bool,
 ) -> None:
     """Find the fastest threads x cores, flash attention and ubatch here; save them for `run` and `serve`."""
     from edgepilot.bench.tune import TuneRequest, run_tune, sweep_points
+    from edgepilot.cli.bench_render import render_tune
     from edgepilot.model.resolve import resolve_model
 
     request = TuneRequest(
@@ -201,6 +236,3 @@ def tune(
 
         report.plot_png = str(save_png(sweep_series(sweep_points(report)), plot, _title(report.model)))
     emit(report, as_json, render_tune)
-
-
-__all__ = ["bench", "tune", "console"]

@@ -6,32 +6,19 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import typer
-from rich.console import Console
+import click
 
 from edgepilot.cli.app import app, emit, err_console, user_errors
 from edgepilot.cli.format import mib
 from edgepilot.errors import UserError
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from edgepilot.doctor.types import Diagnosis
     from edgepilot.plan.requested import RequestedSettings
 
 DETAILED = 3  # causes shown with evidence and fix; the rest get one line
-
-LOG_OPTION = typer.Option(
-    None, "--log", help="Diagnose a saved log (llama.cpp output, logcat, dmesg, gdb, pip); - = stdin"
-)
-EXIT_OPTION = typer.Option(None, "--exit-code", help="The exit status the failed command had (137 = SIGKILL)")
-MODEL_OPTION = typer.Option(None, "--model", help="The model that was loaded (validated and planned)")
-ROOT_OPTION = typer.Option(Path("/"), "--root", help="The device: this machine, a device tree or a snapshot")
-LIMIT_OPTION = typer.Option(
-    None, "--memory-limit", help="Run the command under this memory limit (cgroup v1, root), e.g. 300MiB"
-)
-JSON_OPTION = typer.Option(
-    False, "--json", help="Print one JSON object (the command's output goes to stderr)"
-)
-COMMAND_ARGUMENT = typer.Argument(None, help="-- CMD ARGS...: run this command and diagnose how it ends")
 
 
 def _read_log(log: str) -> list[str]:
@@ -77,43 +64,62 @@ def render_diagnosis(d: Diagnosis, out: Console) -> None:
 
 def report_engine_failure(
     exc: Exception, model: str | None, requested: RequestedSettings | None
-) -> typer.Exit:
+) -> click.exceptions.Exit:
     """For `run`/`serve`: print the engine's error, then the doctor's top cause and fix; exit code 2."""
     from edgepilot.doctor.command import resolve_default_model
     from edgepilot.doctor.diagnose import diagnose
     from edgepilot.engine import llama_log
 
-    err_console.print(f"edgepilot: error: {exc}", markup=False, soft_wrap=True)
+    err = err_console()
+
+    err.print(f"edgepilot: error: {exc}", markup=False, soft_wrap=True)
     try:
         lines = [str(exc), *llama_log.lines_since(0)]
         d = diagnose(lines, model=model or resolve_default_model(), requested=requested)
     except Exception as doc_exc:  # the doctor must never hide the original error
-        err_console.print(f"edgepilot: doctor could not diagnose this ({doc_exc})", markup=False, style="dim")
-        return typer.Exit(2)
+        err.print(f"edgepilot: doctor could not diagnose this ({doc_exc})", markup=False, style="dim")
+        return click.exceptions.Exit(2)
     top = d.top
-    err_console.print(f"edgepilot: doctor: {top.id} — {top.title}", markup=False, soft_wrap=True)
+    err.print(f"edgepilot: doctor: {top.id} — {top.title}", markup=False, soft_wrap=True)
     for line in top.evidence[:3]:
-        err_console.print(f"  evidence: {line}", markup=False, soft_wrap=True, style="dim")
-    err_console.print(f"  fix: {top.fix}", markup=False, soft_wrap=True)
-    return typer.Exit(2)
+        err.print(f"  evidence: {line}", markup=False, soft_wrap=True, style="dim")
+    err.print(f"  fix: {top.fix}", markup=False, soft_wrap=True)
+    return click.exceptions.Exit(2)
 
 
 @app.command(context_settings={"allow_interspersed_args": False})
+@click.argument(
+    "command", nargs=-1, metavar="[-- CMD ARGS...]", help="Run this command and diagnose how it ends"
+)
+@click.option("--log", help="Diagnose a saved log (llama.cpp output, logcat, dmesg, gdb, pip); - = stdin")
+@click.option("--exit-code", type=int, help="The exit status the failed command had (137 = SIGKILL)")
+@click.option("--model", help="The model that was loaded (validated and planned)")
+@click.option(
+    "--root",
+    type=click.Path(path_type=Path),
+    default=Path("/"),
+    show_default=True,
+    help="The device: this machine, a device tree or a snapshot",
+)
+@click.option("--memory-limit", help="Run the command under this memory limit (cgroup v1, root), e.g. 300MiB")
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print one JSON object (the command's output goes to stderr)"
+)
 @user_errors
 def doctor(
-    command: list[str] | None = COMMAND_ARGUMENT,
-    log: str | None = LOG_OPTION,
-    exit_code: int | None = EXIT_OPTION,
-    model: str | None = MODEL_OPTION,
-    root: Path = ROOT_OPTION,
-    memory_limit: str | None = LIMIT_OPTION,
-    as_json: bool = JSON_OPTION,
+    command: tuple[str, ...],
+    log: str | None,
+    exit_code: int | None,
+    model: str | None,
+    root: Path,
+    memory_limit: str | None,
+    as_json: bool,
 ) -> None:
     """Say why a run failed: from a saved log, or by running the command (`doctor -- CMD ARGS...`)."""
     from edgepilot.doctor.diagnose import diagnose
     from edgepilot.plan.budget import parse_size
 
-    command = list(command or [])
+    command = list(command)
     if command and log is not None:
         raise UserError("give either --log FILE or a command after --, not both")
     if memory_limit is not None and not command:
@@ -140,6 +146,6 @@ def doctor(
     ran = supervise(command, memory_limit=limit, stdout=sink_out, stderr=sys.stderr.buffer)
     d = diagnose(ran.lines, command=command, model=model, root=root, run=ran.record, budget_bytes=limit)
     if not as_json:
-        err_console.print()
+        err_console().print()
     emit(d, as_json, render_diagnosis)
-    raise typer.Exit(ran.record.exit_code)
+    raise click.exceptions.Exit(ran.record.exit_code)

@@ -1,15 +1,17 @@
-"""Show a memory plan: what takes the memory (table + bars), the verdict, the commands, the alternatives."""
+"""Show a memory plan: what takes the memory (table + bars), the verdict, the commands, the alternatives
+(rich is imported to render, so `fit --json` never loads it)."""
 
 from __future__ import annotations
 
 import shlex
-
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
+from typing import TYPE_CHECKING
 
 from edgepilot.cli.format import mib
-from edgepilot.plan.types import FitResult
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from edgepilot.plan.types import FitResult
 
 BAR_WIDTH = 30
 
@@ -20,6 +22,9 @@ def _bar(part: int, whole: int) -> str:
 
 
 def render_fit(plan: FitResult, out: Console) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
     m, s = plan.memory, plan.settings
     verdict = "[green]fits[/]" if plan.fits else "[red]does not fit[/]"
     out.print(f"[bold]{escape(str(plan.model))}[/]")

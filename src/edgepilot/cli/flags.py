@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any, TypeVar
 
-import typer
+import click
 
 from edgepilot.errors import UserError
-from edgepilot.plan.budget import parse_size
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def check_range(flag: str, value: float | None, low: float, high: float) -> None:
@@ -25,20 +28,38 @@ def _number(x: float) -> str:
 
 
 def size_or_none(text: str | None) -> int | None:
+    from edgepilot.plan.budget import parse_size
+
     return parse_size(text) if text is not None else None
 
 
-DEFAULT_MODEL = typer.Argument(None, help="GGUF file (default: the bundled Gemma 3 270M Q4_K_M)")
-CTX = typer.Option(None, "--ctx", "-c", help="Context size in tokens (default: 4096, or what fits)")
-BATCH = typer.Option(None, "--batch", "-b", help="Logical batch size")
-UBATCH = typer.Option(None, "--ubatch", "-ub", help="Physical batch size")
-KV = typer.Option(None, "--kv", help="KV cache type: f16, q8_0, q4_0, ...")
-FLASH_ATTN = typer.Option(None, "--flash-attn/--no-flash-attn", help="Flash attention")
-THREADS = typer.Option(None, "--threads", "-t", help="CPU threads (default: one per big core)")
-NO_MMAP = typer.Option(False, "--no-mmap", help="Read the model into memory instead of mapping it")
-NO_REPACK = typer.Option(
-    False, "--no-repack", help="No CPU_REPACK copies of weights (less memory, slower prompt processing)"
+# Each is a decorator that adds a fresh parameter to the command it decorates.
+DEFAULT_MODEL = click.argument(
+    "model", required=False, help="GGUF file (default: the bundled Gemma 3 270M Q4_K_M)"
 )
-BUDGET = typer.Option(None, "--budget", help="Memory budget, e.g. 2GiB (default: measured)")
-FORCE = typer.Option(False, "--force", help="Go ahead even when the plan predicts the OS would kill it")
-JSON = typer.Option(False, "--json", help="Print one JSON object")
+MODEL = click.argument("model", help="GGUF file")
+CTX = click.option("--ctx", "-c", type=int, help="Context size in tokens (default: 4096, or what fits)")
+BATCH = click.option("--batch", "-b", type=int, help="Logical batch size")
+UBATCH = click.option("--ubatch", "-ub", type=int, help="Physical batch size")
+KV = click.option("--kv", help="KV cache type: f16, q8_0, q4_0, ...")
+FLASH_ATTN = click.option("--flash-attn/--no-flash-attn", default=None, help="Flash attention")
+THREADS = click.option("--threads", "-t", type=int, help="CPU threads (default: one per big core)")
+NO_MMAP = click.option("--no-mmap", is_flag=True, help="Read the model into memory instead of mapping it")
+NO_REPACK = click.option(
+    "--no-repack",
+    is_flag=True,
+    help="No CPU_REPACK copies of weights (less memory, slower prompt processing)",
+)
+BUDGET = click.option("--budget", help="Memory budget, e.g. 2GiB (default: measured)")
+FORCE = click.option(
+    "--force", is_flag=True, help="Go ahead even when the plan predicts the OS would kill it"
+)
+JSON = click.option("--json", "as_json", is_flag=True, help="Print one JSON object")
+VERBOSE = click.option("--verbose", "-v", is_flag=True, help="Show llama.cpp's own log")
+
+
+def settings_flags(func: F) -> F:
+    """--ctx, --batch, --ubatch, --kv, --flash-attn, --threads, --no-mmap and --no-repack, in that order."""
+    for flag in reversed((CTX, BATCH, UBATCH, KV, FLASH_ATTN, THREADS, NO_MMAP, NO_REPACK)):
+        func = flag(func)
+    return func

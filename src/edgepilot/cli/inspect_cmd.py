@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
-import typer
-from rich.console import Console
-from rich.table import Table
+from typing import TYPE_CHECKING
 
+import click
+
+from edgepilot.cli import flags
 from edgepilot.cli.app import app, emit, user_errors
 from edgepilot.cli.format import human_bytes, human_count
-from edgepilot.model.gguf_info import ModelInfo
-from edgepilot.model.inspect import inspect_model
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from edgepilot.model.gguf_info import ModelInfo
 
 
 def render(info: ModelInfo, out: Console) -> None:
+    from rich.table import Table
+
     facts = Table(show_header=False, box=None, pad_edge=False)
     facts.add_column(style="bold")
     facts.add_column()
@@ -56,17 +62,18 @@ def render(info: ModelInfo, out: Console) -> None:
 
 
 @app.command()
+@flags.MODEL
+@click.option("--sha256", help="Expected sha256 (hex) of the file")
+@flags.JSON
 @user_errors
-def inspect(
-    model: str = typer.Argument(..., help="GGUF file"),
-    sha256: str | None = typer.Option(None, "--sha256", help="Expected sha256 (hex) of the file"),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object"),
-) -> None:
+def inspect(model: str, sha256: str | None, as_json: bool) -> None:
     """Architecture, sizes, quantization mix and validation verdict of a GGUF model.
 
     Exit code 1 when the file is damaged (the problems are listed), 2 for bad input.
     """
+    from edgepilot.model.inspect import inspect_model
+
     info = inspect_model(model, sha256=sha256)
     emit(info, as_json, render)
     if info.validation is not None and not info.validation.ok:
-        raise typer.Exit(1)
+        raise click.exceptions.Exit(1)

@@ -1,17 +1,23 @@
-"""Human rendering of `probe` and `snapshot save` results (rich tables)."""
+"""Human rendering of `probe` and `snapshot save` results (rich tables; rich is imported to render, so
+`--json` never loads it)."""
 
 from __future__ import annotations
 
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
+from typing import TYPE_CHECKING
 
 from edgepilot.cli.format import human_bytes
-from edgepilot.device.probe import Probe
-from edgepilot.device.snapshot import SnapshotResult
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+
+    from edgepilot.device.probe import Probe
+    from edgepilot.device.snapshot import SnapshotResult
 
 
 def _facts() -> Table:
+    from rich.table import Table
+
     table = Table(show_header=False, box=None, pad_edge=False)
     table.add_column(style="bold", no_wrap=True)
     table.add_column(overflow="fold")
@@ -20,6 +26,8 @@ def _facts() -> Table:
 
 def _row(table: Table, *cells: str) -> None:
     # Device strings (core and GPU names, cgroup paths) come from files: never read them as rich markup.
+    from rich.text import Text
+
     table.add_row(*(Text(cell) for cell in cells))
 
 
@@ -28,6 +36,9 @@ def _yes_no(value: bool | None) -> str:
 
 
 def render_probe(p: Probe, out: Console) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
     cpu, mem = p.cpu, p.memory
     facts = _facts()
     bits = f"{cpu.userland_bits or '?'}-bit userland on a {cpu.cpu_bits or '?'}-bit CPU"
@@ -101,6 +112,8 @@ def render_probe(p: Probe, out: Console) -> None:
 
 
 def render_snapshot(result: SnapshotResult, out: Console) -> None:
+    from rich.text import Text
+
     kind = "archive" if result.archive else "directory"
     out.print(
         Text(

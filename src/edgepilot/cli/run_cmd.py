@@ -5,19 +5,15 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING
 
-import typer
-from rich.console import Console
+import click
 
 from edgepilot.cli import flags
-from edgepilot.cli.app import app, console, emit, err_console, user_errors
-from edgepilot.cli.doctor_cmd import report_engine_failure
-from edgepilot.cli.fit_render import render_fit
+from edgepilot.cli.app import app, emit, err_console, user_errors
 from edgepilot.cli.format import mib
-from edgepilot.engine.sampling import SamplerSettings
-from edgepilot.plan.requested import RequestedSettings
-from edgepilot.plan.settings import MAX_TOKENS_SETTING
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from edgepilot.run.runner import RunResult
 
 
@@ -35,30 +31,47 @@ def render_summary(result: RunResult, out: Console) -> None:
 
 
 @app.command()
+@flags.DEFAULT_MODEL
+@click.option("-p", "--prompt", help="Prompt text")
+@click.option("--prompt-file", help="Read the prompt from a file")
+@click.option("-n", "--n-predict", default=128, help="Tokens to generate at most")
+@flags.settings_flags
+@click.option("--temp", default=0.8, help="Sampling temperature (0 = greedy)")
+@click.option("--seed", type=int, help="Sampling seed (default: random)")
+@click.option("--raw", is_flag=True, help="Do not wrap the prompt in the model's chat template")
+@flags.FORCE
+@flags.BUDGET
+@flags.VERBOSE
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of streaming")
 @user_errors
 def run(
-    model: str | None = flags.DEFAULT_MODEL,
-    prompt: str | None = typer.Option(None, "-p", "--prompt", help="Prompt text"),
-    prompt_file: str | None = typer.Option(None, "--prompt-file", help="Read the prompt from a file"),
-    n_predict: int = typer.Option(128, "-n", "--n-predict", help="Tokens to generate at most"),
-    ctx: int | None = flags.CTX,
-    batch: int | None = flags.BATCH,
-    ubatch: int | None = flags.UBATCH,
-    kv: str | None = flags.KV,
-    flash_attn: bool | None = flags.FLASH_ATTN,
-    threads: int | None = flags.THREADS,
-    no_mmap: bool = flags.NO_MMAP,
-    no_repack: bool = flags.NO_REPACK,
-    temp: float = typer.Option(0.8, "--temp", help="Sampling temperature (0 = greedy)"),
-    seed: int | None = typer.Option(None, "--seed", help="Sampling seed (default: random)"),
-    raw: bool = typer.Option(False, "--raw", help="Do not wrap the prompt in the model's chat template"),
-    force: bool = flags.FORCE,
-    budget: str | None = flags.BUDGET,
-    verbose: bool = typer.Option(False, "--verbose", "-v", help="Show llama.cpp's own log"),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of streaming"),
+    model: str | None,
+    prompt: str | None,
+    prompt_file: str | None,
+    n_predict: int,
+    ctx: int | None,
+    batch: int | None,
+    ubatch: int | None,
+    kv: str | None,
+    flash_attn: bool | None,
+    threads: int | None,
+    no_mmap: bool,
+    no_repack: bool,
+    temp: float,
+    seed: int | None,
+    raw: bool,
+    force: bool,
+    budget: str | None,
+    verbose: bool,
+    as_json: bool,
 ) -> None:
     """Plan settings, load the model and stream a completion; ends with prompt/generation speed."""
+    from edgepilot.cli.doctor_cmd import report_engine_failure
+    from edgepilot.cli.fit_render import render_fit
     from edgepilot.engine.inprocess import EngineError
+    from edgepilot.engine.sampling import SamplerSettings
+    from edgepilot.plan.requested import RequestedSettings
+    from edgepilot.plan.settings import MAX_TOKENS_SETTING
     from edgepilot.plan.types import DoesNotFit
     from edgepilot.run.runner import read_prompt, run_model  # loads llama.cpp: only when running
 
@@ -73,7 +86,8 @@ def run(
         sys.stdout.write(piece)
         sys.stdout.flush()
 
-    status = err_console.status("starting") if err_console.is_terminal and not verbose else None
+    err = err_console()
+    status = err.status("starting") if err.is_terminal and not verbose else None
     stage_update = (lambda msg: status.update(msg)) if status else None
     if status:
         status.start()
@@ -100,7 +114,7 @@ def run(
     except DoesNotFit as refusal:
         if status:
             status.stop()
-        render_fit(refusal.plan, err_console)
+        render_fit(refusal.plan, err)
         raise
     except EngineError as failure:  # llama.cpp refused: say why and what to do (the doctor), exit 2
         if status:
@@ -109,7 +123,4 @@ def run(
     finally:
         if status:
             status.stop()
-    emit(result, as_json, lambda r, out: render_summary(r, out))
-
-
-__all__ = ["run", "console"]
+    emit(result, as_json, render_summary)

@@ -8,52 +8,52 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import typer
+import click
 
 from edgepilot.cli import flags
 from edgepilot.cli.app import app, console, err_console, user_errors
 from edgepilot.cli.format import mib
 from edgepilot.errors import UserError
-from edgepilot.jsonable import to_jsonable
-from edgepilot.plan.budget import PRESSURE_PSI, parse_size
-from edgepilot.plan.requested import RequestedSettings
 
 if TYPE_CHECKING:
     from edgepilot.serve.server import ServeStarted, ServeStopped
 
+PRESSURE_PSI = 10.0  # plan.budget.PRESSURE_PSI, kept equal by a test (importing plan here costs start-up)
+
 
 def _log(message: str) -> None:
-    err_console.print(f"{time.strftime('%H:%M:%S')} {message}", markup=False, soft_wrap=True, style="dim")
+    err_console().print(f"{time.strftime('%H:%M:%S')} {message}", markup=False, soft_wrap=True, style="dim")
 
 
 def render_started(s: ServeStarted) -> None:
     st = s.settings
-    console.print(
+    out = console()
+    out.print(
         f"[bold]edgepilot serve[/] {s.model_name} · ctx {st.n_ctx} · {st.n_threads} threads · "
         f"kv {st.type_k}/{st.type_v} · planned peak {mib(s.predicted_peak_rss_bytes)} "
         f"of a {mib(s.budget_bytes)} budget",
         soft_wrap=True,
     )
-    console.print(
+    out.print(
         f"listening on {s.url}  (OpenAI base URL {s.base_url}, status page {s.url})",
         soft_wrap=True,
     )
-    console.print(
+    out.print(
         "API key required: Authorization: Bearer <key>"
         if s.api_key_required
         else "no API key: only this device can connect",
         style="dim",
     )
     for note in s.notes:
-        console.print(f"note: {note}", style="dim", markup=False, soft_wrap=True)
+        out.print(f"note: {note}", style="dim", markup=False, soft_wrap=True)
     if s.wake_lock:
-        console.print("Termux wake lock held until the server stops", style="dim")
-    console.print("Ctrl-C stops the server", style="dim")
+        out.print("Termux wake lock held until the server stops", style="dim")
+    out.print("Ctrl-C stops the server", style="dim")
 
 
 def render_stopped(s: ServeStopped) -> None:
     answered = s.requests.get("ok", 0)
-    err_console.print(
+    err_console().print(
         f"stopped after {s.uptime_seconds:.0f} s: {answered} request{'' if answered == 1 else 's'} answered, "
         f"{s.restarts} restart{'' if s.restarts == 1 else 's'}",
         style="dim",
@@ -61,41 +61,60 @@ def render_stopped(s: ServeStopped) -> None:
 
 
 @app.command()
+@flags.DEFAULT_MODEL
+@click.option(
+    "--host", default="127.0.0.1", show_default=True, help="Address to listen on (non-loopback needs a key)"
+)
+@click.option("--port", default=8080, show_default=True, help="TCP port (0 picks a free one)")
+@click.option("--api-key", help="Require this key (shows in `ps`: prefer a file)")
+@click.option("--api-key-file", help="Read the required key from a file")
+@flags.settings_flags
+@flags.BUDGET
+@click.option("--max-queue", default=8, show_default=True, help="Requests that may wait while one generates")
+@click.option("--max-tokens", default=512, show_default=True, help="Upper bound on a request's max_tokens")
+@click.option("--max-body", default="1MiB", show_default=True, help="Largest request body accepted")
+@click.option(
+    "--psi-limit", default=PRESSURE_PSI, show_default=True, help="Memory PSI avg10 % pausing new requests"
+)
+@click.option("--min-available", help="Pause new requests below this")
+@flags.FORCE
+@click.option("--watch-root", default="/", hidden=True, help="Device tree to watch")
+@click.option("--verbose", "-v", is_flag=True, help="Log each request and the worker's output")
+@click.option("--json", "as_json", is_flag=True, help="One JSON line once the model answers")
+@click.option("--header-timeout", default=10.0, show_default=True, help="Seconds for a request's head")
+@click.option("--body-timeout", default=30.0, show_default=True, help="Seconds for a request's body")
 @user_errors
 def serve(
-    model: str | None = flags.DEFAULT_MODEL,
-    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (non-loopback needs a key)"),
-    port: int = typer.Option(8080, "--port", help="TCP port (0 picks a free one)"),
-    api_key: str | None = typer.Option(
-        None, "--api-key", help="Require this key (shows in `ps`: prefer a file)"
-    ),
-    api_key_file: str | None = typer.Option(None, "--api-key-file", help="Read the required key from a file"),
-    ctx: int | None = flags.CTX,
-    batch: int | None = flags.BATCH,
-    ubatch: int | None = flags.UBATCH,
-    kv: str | None = flags.KV,
-    flash_attn: bool | None = flags.FLASH_ATTN,
-    threads: int | None = flags.THREADS,
-    no_mmap: bool = flags.NO_MMAP,
-    no_repack: bool = flags.NO_REPACK,
-    budget: str | None = flags.BUDGET,
-    max_queue: int = typer.Option(8, "--max-queue", help="Requests that may wait while one generates"),
-    max_tokens: int = typer.Option(512, "--max-tokens", help="Upper bound on a request's max_tokens"),
-    max_body: str = typer.Option("1MiB", "--max-body", help="Largest request body accepted"),
-    psi_limit: float = typer.Option(
-        PRESSURE_PSI,
-        "--psi-limit",
-        help="Memory PSI avg10 % pausing new requests",
-    ),
-    min_available: str | None = typer.Option(None, "--min-available", help="Pause new requests below this"),
-    force: bool = flags.FORCE,
-    watch_root: str = typer.Option("/", "--watch-root", hidden=True, help="Device tree to watch"),
-    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log each request and the worker's output"),
-    as_json: bool = typer.Option(False, "--json", help="One JSON line once the model answers"),
-    header_timeout: float = typer.Option(10.0, "--header-timeout", help="Seconds for a request's head"),
-    body_timeout: float = typer.Option(30.0, "--body-timeout", help="Seconds for a request's body"),
+    model: str | None,
+    host: str,
+    port: int,
+    api_key: str | None,
+    api_key_file: str | None,
+    ctx: int | None,
+    batch: int | None,
+    ubatch: int | None,
+    kv: str | None,
+    flash_attn: bool | None,
+    threads: int | None,
+    no_mmap: bool,
+    no_repack: bool,
+    budget: str | None,
+    max_queue: int,
+    max_tokens: int,
+    max_body: str,
+    psi_limit: float,
+    min_available: str | None,
+    force: bool,
+    watch_root: str,
+    verbose: bool,
+    as_json: bool,
+    header_timeout: float,
+    body_timeout: float,
 ) -> None:
     """Serve the model with an OpenAI-compatible API that stays up and stays private."""
+    from edgepilot.jsonable import to_jsonable
+    from edgepilot.plan.budget import parse_size
+    from edgepilot.plan.requested import RequestedSettings
     from edgepilot.serve.config import ServeConfig, key_file_warning, read_api_key
 
     flags.check_range("--psi-limit", psi_limit, 0.0, 100.0)  # NaN too; ServeConfig checks the rest
@@ -142,9 +161,6 @@ def serve(
         if plan is not None:
             from edgepilot.cli.fit_render import render_fit
 
-            render_fit(plan, err_console)
+            render_fit(plan, err_console())
         raise
     render_stopped(stopped)
-
-
-__all__ = ["serve"]

@@ -1,20 +1,58 @@
-"""ggml tensor types: block sizes and byte sizes, taken from the `gguf` package (not hand-written)."""
+"""ggml tensor types: block sizes and byte sizes.
+
+The table is gguf-py's GGML_QUANT_SIZES (gguf 0.19, llama.cpp's own Python package), copied so that reading a
+model header does not import `gguf` and numpy (110 ms of start-up here, seconds on a phone);
+tests/model/test_ggml_table.py checks it against the installed `gguf` package, entry by entry.
+"""
 
 from __future__ import annotations
-
-from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
 
 # KV cache types llama.cpp accepts for --cache-type-k / --cache-type-v (common/arg.cpp kv_cache_types).
 KV_CACHE_TYPES: tuple[str, ...] = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
 
-_BY_ID: dict[int, tuple[str, int, int]] = {
-    int(t): (t.name, block, size) for t, (block, size) in GGML_QUANT_SIZES.items()
+# ggml type id: (name, elements per block, bytes per block)
+GGML_TYPES: dict[int, tuple[str, int, int]] = {
+    0: ("F32", 1, 4),
+    1: ("F16", 1, 2),
+    2: ("Q4_0", 32, 18),
+    3: ("Q4_1", 32, 20),
+    6: ("Q5_0", 32, 22),
+    7: ("Q5_1", 32, 24),
+    8: ("Q8_0", 32, 34),
+    9: ("Q8_1", 32, 40),
+    10: ("Q2_K", 256, 84),
+    11: ("Q3_K", 256, 110),
+    12: ("Q4_K", 256, 144),
+    13: ("Q5_K", 256, 176),
+    14: ("Q6_K", 256, 210),
+    15: ("Q8_K", 256, 292),
+    16: ("IQ2_XXS", 256, 66),
+    17: ("IQ2_XS", 256, 74),
+    18: ("IQ3_XXS", 256, 98),
+    19: ("IQ1_S", 256, 50),
+    20: ("IQ4_NL", 32, 18),
+    21: ("IQ3_S", 256, 110),
+    22: ("IQ2_S", 256, 82),
+    23: ("IQ4_XS", 256, 136),
+    24: ("I8", 1, 1),
+    25: ("I16", 1, 2),
+    26: ("I32", 1, 4),
+    27: ("I64", 1, 8),
+    28: ("F64", 1, 8),
+    29: ("IQ1_M", 256, 56),
+    30: ("BF16", 1, 2),
+    34: ("TQ1_0", 256, 54),
+    35: ("TQ2_0", 256, 66),
+    39: ("MXFP4", 32, 17),
+    40: ("NVFP4", 64, 36),
+    41: ("Q1_0", 128, 18),
 }
+_BY_ID = GGML_TYPES
 _BY_NAME: dict[str, int] = {name.lower(): tid for tid, (name, _, _) in _BY_ID.items()}
 
 
 def type_name(type_id: int) -> str | None:
-    """ggml type name ("Q4_K") for an id, or None if the installed `gguf` package does not know it."""
+    """ggml type name ("Q4_K") for an id, or None for an id this table does not know."""
     entry = _BY_ID.get(type_id)
     return entry[0] if entry else None
 
@@ -28,7 +66,7 @@ def type_id(name: str) -> int:
 
 
 def block_and_type_size(type_id: int) -> tuple[int, int] | None:
-    """(elements per block, bytes per block), or None for a type id the `gguf` package does not know."""
+    """(elements per block, bytes per block), or None for a type id this table does not know."""
     entry = _BY_ID.get(type_id)
     return (entry[1], entry[2]) if entry else None
 
@@ -61,5 +99,5 @@ def is_quantized(type_id: int) -> bool:
     return sizes is not None and sizes[0] > 1
 
 
-F32 = int(GGMLQuantizationType.F32)
-F16 = int(GGMLQuantizationType.F16)
+F32 = type_id("f32")
+F16 = type_id("f16")

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import gguf
+from edgepilot.model.quant_types import LLAMA_FILE_TYPES
 
 
 @dataclass
@@ -54,8 +54,8 @@ def file_type_name(value: Any) -> str | None:
     if not isinstance(value, int):
         return None
     try:
-        return gguf.LlamaFileType(value).name.removeprefix("MOSTLY_").removeprefix("ALL_")
-    except ValueError:
+        return LLAMA_FILE_TYPES[value].removeprefix("MOSTLY_").removeprefix("ALL_")
+    except KeyError:
         return f"file_type {value}"
 
 

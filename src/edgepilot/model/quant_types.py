@@ -1,7 +1,7 @@
 """Bits per weight of llama-quantize's types, to estimate "this model at a smaller quant" from its size.
 
 Two figures per type:
-- nominal_bpw: the main ggml type's own size (block bytes * 8 / block elements, from gguf.GGML_QUANT_SIZES);
+- nominal_bpw: the main ggml type's own size (block bytes * 8 / block elements, from ggml_types);
 - file_bpw: bits per weight of a whole file, from the QUANT_OPTIONS of tools/quantize/quantize.cpp
   (llama.cpp@0c1e57098): its Llama-3-8B file sizes (GiB, 8.03e9 weights) for the legacy and k-quants, its
   stated bpw for the i-quants. The mixes keep some tensors (output, token embedding, norms) at higher
@@ -12,8 +12,49 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType, LlamaFileType
+from edgepilot.model.ggml_types import GGML_TYPES, type_id
 
+# general.file_type values (llama_ftype): gguf-py's LlamaFileType (gguf 0.19), checked against the installed
+# `gguf` package by tests/model/test_ggml_table.py.
+LLAMA_FILE_TYPES: dict[int, str] = {
+    0: "ALL_F32",
+    1: "MOSTLY_F16",
+    2: "MOSTLY_Q4_0",
+    3: "MOSTLY_Q4_1",
+    7: "MOSTLY_Q8_0",
+    8: "MOSTLY_Q5_0",
+    9: "MOSTLY_Q5_1",
+    10: "MOSTLY_Q2_K",
+    11: "MOSTLY_Q3_K_S",
+    12: "MOSTLY_Q3_K_M",
+    13: "MOSTLY_Q3_K_L",
+    14: "MOSTLY_Q4_K_S",
+    15: "MOSTLY_Q4_K_M",
+    16: "MOSTLY_Q5_K_S",
+    17: "MOSTLY_Q5_K_M",
+    18: "MOSTLY_Q6_K",
+    19: "MOSTLY_IQ2_XXS",
+    20: "MOSTLY_IQ2_XS",
+    21: "MOSTLY_Q2_K_S",
+    22: "MOSTLY_IQ3_XS",
+    23: "MOSTLY_IQ3_XXS",
+    24: "MOSTLY_IQ1_S",
+    25: "MOSTLY_IQ4_NL",
+    26: "MOSTLY_IQ3_S",
+    27: "MOSTLY_IQ3_M",
+    28: "MOSTLY_IQ2_S",
+    29: "MOSTLY_IQ2_M",
+    30: "MOSTLY_IQ4_XS",
+    31: "MOSTLY_IQ1_M",
+    32: "MOSTLY_BF16",
+    36: "MOSTLY_TQ1_0",
+    37: "MOSTLY_TQ2_0",
+    38: "MOSTLY_MXFP4_MOE",
+    39: "MOSTLY_NVFP4",
+    40: "MOSTLY_Q1_0",
+    1024: "GUESSED",
+}
+_FILE_TYPE_IDS = {name: value for value, name in LLAMA_FILE_TYPES.items()}
 _LLAMA3_8B_PARAMS = 8_030_261_248
 _GIB = 1 << 30
 
@@ -28,7 +69,7 @@ class QuantType:
 
 
 def _nominal(ggml_type: str) -> float:
-    block, size = GGML_QUANT_SIZES[GGMLQuantizationType[ggml_type]]
+    _, block, size = GGML_TYPES[type_id(ggml_type)]
     return size * 8 / block
 
 
@@ -78,7 +119,7 @@ def _build() -> dict[str, QuantType]:
             whole = -gib
         else:
             whole = gib * _GIB * 8 / _LLAMA3_8B_PARAMS
-        out[name] = QuantType(name, int(LlamaFileType[ftype]), main, round(nominal, 4), round(whole, 3))
+        out[name] = QuantType(name, _FILE_TYPE_IDS[ftype], main, round(nominal, 4), round(whole, 3))
     return out
 
 

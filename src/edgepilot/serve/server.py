@@ -1,7 +1,7 @@
 """`edgepilot serve`: the supervisor process that holds it all together.
 
     client ──TCP──> front (this process: auth, limits, queue, memory gate, status page)
-                      └──Unix socket (private dir)──> worker (child process: llama.cpp + FastAPI)
+                      └──Unix socket (private dir)──> worker (child process: llama.cpp + Starlette)
                     watchdog thread: starts the worker, diagnoses its deaths (doctor), restarts it
 
 The model never loads in this process, so a memory kill takes the worker, not the port: the front keeps

@@ -1,4 +1,4 @@
-"""The worker process: the model in llama.cpp (LlamaEngine) behind a FastAPI app on a private Unix socket.
+"""The worker process: the model in llama.cpp (LlamaEngine) behind a Starlette app on a private Unix socket.
 
 Started and restarted by the supervisor (`edgepilot serve`); only the front talks to it, so it does no
 authentication: its socket lives in a directory only this user can enter. It exits when the supervisor dies
@@ -20,22 +20,24 @@ import sys
 import threading
 from typing import Any
 
-from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, StreamingResponse
+from starlette.applications import Starlette
 from starlette.background import BackgroundTask
-from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
 
 from edgepilot.engine.sampling import SamplerSettings
 from edgepilot.serve import protocol as p
 from edgepilot.serve.generation import Generator, Job, PromptRefused
+from edgepilot.serve.request_body import ChatRequest, CompletionRequest, InvalidRequest, Sampling, decode_json
 from edgepilot.serve.wire import error_body, sse
 
 DISCONNECT_POLL = 0.25
 PR_SET_PDEATHSIG = 1
 
 
-def _sampler(req: p._Sampling) -> SamplerSettings:
+def _sampler(req: Sampling) -> SamplerSettings:
     d = SamplerSettings()
     return SamplerSettings(
         temperature=d.temperature if req.temperature is None else req.temperature,
@@ -46,7 +48,9 @@ def _sampler(req: p._Sampling) -> SamplerSettings:
     )
 
 
-def _error(status: int, message: str, kind: str = "invalid_request_error", code: str | None = None):
+def _error(
+    status: int, message: str, kind: str = "invalid_request_error", code: str | None = None
+) -> JSONResponse:
     return JSONResponse(error_body(message, kind, code), status_code=status)
 
 
@@ -58,35 +62,21 @@ async def _watch_disconnect(request: Request, cancelled: threading.Event) -> Non
         await asyncio.sleep(DISCONNECT_POLL)
 
 
-def create_app(gen: Generator, model_name: str, max_tokens: int, info: dict[str, Any]) -> FastAPI:
-    app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
+def create_app(gen: Generator, model_name: str, max_tokens: int, info: dict[str, Any]) -> Starlette:
+    async def http_error(_request: Request, exc: HTTPException) -> Response:
+        kind = "invalid_request_error" if exc.status_code < 500 else "server_error"
+        return _error(exc.status_code, str(exc.detail), kind)
 
-    @app.exception_handler(RequestValidationError)
-    async def invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
-        first = exc.errors()[0] if exc.errors() else {}
-        where = ".".join(str(x) for x in first.get("loc", ()) if x != "body") or "the request body"
-        return _error(400, f"{where}: {first.get('msg', 'invalid request')}")
-
-    @app.exception_handler(StarletteHTTPException)
-    async def http_error(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        return _error(
-            exc.status_code,
-            str(exc.detail),
-            "invalid_request_error" if exc.status_code < 500 else "server_error",
-        )
-
-    @app.exception_handler(Exception)
-    async def crashed(_request: Request, exc: Exception) -> JSONResponse:
+    async def crashed(_request: Request, exc: Exception) -> Response:
         return _error(500, f"the model server failed on this request: {type(exc).__name__}", "server_error")
 
-    @app.get("/health")
-    async def health() -> dict[str, Any]:
-        return {"status": "ok", "pid": os.getpid(), **info, "stats": gen.stats.as_dict()}
+    async def health(_request: Request) -> Response:
+        return JSONResponse({"status": "ok", "pid": os.getpid(), **info, "stats": gen.stats.as_dict()})
 
     def clamp(wanted: int | None) -> int:
         return max_tokens if wanted is None else min(wanted, max_tokens)
 
-    async def respond(job: Job, stream: bool, usage: bool, request: Request, chat: bool):
+    async def respond(job: Job, stream: bool, usage: bool, request: Request, chat: bool) -> Response:
         rid = p.new_id("chatcmpl" if chat else "cmpl")
         cancelled = threading.Event()
         if not stream:
@@ -143,21 +133,29 @@ def create_app(gen: Generator, model_name: str, max_tokens: int, info: dict[str,
             background=BackgroundTask(stop_generating),
         )
 
-    @app.post("/v1/chat/completions")
-    async def chat(req: p.ChatRequest, request: Request):
+    async def chat(request: Request) -> Response:
         try:
+            req = ChatRequest.parse(decode_json(await request.body()))
             messages = [(m.role, m.text()) for m in req.messages]
-        except ValueError as exc:
+        except ValueError as exc:  # InvalidRequest, or content that is not text
             return _error(400, str(exc))
-        job = Job(messages, "", clamp(req.wanted_tokens()), _sampler(req), req.stop_list())
-        return await respond(job, req.stream, req.include_usage(), request, chat=True)
+        job = Job(messages, "", clamp(req.wanted_tokens()), _sampler(req), req.stop)
+        return await respond(job, req.stream, req.include_usage, request, chat=True)
 
-    @app.post("/v1/completions")
-    async def completions(req: p.CompletionRequest, request: Request):
-        job = Job(None, req.prompt_text(), clamp(req.wanted_tokens()), _sampler(req), req.stop_list())
-        return await respond(job, req.stream, req.include_usage(), request, chat=False)
+    async def completions(request: Request) -> Response:
+        try:
+            req = CompletionRequest.parse(decode_json(await request.body()))
+        except InvalidRequest as exc:
+            return _error(400, str(exc))
+        job = Job(None, req.prompt, clamp(req.wanted_tokens()), _sampler(req), req.stop)
+        return await respond(job, req.stream, req.include_usage, request, chat=False)
 
-    return app
+    routes = [
+        Route("/health", health, methods=["GET"]),
+        Route("/v1/chat/completions", chat, methods=["POST"]),
+        Route("/v1/completions", completions, methods=["POST"]),
+    ]
+    return Starlette(routes=routes, exception_handlers={HTTPException: http_error, Exception: crashed})
 
 
 def die_with_parent(parent: int) -> None:
