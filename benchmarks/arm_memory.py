@@ -1,7 +1,7 @@
 """The memory model on aarch64: predicted vs llama.cpp's logged buffers vs measured peak, on the aarch64 lane.
 
     scripts/aarch64-lane.sh && python benchmarks/arm_memory.py        # 2 models x mmap/none x repack on/off
-    python benchmarks/arm_memory.py --ctx 2048 --models gemma3 --json OUT.json
+    python benchmarks/arm_memory.py --ctx 2048 --short-prompt --models gemma3 --json OUT.json
     python benchmarks/arm_memory.py --cpu dotprod --short-prompt     # the dotprod-only CPU library
 
 Each case runs the cross-built llama-completion under qemu-user (--cpu i8mm, the default: the i8mm library
@@ -17,7 +17,9 @@ tokens generated. Columns, MiB:
   qemu, the same libraries) and what qemu's translation cache grew beyond the baseline's during the run
   (anonymous executable mappings in smaps). Both sides leave out the libraries and count the model's
   buffers, llama.cpp's runtime and vocabulary.
-Errors are (predicted - logged) / logged. Takes ~15 min on 2 cores at ctx 1024 (emulated prompt processing).
+Errors are (predicted - logged) / logged. Emulated prompt processing is slow: ~2-3 min per case at the default
+ctx 256 on 2 shared cores (~25 min for the grid), over 20 min per Gemma case at ctx 1024; --short-prompt
+runs take ~20 s (buffers as logged, but the peak then touches less than the planner's filled context).
 """
 
 from __future__ import annotations
@@ -158,7 +160,7 @@ def print_table(rows: list[Row], baseline: aarch64_lane.LaneRun) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--ctx", type=int, default=1024)
+    ap.add_argument("--ctx", type=int, default=256)
     ap.add_argument("--models", nargs="+", choices=("gemma3", "smollm2"), default=["gemma3", "smollm2"])
     ap.add_argument("--short-prompt", action="store_true", help="prompt 'Hi' instead of filling the context")
     ap.add_argument("--cpu", choices=sorted(aarch64_lane.CPU_VARIANTS), default="i8mm")
