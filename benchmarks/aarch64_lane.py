@@ -9,14 +9,16 @@ emulated CPU: `max` has dotprod and i8mm, `cortex-a53` neither (the i8mm library
 NEON-only one runs).
 
 Peak RSS of a run is the kernel's high-water mark of the qemu process (wait4's ru_maxrss, through memlab's
-launcher so this process's own peak does not leak into it). It includes qemu-user itself; `baseline()`
-measures the same binary under qemu doing nothing (`--version`: qemu, its translated code, the loaded
-libraries), to be taken off.
+launcher so this process's own peak does not leak into it). It includes qemu-user itself: its binary and heap,
+the guest's libraries, and its translation cache (the anonymous executable mappings, sampled from smaps while
+the process runs), which grows with the code the guest runs. `baseline()` measures the same binary under
+qemu doing nothing (`--version`); `LaneRun.engine_peak_bytes` takes both off.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 from dataclasses import dataclass, field
@@ -41,6 +43,7 @@ CPU_VARIANTS: dict[str, set[str]] = {"i8mm": {"i8mm", "dotprod"}, "dotprod": {"d
 # The emulated CPU each library runs on: one that has its features and not the next ones.
 QEMU_CPU_FOR = {"i8mm": "max", "dotprod": "cortex-a76", "neon": "cortex-a53"}
 RUN_TIMEOUT_S = 1800.0
+_VMA_HEAD = re.compile(r"^[0-9a-f]+-[0-9a-f]+ ")
 
 
 def lane_dir() -> Path:
@@ -102,9 +105,43 @@ class LaneRun:
     returncode: int
     peak_rss_bytes: int
     wall_seconds: float
+    translated_code_bytes: int = 0  # qemu's translation cache, resident, at its largest
     log: dict[str, Any] = field(default_factory=dict)  # memlab.parse_llama_log of stderr
     repack_layouts: dict[str, int] = field(default_factory=dict)  # `q8_0_4x8` -> tensors repacked so
     stderr: str = field(default="", repr=False)
+
+    def engine_peak_bytes(self, baseline: LaneRun) -> int:
+        """The peak without qemu: minus the idle run's peak, minus what the translation cache grew since."""
+        grown_code = max(0, self.translated_code_bytes - baseline.translated_code_bytes)
+        return self.peak_rss_bytes - baseline.peak_rss_bytes - grown_code
+
+
+def translated_code_bytes(pid: int) -> int:
+    """Resident bytes of a process's anonymous executable mappings (qemu-user's TCG code buffer)."""
+    total, anon_exec = 0, False
+    try:
+        with open(f"/proc/{pid}/smaps") as f:
+            for line in f:
+                if _VMA_HEAD.match(line):
+                    parts = line.split(None, 5)
+                    anon_exec = "x" in parts[1] and (len(parts) < 6 or not parts[5].strip())
+                elif anon_exec and line.startswith("Rss:"):
+                    total += int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return 0
+    return total
+
+
+def _measure(argv: list[str], env: dict[str, str], timeout: float, interval: float) -> tuple[Any, int]:
+    code = [0]
+
+    def probe(pid: int) -> None:
+        code[0] = max(code[0], translated_code_bytes(pid))
+
+    child = run_measured(
+        argv, env=env, timeout=timeout, interval=interval, smaps_every=1_000_000, on_sample=probe
+    )
+    return child, code[0]
 
 
 def completion_argv(
@@ -147,24 +184,23 @@ def run_completion(
     cpu: str = "i8mm",
 ) -> LaneRun:
     argv = completion_argv(lane, model, settings, prompt_file, n_predict)
-    env = lane.env(qemu_cpu, cpu)
-    child = run_measured(argv, env=env, timeout=RUN_TIMEOUT_S, smaps_every=1_000_000)
+    child, code = _measure(argv, lane.env(qemu_cpu, cpu), RUN_TIMEOUT_S, 0.05)
     return LaneRun(
         argv=argv,
         returncode=child.returncode,
         peak_rss_bytes=child.ru_maxrss_bytes,
         wall_seconds=child.wall_seconds,
+        translated_code_bytes=code,
         log=parse_llama_log(child.stderr),
         repack_layouts=_repack_layouts(child.stderr),
         stderr=child.stderr,
     )
 
 
-def baseline(lane: Lane, qemu_cpu: str = "max", cpu: str = "i8mm") -> int:
-    """Peak RSS of llama-completion under qemu doing nothing but start (`--version`)."""
-    child = run_measured(
-        [QEMU, str(lane.tool("llama-completion")), "--version"], env=lane.env(qemu_cpu, cpu), timeout=300.0
-    )
+def baseline(lane: Lane, qemu_cpu: str = "max", cpu: str = "i8mm") -> LaneRun:
+    """llama-completion under qemu doing nothing but start (`--version`): qemu and the loaded libraries."""
+    argv = [QEMU, str(lane.tool("llama-completion")), "--version"]
+    child, code = _measure(argv, lane.env(qemu_cpu, cpu), 300.0, 0.005)
     if child.returncode != 0:
         raise RuntimeError(f"llama-completion --version under qemu failed: exit {child.returncode}")
-    return child.ru_maxrss_bytes
+    return LaneRun(argv, child.returncode, child.ru_maxrss_bytes, child.wall_seconds, code)

@@ -19,6 +19,7 @@ import re
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -190,11 +191,13 @@ def run_measured(
     timeout: float | None = None,
     env: dict[str, str] | None = None,
     cgroup_dir: Path | None = None,
+    on_sample: Callable[[int], None] | None = None,
 ) -> ChildRun:
     """Start argv, sample its memory every `interval` s until it exits, reap it with wait4 for ru_maxrss.
 
     smaps_rollup is read every `rollup_every` samples and the full smaps every `smaps_every` samples.
     With `cgroup_dir`, the child starts inside that cgroup v1 and the cgroup's counters are sampled too.
+    `on_sample(pid)` is called at every sample while the child lives (a caller's own probe).
 
     The child is forked by a /bin/sh launcher, not by this process: Linux carries a process's ru_maxrss over
     fork (the copied mm's high-water mark) and exec (setmax_mm_hiwater_rss of the old mm), so a child forked
@@ -220,6 +223,8 @@ def run_measured(
             if wpid == pid:
                 break
             st = read_status(pid)
+            if st and on_sample is not None:
+                on_sample(pid)
             if st:
                 if st.get("VmRSS", 0) > at_peak.get("VmRSS", -1):
                     at_peak = st

@@ -32,8 +32,9 @@ MIB = 1 << 20
 # (threadpool, graph and tensor metadata, allocator slack). Calibrated: see the module docstring.
 RUNTIME_BASE_BYTES = 76 * MIB
 # Of that, the interpreter with llama_cpp and edgepilot imported (libraries loaded, no model): what a C++ tool
-# such as llama-completion does not carry. Measured with `python -c "import llama_cpp, edgepilot.cli"`.
-INTERPRETER_BYTES = 50 * MIB
+# such as llama-completion does not carry. Measured: `python -c "import llama_cpp, edgepilot.cli"` peaks at
+# 57.2 MiB (x86-64, llama-cpp-python 0.3.36; benchmarks/arm_memory.py compares llama-completion without it).
+INTERPRETER_BYTES = 57 * MIB
 # llama.cpp's vocabulary structures (token strings, scores, maps), per token of the vocabulary.
 VOCAB_BYTES_PER_TOKEN = 155
 
