@@ -64,6 +64,11 @@ def test_llama_cli_command():
     )
 
 
+def test_load_mode_none_is_no_mmap():
+    assert parse_command(["llama-cli", "-m", "m.gguf", "-lm", "none"]).settings.use_mmap is False
+    assert parse_command(["llama-cli", "-m", "m.gguf", "--load-mode", "mmap"]).settings.use_mmap is True
+
+
 def test_no_repack_is_read_from_edgepilot_and_llama_cpp_commands():
     assert parse_command(["edgepilot", "run", "m.gguf", "--no-repack"]).settings == RequestedSettings(
         repack=False

@@ -33,3 +33,5 @@ def test_no_repack_reaches_the_plan_and_the_command_line(gemma_path):
     plan = decide(gemma_path, RequestedSettings.from_flags(no_repack=True)).plan
     assert plan.settings.repack is False and "--no-repack" in plan.llama_cpp_args
     assert "--no-repack" in plan.edgepilot_args
+    no_mmap = decide(gemma_path, RequestedSettings.from_flags(no_mmap=True)).plan
+    assert no_mmap.llama_cpp_args[-2:] == ["-lm", "none"]  # this llama.cpp's tools have no --no-mmap

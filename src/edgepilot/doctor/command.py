@@ -93,6 +93,8 @@ def _parse_flags(args: list[str], facts: CommandFacts, positional: list[str] | N
             s["type_k"] = s["type_v"] = value
         elif flag in _MODEL:
             facts.model = value
+        elif flag in {"-lm", "--load-mode"}:
+            s["use_mmap"] = None if value is None else value in {"auto", "mmap", "mmap+mlock"}
         elif flag in _NGL:
             facts.n_gpu_layers = _int(value)
         elif flag in {"-fa", "--flash-attn"}:

@@ -86,8 +86,8 @@ class EngineSettings:
         ]
         if self.n_threads_batch is not None and self.n_threads_batch != self.n_threads:
             args += ["-tb", str(self.n_threads_batch)]
-        if not self.use_mmap:
-            args.append("--no-mmap")
+        if not self.use_mmap:  # this llama.cpp's tools have no --no-mmap: the load mode says it
+            args += ["-lm", "none"]
         if not self.repack:
             args.append("--no-repack")
         if self.swa_full:
