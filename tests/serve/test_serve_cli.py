@@ -58,3 +58,11 @@ def test_timeouts_must_be_real_positive_seconds(smollm_path):
     for value in ("nan", "inf", "0", "-1", "99999"):
         _one_line_error(_run(str(smollm_path), "--port", "0", "--header-timeout", value), "--header-timeout")
     _one_line_error(_run(str(smollm_path), "--port", "0", "--body-timeout", "nan"), "--body-timeout")
+
+
+def test_the_psi_limit_default_is_the_planners():
+    # serve_cmd keeps its own copy so that `edgepilot --help` does not import the planner
+    from edgepilot.cli.serve_cmd import PRESSURE_PSI as SHOWN
+    from edgepilot.plan.budget import PRESSURE_PSI
+
+    assert SHOWN == PRESSURE_PSI
