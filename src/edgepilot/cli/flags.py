@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -59,7 +60,30 @@ VERBOSE = click.option("--verbose", "-v", is_flag=True, help="Show llama.cpp's o
 
 
 def settings_flags(func: F) -> F:
-    """--ctx, --batch, --ubatch, --kv, --flash-attn, --threads, --no-mmap and --no-repack, in that order."""
+    """--ctx, --batch, --ubatch, --kv, --flash-attn, --threads, --no-mmap and --no-repack, in that order,
+    handed to the command as one `requested` (a RequestedSettings) argument."""
+
+    @functools.wraps(func)
+    def with_request(
+        *args: Any,
+        ctx: int | None,
+        batch: int | None,
+        ubatch: int | None,
+        kv: str | None,
+        flash_attn: bool | None,
+        threads: int | None,
+        no_mmap: bool,
+        no_repack: bool,
+        **kwargs: Any,
+    ) -> Any:
+        from edgepilot.plan.requested import RequestedSettings  # at run time: --help stays light
+
+        requested = RequestedSettings.from_flags(
+            ctx, batch, ubatch, kv, flash_attn, no_mmap, threads, no_repack
+        )
+        return func(*args, requested=requested, **kwargs)
+
+    command: Any = with_request
     for flag in reversed((CTX, BATCH, UBATCH, KV, FLASH_ATTN, THREADS, NO_MMAP, NO_REPACK)):
-        func = flag(func)
-    return func
+        command = flag(command)
+    return command

@@ -14,6 +14,7 @@ from edgepilot.cli.format import mib
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from edgepilot.plan.requested import RequestedSettings
     from edgepilot.run.runner import RunResult
 
 
@@ -49,14 +50,7 @@ def run(
     prompt: str | None,
     prompt_file: str | None,
     n_predict: int,
-    ctx: int | None,
-    batch: int | None,
-    ubatch: int | None,
-    kv: str | None,
-    flash_attn: bool | None,
-    threads: int | None,
-    no_mmap: bool,
-    no_repack: bool,
+    requested: RequestedSettings,
     temp: float,
     seed: int | None,
     raw: bool,
@@ -70,7 +64,6 @@ def run(
     from edgepilot.cli.fit_render import render_fit
     from edgepilot.engine.inprocess import EngineError
     from edgepilot.engine.sampling import SamplerSettings
-    from edgepilot.plan.requested import RequestedSettings
     from edgepilot.plan.settings import MAX_TOKENS_SETTING
     from edgepilot.plan.types import DoesNotFit
     from edgepilot.run.runner import read_prompt, run_model  # loads llama.cpp: only when running
@@ -79,7 +72,6 @@ def run(
     flags.check_range("--seed", seed, 0, 2**32 - 1)
     flags.check_range("-n", n_predict, 0, MAX_TOKENS_SETTING)
     text = read_prompt(prompt, prompt_file)
-    requested = RequestedSettings.from_flags(ctx, batch, ubatch, kv, flash_attn, no_mmap, threads, no_repack)
     sampler = SamplerSettings(temperature=temp, **({} if seed is None else {"seed": seed}))
 
     def stream(piece: str) -> None:

@@ -16,6 +16,7 @@ from edgepilot.cli.format import mib
 from edgepilot.errors import UserError
 
 if TYPE_CHECKING:
+    from edgepilot.plan.requested import RequestedSettings
     from edgepilot.serve.server import ServeStarted, ServeStopped
 
 PRESSURE_PSI = 10.0  # plan.budget.PRESSURE_PSI, kept equal by a test (importing plan here costs start-up)
@@ -90,14 +91,7 @@ def serve(
     port: int,
     api_key: str | None,
     api_key_file: str | None,
-    ctx: int | None,
-    batch: int | None,
-    ubatch: int | None,
-    kv: str | None,
-    flash_attn: bool | None,
-    threads: int | None,
-    no_mmap: bool,
-    no_repack: bool,
+    requested: RequestedSettings,
     budget: str | None,
     max_queue: int,
     max_tokens: int,
@@ -114,7 +108,6 @@ def serve(
     """Serve the model with an OpenAI-compatible API that stays up and stays private."""
     from edgepilot.jsonable import to_jsonable
     from edgepilot.plan.budget import parse_size
-    from edgepilot.plan.requested import RequestedSettings
     from edgepilot.serve.config import ServeConfig, key_file_warning, read_api_key
 
     flags.check_range("--psi-limit", psi_limit, 0.0, 100.0)  # NaN too; ServeConfig checks the rest
@@ -137,7 +130,6 @@ def serve(
     warning = key_file_warning(api_key_file)
     if warning:
         _log(f"warning: {warning}")
-    requested = RequestedSettings.from_flags(ctx, batch, ubatch, kv, flash_attn, no_mmap, threads, no_repack)
 
     def ready(started: ServeStarted) -> None:
         if as_json:
