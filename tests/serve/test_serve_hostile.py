@@ -129,7 +129,10 @@ def test_idle_and_slow_connections_do_not_keep_a_keyed_client_waiting(guarded):
     # without a word, None, when the server had not read its first bytes yet)
     head_statuses = [status for h in heads for _, status in h.cuts]
     assert set(head_statuses) <= {408, 503, None} and {408, 503} & set(head_statuses)
-    assert {status for b in bodies for _, status in b.cuts} == {408}  # keyed, not evictable: the body timeout
+    # a keyed body is cut by the body timeout (408); its connection is evictable only while its head is still
+    # on the way (the flood here comes from the same address), and then closed like any idle one
+    body_statuses = {status for b in bodies for _, status in b.cuts}
+    assert 408 in body_statuses and body_statuses <= {408, 503, None}
     # 200 idle connections against a cap of 128: the oldest were closed to make room, again and again
     connections = guarded.status()["connections"]
     assert connections["evicted"] >= IDLE - 128 and connections["timed_out"] >= len(bodies)
