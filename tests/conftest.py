@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 from pathlib import Path
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import model_7b  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -36,6 +40,21 @@ def isolated_data_dir(tmp_path_factory):
         os.environ.pop("EDGEPILOT_DATA_DIR", None)
     else:
         os.environ["EDGEPILOT_DATA_DIR"] = old
+
+
+@pytest.fixture(scope="session")
+def header_7b() -> Path:
+    """A real 7B Q4_K_M file's first 95 MB, header included (benchmarks/model_7b.py)."""
+    part = model_7b.header_part()
+    if part is None:
+        pytest.fail(model_7b.INSTALL_HINT)
+    return part
+
+
+@pytest.fixture(scope="session")
+def model_7b_file(header_7b, tmp_path_factory) -> Path:
+    """That file padded to its full 4.7 GB (sparse), as a finished download."""
+    return model_7b.padded_7b(header_7b, tmp_path_factory.mktemp("7b"))
 
 
 @pytest.fixture(scope="session")

