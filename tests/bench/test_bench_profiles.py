@@ -9,31 +9,10 @@ import pytest
 
 from edgepilot.plan.requested import RequestedSettings
 from edgepilot.tuned.decide import apply_profile, decide
-from edgepilot.tuned.identity import device_id, model_id
+from edgepilot.tuned.identity import model_id
 from edgepilot.tuned.pinning import allowed_cpus
-from edgepilot.tuned.profiles import Profile, load_profile, profile_path, save_profile
-
-
-def make_profile(path, root=None, **kw) -> Profile:
-    device = device_id(root) if root is not None else device_id()
-    model = model_id(path)
-    values = dict(
-        device_fingerprint=device.fingerprint,
-        device=device.description,
-        model_key=model.key,
-        model_name=model.name,
-        model_size=model.size,
-        n_threads=1,
-        n_threads_batch=2,
-        cpus=[allowed_cpus()[0]],
-        n_ubatch=256,
-        flash_attn=True,
-        gen_tps=50.0,
-        prompt_tps=300.0,
-        created="2026-11-29T12:00:00Z",
-    )
-    values.update(kw)
-    return Profile(**values)
+from edgepilot.tuned.profiles import load_profile, profile_path, save_profile
+from profilekit import make_profile
 
 
 def test_no_profile_without_a_tune(gemma_path):

@@ -6,15 +6,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from servekit import start_server
 
 from edgepilot.tuned.decide import RUN_CTX
-from edgepilot.tuned.identity import device_id, model_id
 from edgepilot.tuned.pinning import allowed_cpus
-from edgepilot.tuned.profiles import Profile, save_profile
+from edgepilot.tuned.profiles import save_profile
+from profilekit import make_profile
 
 SETTINGS = (
     "n_ctx", "n_batch", "n_ubatch", "type_k", "type_v", "flash_attn", "use_mmap", "n_threads",
@@ -40,29 +39,10 @@ def own_data_dir(tmp_path, monkeypatch):
     return tmp_path / "data"
 
 
-def tuned_profile(model: Path) -> Profile:
-    device, key = device_id(), model_id(model)
-    return Profile(
-        device_fingerprint=device.fingerprint,
-        device=device.description,
-        model_key=key.key,
-        model_name=key.name,
-        model_size=key.size,
-        n_threads=1,
-        n_threads_batch=2,
-        cpus=[allowed_cpus()[-1]],
-        n_ubatch=256,
-        flash_attn=True,
-        gen_tps=1.0,
-        prompt_tps=1.0,
-        created="2026-11-30T00:00:00Z",
-    )
-
-
 @pytest.mark.parametrize("with_profile", [False, True], ids=["defaults", "tuned-profile"])
 def test_fit_run_and_serve_use_the_same_settings(smollm_path, own_data_dir, tmp_path, with_profile):
     if with_profile:
-        save_profile(tuned_profile(smollm_path))
+        save_profile(make_profile(smollm_path, cpus=[allowed_cpus()[-1]]))
     planned = edgepilot_json("fit", str(smollm_path))
     ran = edgepilot_json("run", str(smollm_path), "-p", "Hi", "-n", "2", "--temp", "0")
     server = start_server(smollm_path, tmp=tmp_path, key=None)
