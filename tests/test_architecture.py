@@ -24,11 +24,15 @@ LAYERS = {
     "run": 7,
     "bench": 7,
     "serve": 7,
+    "chat": 7,  # interactive multi-turn sessions
+    "models": 7,  # the model store: pull, list, remove, quantize, compare
+    "build": 7,  # llama.cpp's own tools compiled for this device
+    "cluster": 7,  # devices pooled over llama.cpp's RPC backend
     "cli": 8,
     "__main__": 9,
     "__init__": 0,
 }
-TOOLS = {"run", "bench", "serve"}
+TOOLS = {"run", "bench", "serve", "chat", "models", "build", "cluster"}
 MAX_LINES = 400
 
 
