@@ -1,0 +1,107 @@
+"""`edgepilot build`: thin CLI over edgepilot.build.builder.build_tools."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from edgepilot.cli import flags
+from edgepilot.cli.app import app, emit, err_console, user_errors
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from edgepilot.build.builder import BuildResult
+
+
+@contextlib.contextmanager
+def cmake_progress() -> Iterator:
+    """A rich bar on stderr fed by cmake's [ NN%] lines (on a terminal); else one line per 10 %."""
+    err = err_console()
+    if not err.is_terminal:
+        last = [-10]
+
+        def plain(percent: int, what: str) -> None:
+            if percent >= last[0] + 10 or percent == 0:
+                last[0] = percent
+                err.print(f"[{percent:3d}%] {what}", style="dim", soft_wrap=True)
+
+        yield plain
+        return
+    from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
+
+    columns = (
+        TextColumn("building"),
+        BarColumn(),
+        TaskProgressColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.fields[what]}"),
+    )
+    with Progress(*columns, console=err, transient=True) as bar:
+        task = bar.add_task("build", total=100, what="")
+
+        def update(percent: int, what: str) -> None:
+            bar.update(task, completed=percent, what=what.rsplit("/", 1)[-1][:50])
+
+        yield update
+
+
+def render_build(result: BuildResult, out: Console) -> None:
+    if not result.built:
+        state = "up to date" if result.cached else "not built yet"
+        out.print(f"[bold]{result.target}[/] tools ({state}), the build would run:")
+    elif result.cached:
+        out.print(f"[bold]{result.target}[/] tools up to date in {result.bin_dir}")
+    else:
+        out.print(f"[bold]{result.target}[/] tools built in {result.seconds:.0f} s into {result.bin_dir}")
+    for reason in result.reasons:
+        out.print(f"  · {reason}", style="dim", soft_wrap=True)
+    if result.smoke:
+        out.print(f"  llama-completion --version: {result.smoke}", soft_wrap=True)
+    out.print("Equivalent cmake lines:", style="bold")
+    for line in result.cmake_lines:
+        out.print(line, soft_wrap=True, markup=False)
+    if result.env:
+        out.print(
+            "Run a tool with: "
+            + " ".join(f"{k}={v}" for k, v in result.env.items())
+            + " qemu-aarch64-static TOOL",
+            soft_wrap=True,
+            markup=False,
+        )
+
+
+@app.command()
+@click.option("--target", default="native", help="native (this device) or aarch64 (cross-build for a phone)")
+@click.option("-j", "--jobs", type=int, help="Parallel compile jobs (default: the core count, at most 8)")
+@click.option("--tools", "tool_list", help="Comma-separated tools (default: all of them)")
+@click.option(
+    "--source", type=click.Path(path_type=Path), help="A llama-cpp-python sdist or llama.cpp directory"
+)
+@click.option("--arm-arch", help="GGML_CPU_ARM_ARCH, e.g. armv8.2-a+dotprod (default: from the probe)")
+@click.option("--print-only", is_flag=True, help="Print the flags and cmake lines without building")
+@flags.JSON
+@user_errors
+def build(
+    target: str,
+    jobs: int | None,
+    tool_list: str | None,
+    source: Path | None,
+    arm_arch: str | None,
+    print_only: bool,
+    as_json: bool,
+) -> None:
+    """Compile llama.cpp's tools (llama-server, llama-bench, ...) from the engine's source for this device."""
+    from edgepilot.build.builder import build_tools
+
+    flags.check_range("--jobs", jobs, 1, 256)
+    tools = [t.strip() for t in tool_list.split(",") if t.strip()] if tool_list else None
+    with cmake_progress() as progress:
+        result = build_tools(
+            target, jobs, tools, print_only=print_only, source=source, arm_arch=arm_arch, progress=progress
+        )
+    emit(result, as_json, render_build)
