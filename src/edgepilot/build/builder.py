@@ -26,6 +26,8 @@ from edgepilot.errors import UserError
 STAMP_VERSION = 1
 PERCENT = re.compile(r"^\[\s*(\d+)%\]\s*(.*)$")
 Progress = Callable[[int, str], None]  # percent done, what cmake is doing
+# Tool name (native_tools.TOOL_NAMES, what users call it) -> the cmake target and binary of this llama.cpp
+CMAKE_TARGETS = {"rpc-server": "ggml-rpc-server"}
 
 
 @dataclass
@@ -50,7 +52,8 @@ def cmake_lines(flags: BuildFlags, src: Path, build_dir: Path, jobs: int, tools:
     configure = ["cmake", "-S", str(src), "-B", str(build_dir)] + [
         f"-D{k}={v}" for k, v in flags.defines.items()
     ]
-    build = ["cmake", "--build", str(build_dir), "--config", "Release", "-j", str(jobs), "--target", *tools]
+    targets = [CMAKE_TARGETS.get(t, t) for t in tools]
+    build = ["cmake", "--build", str(build_dir), "--config", "Release", "-j", str(jobs), "--target", *targets]
     return [shlex.join(configure), shlex.join(build)]
 
 
@@ -188,9 +191,12 @@ def _install(built: Path, bin_dir: Path, names: list[str]) -> None:
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     for name in names:
-        if not (built / name).is_file():
-            raise UserError(f"the build made no {name} (see {built.parent}.build.log)")
-        shutil.copy2(built / name, tmp / name)
+        made = built / CMAKE_TARGETS.get(name, name)
+        if not made.is_file():
+            raise UserError(f"the build made no {made.name} (see {built.parent}.build.log)")
+        shutil.copy2(made, tmp / name)
+        if made.name != name:  # llama.cpp's own name too (its docs use both)
+            (tmp / made.name).symlink_to(name)
     for lib in sorted(built.glob("lib*.so*")):
         if lib.is_symlink():
             (tmp / lib.name).symlink_to(os.readlink(lib))

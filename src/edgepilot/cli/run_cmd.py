@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING
+import time
+from typing import TYPE_CHECKING, TextIO
 
 import click
 
@@ -29,6 +30,27 @@ def render_summary(result: RunResult, out: Console) -> None:
         style="dim",
         soft_wrap=True,
     )
+
+
+class ThrottledOut:
+    """Streamed text flushed at most every FLUSH_SECONDS (and at the end): a flush per token is a write
+    system call per token, measurable against llama-completion on a small model; 50 ms is below what a
+    reader notices. The text is unchanged."""
+
+    FLUSH_SECONDS = 0.05
+
+    def __init__(self, out: TextIO) -> None:
+        self._out, self._last = out, time.perf_counter()
+
+    def write(self, piece: str) -> None:
+        self._out.write(piece)
+        now = time.perf_counter()
+        if now - self._last >= self.FLUSH_SECONDS:
+            self._out.flush()
+            self._last = now
+
+    def flush(self) -> None:
+        self._out.flush()
 
 
 @app.command()
@@ -74,9 +96,7 @@ def run(
     text = read_prompt(prompt, prompt_file)
     sampler = SamplerSettings(temperature=temp, **({} if seed is None else {"seed": seed}))
 
-    def stream(piece: str) -> None:
-        sys.stdout.write(piece)
-        sys.stdout.flush()
+    stream = ThrottledOut(sys.stdout)
 
     err = err_console()
     status = err.status("starting") if err.is_terminal and not verbose else None
@@ -86,9 +106,11 @@ def run(
     try:
 
         def on_text(piece: str) -> None:
+            nonlocal status
             if status:
                 status.stop()
-            stream(piece)
+                status = None
+            stream.write(piece)
 
         result = run_model(
             model,
@@ -113,6 +135,7 @@ def run(
             status.stop()
         raise report_engine_failure(failure, model, requested) from None
     finally:
+        stream.flush()
         if status:
             status.stop()
     emit(result, as_json, render_summary)

@@ -17,7 +17,7 @@ import llama_cpp
 
 from edgepilot.engine import llama_log
 from edgepilot.engine.params import context_params, model_params
-from edgepilot.engine.sampling import SamplerSettings, build_chain
+from edgepilot.engine.sampling import GreedyPicker, SamplerSettings, build_chain
 from edgepilot.errors import UserError
 from edgepilot.plan.settings import EngineSettings
 
@@ -318,17 +318,27 @@ class LlamaEngine:
         if on_phase is not None:
             on_phase("generate")
 
-        chain = build_chain((sampler or SamplerSettings()).validate())
-        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        chosen = (sampler or SamplerSettings()).validate()
         ctx, vocab, decode = self._ctx, self.vocab, self._decode
-        sample, is_eog = llama_cpp.llama_sampler_sample, llama_cpp.llama_vocab_is_eog
+        if chosen.temperature == 0:
+            chain = None
+            pick = GreedyPicker(ctx, llama_cpp.llama_vocab_n_tokens(vocab))
+        else:
+            chain = build_chain(chosen)
+            sample_chain = llama_cpp.llama_sampler_sample
+
+            def pick() -> int:
+                return sample_chain(chain, ctx, -1)
+
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        is_eog = llama_cpp.llama_vocab_is_eog
         one = (llama_cpp.llama_token * 1)()
         budget = min(n_predict, n_ctx - len(prompt_tokens))
         n_gen, stopped_by = 0, "limit"
         t0 = t_end = time.perf_counter()
         try:
             while n_gen < budget:
-                token = sample(chain, ctx, -1)
+                token = pick()
                 if stop_at_eog and is_eog(vocab, token):
                     stopped_by = "eog"
                     break
@@ -347,7 +357,8 @@ class LlamaEngine:
                 if budget < n_predict:
                     stopped_by = "context"
         finally:
-            llama_cpp.llama_sampler_free(chain)
+            if chain is not None:
+                llama_cpp.llama_sampler_free(chain)
         if on_text is not None and stopped_by != "caller":
             tail = decoder.decode(b"", final=True)
             if tail:

@@ -42,3 +42,30 @@ def build_chain(settings: SamplerSettings) -> Any:
     llama_cpp.llama_sampler_chain_add(chain, llama_cpp.llama_sampler_init_temp(settings.temperature))
     llama_cpp.llama_sampler_chain_add(chain, llama_cpp.llama_sampler_init_dist(settings.seed))
     return chain
+
+
+class GreedyPicker:
+    """Temperature 0: the highest logit of the last output, read in place (numpy argmax over llama.cpp's
+    logits buffer). Same token as llama.cpp's greedy sampler (the first maximum wins in both), but without
+    its per-token copy of the whole vocabulary into a token-data array: with Gemma's 262k-token vocabulary
+    that copy is ~0.4-0.8 ms a token here, several percent of a 270M model's generation time."""
+
+    def __init__(self, ctx: Any, n_vocab: int) -> None:
+        import llama_cpp
+        import numpy as np
+
+        self._ctx, self._n_vocab = ctx, n_vocab
+        self._logits_ith, self._as_array = llama_cpp.llama_get_logits_ith, np.ctypeslib.as_array
+        self._addr: int | None = None
+        self._view: Any = None
+
+    def __call__(self) -> int:
+        import ctypes
+
+        ptr = self._logits_ith(self._ctx, -1)  # synchronizes with the decode in flight
+        addr = ctypes.cast(ptr, ctypes.c_void_p).value
+        if not addr:
+            raise RuntimeError("llama.cpp returned no logits for the last token")
+        if addr != self._addr:  # the output buffer moves only when llama.cpp reallocates it
+            self._addr, self._view = addr, self._as_array(ptr, shape=(self._n_vocab,))
+        return int(self._view.argmax())
