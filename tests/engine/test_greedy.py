@@ -1,4 +1,4 @@
-"""Temperature 0 picks the argmax in place (GreedyPicker): the same tokens as llama.cpp's own sampler chain."""
+"""Temperature 0 picks the argmax in place (GreedyPicker): the same tokens as llama.cpp's sampler chain."""
 
 from __future__ import annotations
 
