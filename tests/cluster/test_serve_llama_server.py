@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -55,3 +58,65 @@ def test_llama_server_answers_behind_the_front_and_a_killed_child_is_diagnosed(
     finally:
         served.stop()
     assert not os.path.exists(f"/proc/{pid}")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _serve_rpc(model: Path, rpc: str) -> subprocess.CompletedProcess[str]:
+    cmd = [
+        sys.executable,
+        "-m",
+        "edgepilot",
+        "serve",
+        str(model),
+        "--port",
+        "0",
+        "--rpc",
+        rpc,
+        "--ctx",
+        "512",
+    ]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+
+
+def test_serve_rpc_to_a_helper_that_is_not_there_stops_with_the_diagnosis(smollm_path, llama_server_tool):
+    out = _serve_rpc(smollm_path, f"127.0.0.1:{_free_port()}")
+    assert out.returncode == 2, out.stderr
+    last = out.stderr.strip().splitlines()[-1]
+    assert "could not be reached" in last and "rpc-server" in last, out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_serve_rpc_to_a_helper_of_another_protocol_version_says_so(smollm_path, llama_server_tool):
+    port = _free_port()
+    helper = subprocess.Popen([sys.executable, str(Path(__file__).with_name("old_helper.py")), str(port)])
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        out = _serve_rpc(smollm_path, f"127.0.0.1:{port}")
+    finally:
+        helper.kill()
+        helper.wait(10)
+    assert out.returncode == 2, out.stderr
+    last = out.stderr.strip().splitlines()[-1]
+    assert "protocol version" in last and "edgepilot build" in last, out.stderr
+
+
+def test_serve_rpc_bad_input_is_one_line_exit_2(smollm_path):
+    for flags in (
+        ["--rpc", "nohost"],
+        ["--rpc", "127.0.0.1:1", "--tensor-split", "1,2"],
+        ["--tensor-split", "1"],
+    ):
+        cmd = [sys.executable, "-m", "edgepilot", "serve", str(smollm_path), "--port", "0", *flags]
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+        assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, (flags, out.stderr)
