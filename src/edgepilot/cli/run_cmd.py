@@ -10,6 +10,7 @@ import click
 from edgepilot.cli import flags
 from edgepilot.cli.app import app, emit, err_console, user_errors
 from edgepilot.cli.format import mib
+from edgepilot.errors import UserError
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -44,6 +45,10 @@ def render_summary(result: RunResult, out: Console) -> None:
 @flags.BUDGET
 @flags.VERBOSE
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of streaming")
+@click.option(
+    "--rpc", help="HOST:PORT,... of `edgepilot rpc-server` helpers (runs the built llama-completion)"
+)
+@click.option("--tensor-split", help="Share of the layers per --rpc helper (see `edgepilot cluster plan`)")
 @user_errors
 def run(
     model: str | None,
@@ -58,6 +63,8 @@ def run(
     budget: str | None,
     verbose: bool,
     as_json: bool,
+    rpc: str | None,
+    tensor_split: str | None,
 ) -> None:
     """Plan settings, load the model and stream a completion; ends with prompt/generation speed."""
     from edgepilot.cli.doctor_cmd import report_engine_failure
@@ -72,6 +79,8 @@ def run(
     flags.check_range("--seed", seed, 0, 2**32 - 1)
     flags.check_range("-n", n_predict, 0, MAX_TOKENS_SETTING)
     text = read_prompt(prompt, prompt_file)
+    if rpc or tensor_split:
+        return _run_rpc(model, text, n_predict, requested, temp, seed, rpc, tensor_split, as_json)
     sampler = SamplerSettings(temperature=temp, **({} if seed is None else {"seed": seed}))
 
     def stream(piece: str) -> None:
@@ -116,3 +125,39 @@ def run(
         if status:
             status.stop()
     emit(result, as_json, render_summary)
+
+
+def _run_rpc(
+    model: str | None,
+    text: str,
+    n_predict: int,
+    requested: RequestedSettings,
+    temp: float,
+    seed: int | None,
+    rpc: str | None,
+    tensor_split: str | None,
+    as_json: bool,
+) -> None:
+    from edgepilot.engine.rpc_args import parse_rpc, parse_tensor_split
+    from edgepilot.run.rpc import run_over_rpc
+
+    helpers = parse_rpc(rpc)
+    if not helpers:
+        raise UserError("--tensor-split needs --rpc HOST:PORT,...")
+    split = parse_tensor_split(tensor_split, len(helpers))
+
+    def stream(piece: str) -> None:
+        sys.stdout.write(piece)
+        sys.stdout.flush()
+
+    result = run_over_rpc(
+        model, text, n_predict, requested, helpers, split, temp, seed, None if as_json else stream
+    )
+    if as_json:
+        emit(result, True, lambda _r, _c: None)
+    else:
+        sys.stdout.write("\n")
+        err_console().print(
+            f"{result.wall_seconds:.1f} s over {len(helpers)} RPC helper{'s' if len(helpers) > 1 else ''}",
+            style="dim",
+        )

@@ -125,7 +125,7 @@ def serve(
     from edgepilot.serve.config import ServeConfig, key_file_warning, read_api_key
 
     flags.check_range("--psi-limit", psi_limit, 0.0, 100.0)  # NaN too; ServeConfig checks the rest
-    from edgepilot.serve.native import parse_rpc, parse_tensor_split
+    from edgepilot.engine.rpc_args import parse_rpc, parse_tensor_split
     from edgepilot.serve.server import NativeEngine
     from edgepilot.serve.server import serve as run_server
 

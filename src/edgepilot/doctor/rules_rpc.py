@@ -31,11 +31,13 @@ def rpc_helper_unreachable(ev: Evidence) -> list[Cause]:
     if not lines:
         return []
     m = CONNECT_FAIL.search(lines[0])
-    where = m.group(1) if m else "the helper"
+    host, _, port = (m.group(1) if m else "HELPER:PORT").rpartition(":")
+    port = port if port.isdigit() else "PORT"
     fix = (
-        f"start the helper first: on {where.rsplit(':', 1)[0]} run {HELPER_CMD} and check the port is "
-        f"reachable from here (`nc -z {where.replace(':', ' ')}`); for a helper on another device prefer "
-        f"an SSH tunnel (`ssh -N -L PORT:127.0.0.1:PORT HELPER`) and --rpc 127.0.0.1:PORT"
+        f"start the helper first: on {host or 'the helper'} run `edgepilot rpc-server --port {port}` (or "
+        f"llama.cpp's `rpc-server -p {port}`) and check the port is reachable from here "
+        f"(`nc -z {host or 'HELPER'} {port}`); for a helper on another device prefer an SSH tunnel "
+        f"(`ssh -N -L {port}:127.0.0.1:{port} HELPER`) and --rpc 127.0.0.1:{port}"
     )
     return [cause("rpc-helper-unreachable", 95, lines, fix)]
 
