@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -47,7 +48,9 @@ def render_plan(plan: Any, out: Console) -> None:
 
     verdict = "fits" if plan.fits else "DOES NOT FIT"
     out.print(
-        f"[bold]cluster plan[/] {plan.model} · {plan.n_layer} layers + output · ctx {plan.n_ctx} · {verdict}"
+        f"[bold]cluster plan[/] {Path(plan.model).name} · {plan.n_layer} layers + output · ctx {plan.n_ctx}"
+        f" · {verdict}",
+        soft_wrap=True,
     )
     for s in plan.helpers:
         budget = mib(s.budget_bytes) if s.budget_bytes is not None else "?"
@@ -61,10 +64,11 @@ def render_plan(plan: Any, out: Console) -> None:
         )
     out.print("on each helper:", style="dim")
     lines = as_lines(plan)
-    for line in lines[:-1]:
+    for line in lines[:-2]:
         out.print(f"  {line}", markup=False, soft_wrap=True)
-    out.print("on the main device:", style="dim")
-    out.print(f"  {lines[-1]}", markup=False, soft_wrap=True)
+    out.print("on the main device (llama.cpp's server, or the same behind edgepilot's front):", style="dim")
+    for line in lines[-2:]:
+        out.print(f"  {line}", markup=False, soft_wrap=True)
     for note in plan.notes:
         out.print(f"note: {note}", style="dim", markup=False, soft_wrap=True)
 

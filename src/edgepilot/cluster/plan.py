@@ -49,7 +49,8 @@ class ClusterPlan:
     tensor_split: list[float]
     helpers: list[DeviceShare]
     helper_commands: list[list[str]]
-    main_command: list[str]
+    main_command: list[str]  # llama.cpp's llama-server
+    edgepilot_command: list[str]  # the same through edgepilot serve (front, watchdog, doctor)
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -119,14 +120,18 @@ def plan_cluster(model: str, helpers: list[Helper], n_ctx: int = 2048, kv: str =
     ]
     main = ["llama-server", "-m", str(path), "-c", str(n_ctx), "-ctk", kv, "-ctv", kv, "-np", "1"]
     main += ["-ngl", str(n_layer + 1), "--rpc", rpc, "--tensor-split", ts]
+    ours = ["edgepilot", "serve", str(path), "--ctx", str(n_ctx), "--rpc", rpc, "--tensor-split", ts]
+    if kv != "f16":
+        ours += ["--kv", kv]
     notes = [
         "the main device keeps the input layer (token embeddings, memory-mapped) and runs the sampling",
         "rpc-server has no authentication: keep helpers on 127.0.0.1 and reach them over SSH tunnels",
     ]
     if not fits:
         notes.insert(0, "does not fit: the helpers' budgets together cannot hold the model at this context")
-    return ClusterPlan(str(path), n_layer, n_ctx, fits, split, shares, helper_cmds, main, notes)
+    return ClusterPlan(str(path), n_layer, n_ctx, fits, split, shares, helper_cmds, main, ours, notes)
 
 
 def as_lines(plan: ClusterPlan) -> list[str]:
-    return [shlex.join(c) for c in plan.helper_commands] + [shlex.join(plan.main_command)]
+    cmds = [*plan.helper_commands, plan.main_command, plan.edgepilot_command]
+    return [shlex.join(c) for c in cmds]
