@@ -137,7 +137,9 @@ def quantize(
 @click.option(
     "--text", "text_file", help="UTF-8 text for perplexity/KL (default: a public-domain text shipped)"
 )
-@flags.CTX
+@click.option(
+    "--ctx", "-c", type=int, default=512, show_default=True, help="Context of the memory run (filled)"
+)
 @click.option("--ppl-ctx", type=int, default=256, show_default=True, help="Chunk size for perplexity/KL")
 @click.option("--chunks", type=int, default=4, show_default=True, help="At most this many chunks of the text")
 @click.option("--n-gen", type=int, default=32, show_default=True, help="Tokens generated for tg t/s")
@@ -148,7 +150,7 @@ def quantize(
 def compare(
     files: tuple[str, ...],
     text_file: str | None,
-    ctx: int | None,
+    ctx: int,
     ppl_ctx: int,
     chunks: int,
     n_gen: int,
@@ -161,6 +163,6 @@ def compare(
     from edgepilot.models.compare import compare_models
 
     result = compare_models(
-        list(files), text_file, ctx or 512, ppl_ctx, chunks, n_gen, threads, plot, on_progress=_progress
+        list(files), text_file, ctx, ppl_ctx, chunks, n_gen, threads, plot, on_progress=_progress
     )
     emit(result, as_json, render_compare)
