@@ -7,6 +7,7 @@ from edgepilot.cli import (  # noqa: F401  (importing registers the commands; ea
     fit_cmd,
     inspect_cmd,
     probe_cmd,
+    quantize_cmd,
     run_cmd,
     serve_cmd,
 )
