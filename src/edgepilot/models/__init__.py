@@ -1,0 +1,1 @@
+"""The model store: pull from a hub, list, remove (and quantize, compare)."""
