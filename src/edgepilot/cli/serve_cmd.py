@@ -79,6 +79,7 @@ def render_stopped(s: ServeStopped) -> None:
 )
 @click.option("--min-available", help="Pause new requests below this")
 @flags.FORCE
+@flags.NO_PRELOAD
 @click.option("--watch-root", default="/", hidden=True, help="Device tree to watch")
 @click.option("--verbose", "-v", is_flag=True, help="Log each request and the worker's output")
 @click.option("--json", "as_json", is_flag=True, help="One JSON line once the model answers")
@@ -99,6 +100,7 @@ def serve(
     psi_limit: float,
     min_available: str | None,
     force: bool,
+    no_preload: bool,
     watch_root: str,
     verbose: bool,
     as_json: bool,
@@ -147,6 +149,7 @@ def serve(
             force=force,
             on_ready=ready,
             log=_log,
+            warm=not no_preload,
         )
     except UserError as exc:
         plan = getattr(exc, "plan", None)  # DoesNotFit: show the plan that was refused
