@@ -4,12 +4,7 @@ header padded to its full size (listed and planned from its header, never downlo
 from __future__ import annotations
 
 import pytest
-from hubserver import Hub, HubFile, start
-
-REPO = "edge-test/small-models-GGUF"
-SMOL = "SmolLM2-135M-Instruct.Q4_1.gguf"
-GEMMA = "gemma-3-270m-Q4_K_M.gguf"
-BIG = "DeepSeek-R1-Distill-Qwen-7B-Q4_K_M.gguf"
+from hubserver import BIG, GEMMA, REPO, SMOL, Hub, HubFile, start
 
 
 @pytest.fixture

@@ -17,6 +17,10 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+REPO = "edge-test/small-models-GGUF"
+SMOL = "SmolLM2-135M-Instruct.Q4_1.gguf"
+GEMMA = "gemma-3-270m-Q4_K_M.gguf"
+BIG = "DeepSeek-R1-Distill-Qwen-7B-Q4_K_M.gguf"
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 PAGE = 2  # files per listing page: the tests see pagination
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from hubserver import BIG, GEMMA, REPO, SMOL
 
-from conftest import BIG, GEMMA, REPO, SMOL
 from edgepilot.errors import UserError
 from edgepilot.models.hub import HubClient, HubError, parse_entry, safe_repo_path
 
@@ -129,6 +129,10 @@ def test_models_lists_and_rm_removes_only_inside_the_store(hub, cli_app, tmp_pat
     assert [(m["name"], m["quant"], m["verdict"], m["repo"]) for m in listed] == [
         (f"edge-test__small-models-GGUF/{SMOL}", "Q4_1", "ok", REPO)
     ]
+    for name in (f"{REPO}:{SMOL}", SMOL, f"edge-test__small-models-GGUF/{SMOL}"):  # store names resolve
+        planned = CliRunner().invoke(cli_app, ["fit", name, "--budget", "1GiB", "--json"])
+        assert planned.exit_code == 0, planned.output
+        assert json.loads(planned.stdout)["model"] == str(store() / "edge-test__small-models-GGUF" / SMOL)
     outside = tmp_path / "keep.gguf"
     outside.write_bytes(b"GGUF")
     for name in (str(outside), "../keep.gguf", "edge-test__small-models-GGUF/../../keep.gguf"):

@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from edgepilot import untrusted
-from edgepilot.datadir import data_dir
 from edgepilot.device import fs
 from edgepilot.device.storage import classify, read_mounts
 from edgepilot.errors import UserError
+from edgepilot.model.stored import find_in_store, store_path  # noqa: F401  (store_path: re-exported)
 from edgepilot.models.hub import join_inside, safe_repo_path, store_dir_name
 
 MANIFEST = "manifest.json"
@@ -64,11 +64,6 @@ class Removed:
     name: str
     path: Path
     bytes_freed: int
-
-
-def store_path(store: str | os.PathLike[str] | None = None) -> Path:
-    chosen = store or os.environ.get("EDGEPILOT_MODELS_DIR")
-    return Path(chosen).expanduser() if chosen else data_dir() / "models"
 
 
 def entry_name(repo: str, file: str) -> str:
@@ -202,23 +197,7 @@ def list_store(store: Path, root: Path | str = "/") -> StoreListing:
 def find_stored(store: Path, name: str) -> Path | None:
     """A stored file by its store name (`owner__repo/file`), `owner/repo:file`, or a bare file name that is
     unique in the store; None when nothing matches."""
-    if ":" in name and "/" in name.split(":", 1)[0]:
-        repo, _, file = name.partition(":")
-        try:
-            candidate = target_path(store, repo, file)
-        except UserError:
-            return None
-        return candidate if candidate.is_file() else None
-    try:
-        candidate = join_inside(store, name)
-    except UserError:
-        return None
-    if candidate.is_file() and candidate.parent != store:
-        return candidate
-    if "/" in name or not store.is_dir():
-        return None
-    matches = [p for p in store.glob(f"*/{name}") if p.is_file()] if name.endswith(".gguf") else []
-    return matches[0] if len(matches) == 1 else None
+    return find_in_store(name, store)
 
 
 def remove(store: Path, name: str) -> Removed:
