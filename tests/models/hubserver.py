@@ -29,6 +29,7 @@ PAGE = 2  # files per listing page: the tests see pagination
 class HubFile:
     path: Path
     sha256: str | None = None  # computed on first use unless given
+    listed_size: int | None = None  # what the listing claims, when it should lie about the size
 
     def digest(self) -> str:
         if self.sha256 is None:
@@ -46,6 +47,7 @@ class Hub:
     cut_after: int | None = None  # the next file transfer stops after this many body bytes (then resets)
     corrupt_at: int | None = None  # this byte offset of every served file is flipped
     requests: list[tuple[str, str | None]] = field(default_factory=list)  # (path, Range header)
+    authorization: list[str | None] = field(default_factory=list)  # the Authorization header of each request
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -68,6 +70,7 @@ class Handler(BaseHTTPRequestHandler):
         url = urllib.parse.urlsplit(self.path)
         path = urllib.parse.unquote(url.path)
         self.hub.requests.append((path, self.headers.get("Range")))
+        self.hub.authorization.append(self.headers.get("Authorization"))
         if m := re.fullmatch(r"/api/models/([^/]+/[^/]+)/tree/([^/]+)", path):
             return self._tree(m.group(1), urllib.parse.parse_qs(url.query))
         if m := re.fullmatch(r"/([^/]+/[^/]+)/resolve/([^/]+)/(.+)", path):
@@ -84,9 +87,13 @@ class Handler(BaseHTTPRequestHandler):
             {
                 "type": "file",
                 "oid": hashlib.sha1(name.encode()).hexdigest(),
-                "size": f.path.stat().st_size,
+                "size": f.listed_size or f.path.stat().st_size,
                 "path": name,
-                "lfs": {"oid": f.digest(), "size": f.path.stat().st_size, "pointerSize": 134},
+                "lfs": {
+                    "oid": f.digest(),
+                    "size": f.listed_size or f.path.stat().st_size,
+                    "pointerSize": 134,
+                },
             }
             for name, f in sorted(files.items())
         ]

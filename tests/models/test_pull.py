@@ -158,3 +158,20 @@ def test_a_listing_entry_needs_a_well_formed_hash():
     assert parse_entry({"type": "directory", "path": "x"}) is None
     with pytest.raises(HubError):
         parse_entry({"type": "file", "path": "a.gguf", "size": 3, "lfs": {"oid": "not-a-sha"}})
+
+
+def test_a_body_longer_than_listed_is_refused(hub, cli_app):
+    hub.repos[REPO][SMOL].listed_size = 1 << 20  # the listing says 1 MiB, the server sends 94 MiB
+    line = one_error_line(pull(cli_app, REPO, SMOL))
+    assert "announces" in line or "more than" in line
+    assert not (store() / "edge-test__small-models-GGUF" / SMOL).exists()
+
+
+def test_the_token_goes_to_the_hub(hub, cli_app, tmp_path):
+    token = tmp_path / "token"
+    token.write_text("hf_test_token\n")
+    assert pull(cli_app, REPO, "--budget", "1GiB", "--token-file", str(token)).exit_code == 0
+    assert hub.authorization and set(hub.authorization) == {"Bearer hf_test_token"}
+    empty = tmp_path / "empty"
+    empty.write_text("")
+    assert "is empty" in one_error_line(pull(cli_app, REPO, "--token-file", str(empty)))
