@@ -44,8 +44,12 @@ def test_listing_plans_each_file_from_its_header(hub, cli_app):
     big = next(c for c in out["candidates"] if c["file"] == BIG)
     assert big["quant"] == "Q4_K_M" and big["peak_rss_bytes"] > 4 << 30
     # only headers travelled: every file request was a Range request, far below the 4.4 GiB file
-    file_requests = [r for p, r in hub.requests if p.startswith("/cdn/")]
-    assert file_requests and all(r and r.startswith("bytes=0-") for r in file_requests)
+    for name in (SMOL, GEMMA, BIG):  # each round asks only for the bytes after the previous ones
+        ranges = [r for p, r in hub.requests if p == f"/cdn/{REPO}/{name}"]
+        assert ranges and ranges[0].startswith("bytes=0-")
+        for before, after in zip(ranges, ranges[1:], strict=False):
+            assert int(after.split("=")[1].split("-")[0]) == int(before.split("-")[1]) + 1
+    assert len([r for p, r in hub.requests if p == f"/cdn/{REPO}/{BIG}"]) > 1  # its header is over 2 MiB
     assert not store().exists()
     human = pull(cli_app, REPO, "--budget", "300MiB")
     assert human.exit_code == 0 and "yes" in human.stdout and "no" in human.stdout

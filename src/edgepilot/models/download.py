@@ -47,7 +47,7 @@ def _hash_existing(part: Path, n: int, hasher: hashlib._Hash, progress: Progress
             progress(done, total)
 
 
-def _content_range(value: str | None) -> tuple[int, int] | None:
+def content_range(value: str | None) -> tuple[int, int] | None:
     """(first byte, total size) of a `Content-Range: bytes A-B/TOTAL` header."""
     match = re.fullmatch(r"\s*bytes\s+(\d+)-(\d+)/(\d+)\s*", value or "")
     return (int(match.group(1)), int(match.group(3))) if match else None
@@ -92,7 +92,7 @@ def download(
         with client.open(url, headers, what=f"{repo}/{file.path}") as resp:
             commit = client.commit_of(resp)
             if have and resp.status == 206:
-                span = _content_range(resp.headers.get("Content-Range"))
+                span = content_range(resp.headers.get("Content-Range"))
                 if span is None or span[0] != have or span[1] != file.size:
                     raise HubError(
                         f"{file.path}: the server sent range {resp.headers.get('Content-Range')!r}, "

@@ -95,6 +95,8 @@ class _Redirects(urllib.request.HTTPRedirectHandler):
 
     def redirect_request(self, req, fp, code, msg, headers, newurl):  # type: ignore[no-untyped-def]
         self.commit = headers.get("X-Repo-Commit") or self.commit
+        if urllib.parse.urlsplit(newurl).scheme not in ("http", "https"):
+            raise HubError(f"the hub redirected to {newurl[:200]!r}: only http(s) is followed")
         new = super().redirect_request(req, fp, code, msg, headers, newurl)
         if new is not None and self.token and urllib.parse.urlsplit(newurl).netloc == self.hub_host:
             new.add_unredirected_header("Authorization", f"Bearer {self.token}")

@@ -15,6 +15,7 @@ from pathlib import Path
 from edgepilot.errors import UserError
 from edgepilot.model.gguf_header import read_header
 from edgepilot.model.gguf_records import GGUFHeader
+from edgepilot.models.download import content_range
 from edgepilot.models.hub import HubClient, HubError, RepoFile, read_bounded
 from edgepilot.plan.types import FitResult
 from edgepilot.tuned.decide import decide
@@ -43,11 +44,17 @@ def fetch_header(
     url = client.resolve_url(repo, file.path, revision)
     want = min(FIRST_RANGE, file.size)
     head = folder / "head.gguf"
-    while True:
-        headers = {"Range": f"bytes=0-{want - 1}", "Accept-Encoding": "identity"}
+    data = b""
+    while True:  # each round asks only for the bytes it does not have yet
+        headers = {"Range": f"bytes={len(data)}-{want - 1}", "Accept-Encoding": "identity"}
         with client.open(url, headers, what=f"{repo}/{file.path}") as resp:
-            # A server that ignores Range sends the whole file: read only what was asked for.
-            data = resp.read(want) if resp.status == 200 else read_bounded(resp, want, f"{file.path} range")
+            if resp.status == 200:  # a server that ignores Range sends the whole file: take what was asked
+                data = resp.read(want)
+            else:
+                span = content_range(resp.headers.get("Content-Range"))
+                if span is None or span[0] != len(data):
+                    raise HubError(f"{file.path}: the server answered a range request with the wrong bytes")
+                data += read_bounded(resp, want - len(data), f"{file.path} range")
         head.write_bytes(data)
         header = read_header(head)
         if header.complete:
