@@ -6,6 +6,7 @@ from edgepilot.cli import (  # noqa: F401  (importing registers the commands; ea
     doctor_cmd,
     fit_cmd,
     inspect_cmd,
+    models_cmd,
     probe_cmd,
     quantize_cmd,
     run_cmd,

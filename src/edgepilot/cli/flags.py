@@ -51,6 +51,11 @@ NO_REPACK = click.option(
     is_flag=True,
     help="No CPU_REPACK copies of weights (less memory, slower prompt processing)",
 )
+NO_PRELOAD = click.option(
+    "--no-preload",
+    is_flag=True,
+    help="Do not read the model into the page cache before the first request",
+)
 BUDGET = click.option("--budget", help="Memory budget, e.g. 2GiB (default: measured)")
 FORCE = click.option(
     "--force", is_flag=True, help="Go ahead even when the plan predicts the OS would kill it"

@@ -22,8 +22,9 @@ if TYPE_CHECKING:
 def render_summary(result: RunResult, out: Console) -> None:
     s = result.settings
     out.print()
+    ttft = f"[bold]first token[/] {result.ttft_ms:.0f} ms · " if result.ttft_ms is not None else ""
     out.print(
-        f"[bold]prompt[/] {result.n_prompt} tok @ {result.prompt_tps:.1f} t/s · "
+        f"{ttft}[bold]prompt[/] {result.n_prompt} tok @ {result.prompt_tps:.1f} t/s · "
         f"[bold]generation[/] {result.n_gen} tok @ {result.gen_tps:.1f} t/s · "
         f"[bold]peak memory[/] {mib(result.peak_rss_bytes)} · "
         f"ctx {s.n_ctx} · threads {s.n_threads} · kv {s.type_k}/{s.type_v}",
@@ -43,6 +44,7 @@ def render_summary(result: RunResult, out: Console) -> None:
 @click.option("--raw", is_flag=True, help="Do not wrap the prompt in the model's chat template")
 @flags.FORCE
 @flags.BUDGET
+@flags.NO_PRELOAD
 @flags.VERBOSE
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of streaming")
 @click.option(
@@ -61,6 +63,7 @@ def run(
     raw: bool,
     force: bool,
     budget: str | None,
+    no_preload: bool,
     verbose: bool,
     as_json: bool,
     rpc: str | None,
@@ -99,6 +102,12 @@ def run(
                 status.stop()
             stream(piece)
 
+        def preloading(done: int, total: int) -> None:
+            if status:
+                status.update(f"preloading into the page cache: {mib(done)} of {mib(total)}")
+            elif done >= total and not as_json:
+                err.print(f"preloaded {mib(total)} into the page cache", style="dim", markup=False)
+
         result = run_model(
             model,
             text,
@@ -111,6 +120,8 @@ def run(
             verbose=verbose,
             force=force,
             budget_bytes=flags.size_or_none(budget),
+            warm=not no_preload,
+            on_preload=preloading,
         )
     except DoesNotFit as refusal:
         if status:

@@ -79,6 +79,7 @@ def render_stopped(s: ServeStopped) -> None:
 )
 @click.option("--min-available", help="Pause new requests below this")
 @flags.FORCE
+@flags.NO_PRELOAD
 @click.option("--watch-root", default="/", hidden=True, help="Device tree to watch")
 @click.option("--verbose", "-v", is_flag=True, help="Log each request and the worker's output")
 @click.option("--json", "as_json", is_flag=True, help="One JSON line once the model answers")
@@ -109,6 +110,7 @@ def serve(
     psi_limit: float,
     min_available: str | None,
     force: bool,
+    no_preload: bool,
     watch_root: str,
     verbose: bool,
     as_json: bool,
@@ -172,6 +174,7 @@ def serve(
             on_ready=ready,
             log=_log,
             native=native,
+            warm=not no_preload,
         )
     except UserError as exc:
         plan = getattr(exc, "plan", None)  # DoesNotFit: show the plan that was refused

@@ -50,6 +50,7 @@ class GenerationStats:
     prompt_seconds: float
     gen_seconds: float
     stopped_by: str  # "eog" | "limit" | "context" | "caller"
+    first_token_seconds: float | None = None  # from the start of prompt processing to the first sampled token
 
     @property
     def prompt_tps(self) -> float:
@@ -314,6 +315,7 @@ class LlamaEngine:
         self.reset()
         if on_phase is not None:
             on_phase("prompt")
+        t_start = time.perf_counter()
         prompt_seconds = self.eval_prompt(prompt_tokens)
         if on_phase is not None:
             on_phase("generate")
@@ -324,11 +326,13 @@ class LlamaEngine:
         sample, is_eog = llama_cpp.llama_sampler_sample, llama_cpp.llama_vocab_is_eog
         one = (llama_cpp.llama_token * 1)()
         budget = min(n_predict, n_ctx - len(prompt_tokens))
-        n_gen, stopped_by = 0, "limit"
+        n_gen, stopped_by, first_token = 0, "limit", None
         t0 = t_end = time.perf_counter()
         try:
             while n_gen < budget:
                 token = sample(chain, ctx, -1)
+                if first_token is None:
+                    first_token = time.perf_counter() - t_start
                 if stop_at_eog and is_eog(vocab, token):
                     stopped_by = "eog"
                     break
@@ -358,4 +362,5 @@ class LlamaEngine:
             prompt_seconds=prompt_seconds,
             gen_seconds=t_end - t0,
             stopped_by=stopped_by,
+            first_token_seconds=first_token,
         )

@@ -146,6 +146,18 @@ def prepare(
     return plan
 
 
+def warm_page_cache(plan: ServePlan, log: Callable[[str], None]) -> None:
+    from edgepilot.engine.preload import preload, skip_reason
+
+    skipped = skip_reason(plan.fit.fits, plan.settings.use_mmap)
+    if skipped:
+        log(f"no preload: {skipped}")
+        return
+    log(f"preloading {plan.model.name} into the page cache")
+    done = preload(plan.model)
+    log(f"preloaded {done.bytes_read / 2**20:.1f} MiB in {done.seconds:.2f} s")
+
+
 class Supervisor:
     """The supervisor process's parts: front (uvicorn), watchdog and memory watch, and their lifetimes."""
 
@@ -303,12 +315,16 @@ def serve(
     on_ready: Callable[[ServeStarted], None] | None = None,
     log: Callable[[str], None] = lambda _m: None,
     native: NativeEngine | None = None,
+    warm: bool = True,
 ) -> ServeStopped:
-    """Plan, listen, run until Ctrl-C / SIGTERM (or a worker that cannot start: ServeFailed)."""
+    """Plan, listen, run until Ctrl-C / SIGTERM (or a worker that cannot start: ServeFailed).
+    warm: read the model into the page cache first (the worker's mapping finds it there), when it fits."""
     config.validate()
     if native is not None:
         find_tool("llama-server")  # one clear line now, not a worker that cannot start
     plan = prepare(model, requested, budget_bytes, force, rpc=bool(native and native.rpc))
+    if warm:
+        warm_page_cache(plan, log)
     sock = bind_front(config.host, config.port)
     try:
         return Supervisor(plan, config, on_ready, log, native).run(sock)
