@@ -215,6 +215,7 @@ class Supervisor:
             plan.cpus,
             config.verbose,
             prompt_cpus=plan.prompt_cpus,
+            cache_reuse=config.cache_reuse,
         )
         watchdog = Watchdog(
             launch,
