@@ -2,6 +2,7 @@
 
 from edgepilot.cli import (  # noqa: F401  (importing registers the commands; each imports its work on use)
     bench_cmd,
+    chat_cmd,
     cluster_cmd,
     doctor_cmd,
     fit_cmd,

@@ -60,6 +60,11 @@ BUDGET = click.option("--budget", help="Memory budget, e.g. 2GiB (default: measu
 FORCE = click.option(
     "--force", is_flag=True, help="Go ahead even when the plan predicts the OS would kill it"
 )
+NO_CACHE_REUSE = click.option(
+    "--no-cache-reuse",
+    is_flag=True,
+    help="Process every prompt whole instead of reusing the KV cache of the previous one (for comparisons)",
+)
 JSON = click.option("--json", "as_json", is_flag=True, help="Print one JSON object")
 VERBOSE = click.option("--verbose", "-v", is_flag=True, help="Show llama.cpp's own log")
 

@@ -80,6 +80,7 @@ def render_stopped(s: ServeStopped) -> None:
 @click.option("--min-available", help="Pause new requests below this")
 @flags.FORCE
 @flags.NO_PRELOAD
+@flags.NO_CACHE_REUSE
 @click.option("--watch-root", default="/", hidden=True, help="Device tree to watch")
 @click.option("--verbose", "-v", is_flag=True, help="Log each request and the worker's output")
 @click.option("--json", "as_json", is_flag=True, help="One JSON line once the model answers")
@@ -111,6 +112,7 @@ def serve(
     min_available: str | None,
     force: bool,
     no_preload: bool,
+    no_cache_reuse: bool,
     watch_root: str,
     verbose: bool,
     as_json: bool,
@@ -151,6 +153,7 @@ def serve(
         psi_limit=psi_limit,
         min_available_bytes=parse_size(min_available) if min_available is not None else None,
         watch_root=Path(watch_root),
+        cache_reuse=not no_cache_reuse,
         verbose=verbose,
     )
     warning = key_file_warning(api_key_file)

@@ -248,6 +248,7 @@ class Supervisor:
             plan.cpus,
             config.verbose,
             prompt_cpus=plan.prompt_cpus,
+            cache_reuse=config.cache_reuse,
         )
         if self.native is not None:
             launch = NativeLaunch(

@@ -53,6 +53,7 @@ class Launch:
     cpus: list[int] | None = None
     verbose: bool = False
     prompt_cpus: list[int] | None = None
+    cache_reuse: bool = True
     python: str = field(default_factory=lambda: sys.executable)
 
     def argv(self, settings: EngineSettings) -> list[str]:
@@ -68,6 +69,8 @@ class Launch:
             args += ["--prompt-cpus", ",".join(map(str, self.prompt_cpus))]
         if self.verbose:
             args.append("--verbose")
+        if not self.cache_reuse:
+            args.append("--no-cache-reuse")
         return args
 
 
