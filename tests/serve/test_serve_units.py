@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from edgepilot.engine.stops import StopMatcher
 from edgepilot.errors import UserError
 from edgepilot.plan.settings import EngineSettings
 from edgepilot.serve.config import (
@@ -22,7 +23,6 @@ from edgepilot.serve.front import Front, loopback_host_header
 from edgepilot.serve.planning import MIN_CTX, after_memory_kill, shrink_ctx
 from edgepilot.serve.pressure import gate
 from edgepilot.serve.state import FAILED, Pressure, ServerState
-from edgepilot.serve.stops import StopMatcher
 from edgepilot.serve.wakelock import WakeLock
 from edgepilot.serve.watchdog import Launch, Watchdog
 

@@ -3,10 +3,14 @@
 from edgepilot.cli import (  # noqa: F401  (importing registers the commands; each imports its work on use)
     bench_cmd,
     build_cmd,
+    chat_cmd,
+    cluster_cmd,
     doctor_cmd,
     fit_cmd,
     inspect_cmd,
+    models_cmd,
     probe_cmd,
+    quantize_cmd,
     run_cmd,
     serve_cmd,
 )

@@ -51,9 +51,19 @@ NO_REPACK = click.option(
     is_flag=True,
     help="No CPU_REPACK copies of weights (less memory, slower prompt processing)",
 )
+NO_PRELOAD = click.option(
+    "--no-preload",
+    is_flag=True,
+    help="Do not read the model into the page cache before the first request",
+)
 BUDGET = click.option("--budget", help="Memory budget, e.g. 2GiB (default: measured)")
 FORCE = click.option(
     "--force", is_flag=True, help="Go ahead even when the plan predicts the OS would kill it"
+)
+NO_CACHE_REUSE = click.option(
+    "--no-cache-reuse",
+    is_flag=True,
+    help="Process every prompt whole instead of reusing the KV cache of the previous one (for comparisons)",
 )
 JSON = click.option("--json", "as_json", is_flag=True, help="Print one JSON object")
 VERBOSE = click.option("--verbose", "-v", is_flag=True, help="Show llama.cpp's own log")

@@ -11,6 +11,7 @@ import click
 from edgepilot.cli import flags
 from edgepilot.cli.app import app, emit, err_console, user_errors
 from edgepilot.cli.format import mib
+from edgepilot.errors import UserError
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -22,8 +23,9 @@ if TYPE_CHECKING:
 def render_summary(result: RunResult, out: Console) -> None:
     s = result.settings
     out.print()
+    ttft = f"[bold]first token[/] {result.ttft_ms:.0f} ms · " if result.ttft_ms is not None else ""
     out.print(
-        f"[bold]prompt[/] {result.n_prompt} tok @ {result.prompt_tps:.1f} t/s · "
+        f"{ttft}[bold]prompt[/] {result.n_prompt} tok @ {result.prompt_tps:.1f} t/s · "
         f"[bold]generation[/] {result.n_gen} tok @ {result.gen_tps:.1f} t/s · "
         f"[bold]peak memory[/] {mib(result.peak_rss_bytes)} · "
         f"ctx {s.n_ctx} · threads {s.n_threads} · kv {s.type_k}/{s.type_v}",
@@ -64,8 +66,13 @@ class ThrottledOut:
 @click.option("--raw", is_flag=True, help="Do not wrap the prompt in the model's chat template")
 @flags.FORCE
 @flags.BUDGET
+@flags.NO_PRELOAD
 @flags.VERBOSE
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of streaming")
+@click.option(
+    "--rpc", help="HOST:PORT,... of `edgepilot rpc-server` helpers (runs the built llama-completion)"
+)
+@click.option("--tensor-split", help="Share of the layers per --rpc helper (see `edgepilot cluster plan`)")
 @user_errors
 def run(
     model: str | None,
@@ -78,8 +85,11 @@ def run(
     raw: bool,
     force: bool,
     budget: str | None,
+    no_preload: bool,
     verbose: bool,
     as_json: bool,
+    rpc: str | None,
+    tensor_split: str | None,
 ) -> None:
     """Plan settings, load the model and stream a completion; ends with prompt/generation speed."""
     from edgepilot.cli.doctor_cmd import report_engine_failure
@@ -94,6 +104,8 @@ def run(
     flags.check_range("--seed", seed, 0, 2**32 - 1)
     flags.check_range("-n", n_predict, 0, MAX_TOKENS_SETTING)
     text = read_prompt(prompt, prompt_file)
+    if rpc or tensor_split:
+        return _run_rpc(model, text, n_predict, requested, temp, seed, rpc, tensor_split, as_json)
     sampler = SamplerSettings(temperature=temp, **({} if seed is None else {"seed": seed}))
 
     stream = ThrottledOut(sys.stdout)
@@ -112,6 +124,12 @@ def run(
                 status = None
             stream.write(piece)
 
+        def preloading(done: int, total: int) -> None:
+            if status:
+                status.update(f"preloading into the page cache: {mib(done)} of {mib(total)}")
+            elif done >= total and not as_json:
+                err.print(f"preloaded {mib(total)} into the page cache", style="dim", markup=False)
+
         result = run_model(
             model,
             text,
@@ -124,6 +142,8 @@ def run(
             verbose=verbose,
             force=force,
             budget_bytes=flags.size_or_none(budget),
+            warm=not no_preload,
+            on_preload=preloading,
         )
     except DoesNotFit as refusal:
         if status:
@@ -139,3 +159,39 @@ def run(
         if status:
             status.stop()
     emit(result, as_json, render_summary)
+
+
+def _run_rpc(
+    model: str | None,
+    text: str,
+    n_predict: int,
+    requested: RequestedSettings,
+    temp: float,
+    seed: int | None,
+    rpc: str | None,
+    tensor_split: str | None,
+    as_json: bool,
+) -> None:
+    from edgepilot.engine.rpc_args import parse_rpc, parse_tensor_split
+    from edgepilot.run.rpc import run_over_rpc
+
+    helpers = parse_rpc(rpc)
+    if not helpers:
+        raise UserError("--tensor-split needs --rpc HOST:PORT,...")
+    split = parse_tensor_split(tensor_split, len(helpers))
+
+    def stream(piece: str) -> None:
+        sys.stdout.write(piece)
+        sys.stdout.flush()
+
+    result = run_over_rpc(
+        model, text, n_predict, requested, helpers, split, temp, seed, None if as_json else stream
+    )
+    if as_json:
+        emit(result, True, lambda _r, _c: None)
+    else:
+        sys.stdout.write("\n")
+        err_console().print(
+            f"{result.wall_seconds:.1f} s over {len(helpers)} RPC helper{'s' if len(helpers) > 1 else ''}",
+            style="dim",
+        )

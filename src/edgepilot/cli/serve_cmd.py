@@ -79,9 +79,21 @@ def render_stopped(s: ServeStopped) -> None:
 )
 @click.option("--min-available", help="Pause new requests below this")
 @flags.FORCE
+@flags.NO_PRELOAD
+@flags.NO_CACHE_REUSE
 @click.option("--watch-root", default="/", hidden=True, help="Device tree to watch")
 @click.option("--verbose", "-v", is_flag=True, help="Log each request and the worker's output")
 @click.option("--json", "as_json", is_flag=True, help="One JSON line once the model answers")
+@click.option(
+    "--engine",
+    type=click.Choice(["inprocess", "llama-server"]),
+    default="inprocess",
+    show_default=True,
+    help="The worker: edgepilot's in-process llama.cpp, or the llama-server `edgepilot build` made",
+)
+@click.option("--rpc", help="HOST:PORT,... of `edgepilot rpc-server` helpers (implies --engine llama-server)")
+@click.option("--tensor-split", help="Share of the layers per --rpc helper (see `edgepilot cluster plan`)")
+@click.option("--cache-reuse", type=int, help="llama-server's --cache-reuse N (prompt cache by KV shifting)")
 @click.option("--header-timeout", default=10.0, show_default=True, help="Seconds for a request's head")
 @click.option("--body-timeout", default=30.0, show_default=True, help="Seconds for a request's body")
 @user_errors
@@ -99,9 +111,15 @@ def serve(
     psi_limit: float,
     min_available: str | None,
     force: bool,
+    no_preload: bool,
+    no_cache_reuse: bool,
     watch_root: str,
     verbose: bool,
     as_json: bool,
+    engine: str,
+    rpc: str | None,
+    tensor_split: str | None,
+    cache_reuse: int | None,
     header_timeout: float,
     body_timeout: float,
 ) -> None:
@@ -111,7 +129,17 @@ def serve(
     from edgepilot.serve.config import ServeConfig, key_file_warning, read_api_key
 
     flags.check_range("--psi-limit", psi_limit, 0.0, 100.0)  # NaN too; ServeConfig checks the rest
+    from edgepilot.engine.rpc_args import parse_rpc, parse_tensor_split
+    from edgepilot.serve.server import NativeEngine
     from edgepilot.serve.server import serve as run_server
+
+    helpers = parse_rpc(rpc)
+    if tensor_split and not helpers:
+        raise UserError("--tensor-split needs --rpc HOST:PORT,...")
+    native = None
+    if engine == "llama-server" or helpers or cache_reuse is not None:
+        flags.check_range("--cache-reuse", cache_reuse, 0, 1 << 30)
+        native = NativeEngine(helpers, parse_tensor_split(tensor_split, len(helpers)), cache_reuse)
 
     config = ServeConfig(
         header_timeout=header_timeout,
@@ -125,6 +153,7 @@ def serve(
         psi_limit=psi_limit,
         min_available_bytes=parse_size(min_available) if min_available is not None else None,
         watch_root=Path(watch_root),
+        cache_reuse=not no_cache_reuse,
         verbose=verbose,
     )
     warning = key_file_warning(api_key_file)
@@ -147,6 +176,8 @@ def serve(
             force=force,
             on_ready=ready,
             log=_log,
+            native=native,
+            warm=not no_preload,
         )
     except UserError as exc:
         plan = getattr(exc, "plan", None)  # DoesNotFit: show the plan that was refused

@@ -6,7 +6,15 @@ from collections.abc import Callable
 from pathlib import Path
 
 from edgepilot.device import fs
-from edgepilot.doctor import rules_android, rules_build, rules_cpu, rules_memory, rules_model, rules_vulkan
+from edgepilot.doctor import (
+    rules_android,
+    rules_build,
+    rules_cpu,
+    rules_memory,
+    rules_model,
+    rules_rpc,
+    rules_vulkan,
+)
 from edgepilot.doctor.evidence import Evidence, gather
 from edgepilot.doctor.types import LIKELY, Cause, Diagnosis, RunRecord, cause
 from edgepilot.plan.requested import RequestedSettings
@@ -19,6 +27,7 @@ RULES: tuple[Rule, ...] = (
     *rules_cpu.RULES,
     *rules_vulkan.RULES,
     *rules_build.RULES,
+    *rules_rpc.RULES,
 )
 MAX_EVIDENCE = 8
 

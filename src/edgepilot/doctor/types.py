@@ -22,6 +22,9 @@ TITLES: dict[str, str] = {
     "background-killed": "Android killed the process in the background (phantom-process killer)",
     "accelerator-unsupported": "The accelerator (OpenCL GPU / NNAPI) is not supported for this model",
     "framework-needs-x86": "The framework needs an x86 CPU (AVX2/AVX512) and does not build or run on ARM",
+    "rpc-helper-unreachable": "An RPC helper (rpc-server) could not be reached",
+    "rpc-version-mismatch": "An RPC helper runs a different llama.cpp RPC protocol version",
+    "rpc-helper-lost": "An RPC helper went away mid-run (killed, crashed or the network dropped)",
     "unknown": "No known cause matched",
 }
 

@@ -50,10 +50,14 @@ class GenerationStats:
     prompt_seconds: float
     gen_seconds: float
     stopped_by: str  # "eog" | "limit" | "context" | "caller"
+    first_token_seconds: float | None = None  # from the start of prompt processing to the first sampled token
+    n_past: int = 0  # prompt tokens that were already in the KV cache (not processed again)
+    tokens: list[int] = field(default_factory=list, repr=False)  # generated and decoded: now in the KV cache
 
     @property
     def prompt_tps(self) -> float:
-        return self.n_prompt / self.prompt_seconds if self.prompt_seconds > 0 else 0.0
+        n = self.n_prompt - self.n_past  # the tokens really processed
+        return n / self.prompt_seconds if self.prompt_seconds > 0 else 0.0
 
     @property
     def gen_tps(self) -> float:
@@ -237,8 +241,11 @@ class LlamaEngine:
     def _decode(self, tokens: ctypes.Array, n: int) -> None:
         rc = llama_cpp.llama_decode(self._ctx, llama_cpp.llama_batch_get_one(tokens, n))
         if rc != 0:
-            detail = _error_lines(llama_log.lines_since(max(0, llama_log.mark() - 20)))
-            raise EngineError(f"llama_decode failed with code {rc}" + (f": {detail}" if detail else ""))
+            self._decode_failed(rc)
+
+    def _decode_failed(self, rc: int) -> None:
+        detail = _error_lines(llama_log.lines_since(max(0, llama_log.mark() - 20)))
+        raise EngineError(f"llama_decode failed with code {rc}" + (f": {detail}" if detail else ""))
 
     def set_threads(self, n_threads: int, n_threads_batch: int | None = None) -> None:
         """Change the thread counts of the live context (no reload; llama-bench does the same per test)."""
@@ -296,12 +303,15 @@ class LlamaEngine:
         on_text: Callable[[str], bool | None] | None = None,
         stop_at_eog: bool = True,
         on_phase: Callable[[str], None] | None = None,
+        n_past: int = 0,
     ) -> GenerationStats:
         """Evaluate the prompt, then sample and decode up to n_predict tokens, streaming text to on_text.
 
         on_text may return True to stop early (a stop string was reached, the client went away): the result
         then says stopped_by="caller". on_phase is called with "prompt" and then "generate" before each
         phase starts (run and serve re-pin the process there when tune found other CPUs for each).
+        n_past > 0: the KV cache already holds exactly prompt_tokens[:n_past] (engine/session.py made sure):
+        only the rest is processed. The result's `tokens` are the generated tokens the KV cache now holds too.
         """
         n_ctx = llama_cpp.llama_n_ctx(self._ctx)
         if not prompt_tokens:
@@ -311,15 +321,19 @@ class LlamaEngine:
                 f"the prompt has {len(prompt_tokens)} tokens but the context holds {n_ctx}; "
                 f"use a larger --ctx or a shorter prompt"
             )
-        self.reset()
+        if not 0 <= n_past < len(prompt_tokens):
+            raise ValueError("n_past must leave at least one prompt token to process")
+        if n_past == 0:
+            self.reset()
         if on_phase is not None:
             on_phase("prompt")
-        prompt_seconds = self.eval_prompt(prompt_tokens)
+        t_start = time.perf_counter()
+        prompt_seconds = self.eval_prompt(prompt_tokens[n_past:] if n_past else prompt_tokens)
         if on_phase is not None:
             on_phase("generate")
 
         chosen = (sampler or SamplerSettings()).validate()
-        ctx, vocab, decode = self._ctx, self.vocab, self._decode
+        ctx, vocab, llama_decode = self._ctx, self.vocab, llama_cpp.llama_decode
         if chosen.temperature == 0:
             chain = None
             pick = GreedyPicker(ctx, llama_cpp.llama_vocab_n_tokens(vocab))
@@ -333,12 +347,17 @@ class LlamaEngine:
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         is_eog = llama_cpp.llama_vocab_is_eog
         one = (llama_cpp.llama_token * 1)()
+        batch = llama_cpp.llama_batch_get_one(one, 1)  # points at `one`: refilled per token, built once
+        generated: list[int] = []
+        keep = generated.append
         budget = min(n_predict, n_ctx - len(prompt_tokens))
-        n_gen, stopped_by = 0, "limit"
+        n_gen, stopped_by, first_token = 0, "limit", None
         t0 = t_end = time.perf_counter()
         try:
             while n_gen < budget:
                 token = pick()
+                if first_token is None:
+                    first_token = time.perf_counter() - t_start
                 if stop_at_eog and is_eog(vocab, token):
                     stopped_by = "eog"
                     break
@@ -350,7 +369,10 @@ class LlamaEngine:
                         stopped_by = "caller"
                         break
                 one[0] = token
-                decode(one, 1)
+                rc = llama_decode(ctx, batch)
+                if rc != 0:
+                    self._decode_failed(rc)
+                keep(token)
                 n_gen += 1
                 t_end = time.perf_counter()
             else:
@@ -369,4 +391,7 @@ class LlamaEngine:
             prompt_seconds=prompt_seconds,
             gen_seconds=t_end - t0,
             stopped_by=stopped_by,
+            first_token_seconds=first_token,
+            n_past=n_past,
+            tokens=generated,
         )

@@ -20,6 +20,10 @@ def cache_dir() -> Path:
 def check_model_path(arg: str | os.PathLike[str]) -> Path:
     """A path that exists, is a file, is readable and starts with the GGUF magic; else a UserError."""
     path = Path(arg).expanduser()
+    if not path.exists():  # a name from the model store (`edgepilot pull`): owner/repo:file, a file name
+        from edgepilot.model.stored import find_in_store
+
+        path = find_in_store(str(arg)) or path
     try:
         with open_regular(path) as f:  # a FIFO or a device would block or never end
             magic = f.read(4)

@@ -30,11 +30,17 @@ from edgepilot.plan.weights import WeightsEstimate, estimate_weights
 MIB = 1 << 20
 # The process before the model's own buffers: Python + llama_cpp + edgepilot imported, the ggml/llama runtime
 # (threadpool, graph and tensor metadata, allocator slack). Calibrated: see the module docstring.
-RUNTIME_BASE_BYTES = 76 * MIB
+# Lowered by 15 MiB from the first calibration (76) when the CLI moved from typer + pydantic to click and
+# lazy imports: `import llama_cpp, edgepilot.cli` now peaks at 41.4-41.9 MiB (was 57.2), and `edgepilot run`
+# with a context-filling prompt at 15.3 MiB less than memory_runs.json for SmolLM2 Q4_1 at ctx 512 (191.9
+# vs 204.3 MiB; ctx 1024: 217.4) and for every quantization of it `edgepilot compare` measured.
+RUNTIME_BASE_BYTES = 61 * MIB
 # Of that, the interpreter with llama_cpp and edgepilot imported (libraries loaded, no model): what a C++ tool
 # such as llama-completion does not carry. Measured: `python -c "import llama_cpp, edgepilot.cli"` peaks at
-# 57.2 MiB (x86-64, llama-cpp-python 0.3.36; benchmarks/arm_memory.py compares llama-completion without it).
-INTERPRETER_BYTES = 57 * MIB
+# 57.2 MiB with typer + pydantic, 41.9 MiB with click (x86-64, llama-cpp-python 0.3.36).
+# benchmarks/arm_memory.py compares llama-completion without it: RUNTIME_BASE_BYTES - INTERPRETER_BYTES stays
+# as calibrated there.
+INTERPRETER_BYTES = 42 * MIB
 # llama.cpp's vocabulary structures (token strings, scores, maps), per token of the vocabulary.
 VOCAB_BYTES_PER_TOKEN = 155
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, replace
 
 from edgepilot.device.process import peak_rss_bytes
 from edgepilot.engine.inprocess import LlamaEngine
+from edgepilot.engine.preload import Preload, preload, skip_reason
 from edgepilot.engine.sampling import SamplerSettings
 from edgepilot.errors import UserError
 from edgepilot.model.resolve import resolve_model
@@ -38,6 +39,10 @@ class RunResult:
     chat_template: bool
     llama_cpp_args: list[str] = field(default_factory=list)
     plan: FitResult | None = None
+    # time to first token: from the start of prompt processing to the first generated token (None: -n 0)
+    ttft_ms: float | None = None
+    preload: Preload | None = None  # the page-cache warm-up before loading (None: off or skipped)
+    preload_skipped: str | None = None  # why it did not run, when it was asked for
     llama_log: list[str] = field(default_factory=list, repr=False, metadata={"json": False})
 
 
@@ -65,7 +70,10 @@ def run_model(
     verbose: bool = False,
     force: bool = False,
     budget_bytes: int | None = None,
+    warm: bool = True,
+    on_preload: Callable[[int, int], None] | None = None,
 ) -> RunResult:
+    """warm: read the model into the page cache before loading it, when it fits memory (engine.preload)."""
     if n_predict < 0:
         raise UserError("-n must be 0 or more")
     stage = on_stage or (lambda _msg: None)
@@ -80,6 +88,10 @@ def run_model(
         raise DoesNotFit(plan)
     settings = plan.settings
     on_phase = decision.pin()  # before llama.cpp starts threads: they inherit the set
+    warmed, skipped = None, skip_reason(plan.fits, settings.use_mmap) if warm else None
+    if warm and skipped is None:
+        stage(f"preloading {path.name}")
+        warmed = preload(path, on_preload)
     stage(f"loading {path.name}")
     pieces: list[str] = []
 
@@ -118,5 +130,8 @@ def run_model(
                 extra=["-n", str(n_predict)],
             ),
             plan=plan,
+            ttft_ms=None if stats.first_token_seconds is None else round(stats.first_token_seconds * 1e3, 2),
+            preload=warmed,
+            preload_skipped=skipped,
             llama_log=engine.load.log,
         )

@@ -42,6 +42,7 @@ class ServeConfig:
     body_timeout: float = 30.0
     send_timeout: float = 60.0
     max_idle_connections: int = 128  # connections with no request under way; past this the oldest is closed
+    cache_reuse: bool = True  # keep the last request's KV cache for the next one's common prefix
     watch_root: Path = Path("/")  # the device whose memory is watched (a device tree in tests)
     verbose: bool = False
 

@@ -241,7 +241,9 @@ class Front:
                 return await self.busy(send, message)
             ctype = upstream.header(b"content-type") or b"application/json"
             if not streaming:
-                return await self.reply(send, upstream.status, payload, ctype)
+                note = upstream.header(b"x-edgepilot-note")  # the worker trimmed the conversation to fit
+                extra = [(b"x-edgepilot-note", note)] if note else None
+                return await self.reply(send, upstream.status, payload, ctype, extra)
             await send(
                 {
                     "type": "http.response.start",

@@ -9,17 +9,20 @@ next piece instead of running to max_tokens for nobody.
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from edgepilot.engine.conversation import TRANSCRIPT_STOP, ConversationTooLong, answer_room, fit_conversation
 from edgepilot.engine.inprocess import LlamaEngine
 from edgepilot.engine.sampling import SamplerSettings
+from edgepilot.engine.session import KVSession
+from edgepilot.engine.stops import StopMatcher
 from edgepilot.errors import UserError
 from edgepilot.serve.protocol import Outcome, finish_reason
-from edgepilot.serve.stops import StopMatcher
 
 _DONE = object()
 
@@ -56,6 +59,8 @@ class EngineStats:
     requests: int = 0
     failed: int = 0
     prompt_tokens: int = 0
+    cached_tokens: int = 0  # prompt tokens taken from the KV cache instead of processed
+    last_cached_tokens: int | None = None
     gen_tokens: int = 0
     gen_seconds: float = 0.0
     last_prompt_tps: float | None = None
@@ -68,6 +73,8 @@ class EngineStats:
             "requests": self.requests,
             "failed": self.failed,
             "prompt_tokens": self.prompt_tokens,
+            "cached_tokens": self.cached_tokens,
+            "last_cached_tokens": self.last_cached_tokens,
             "gen_tokens": self.gen_tokens,
             "last_prompt_tps": _r(self.last_prompt_tps),
             "last_gen_tps": _r(self.last_gen_tps),
@@ -80,57 +87,59 @@ def _r(x: float | None) -> float | None:
     return None if x is None else round(x, 2)
 
 
-TRANSCRIPT_STOP = "\nUser:"
-
-
-def fallback_prompt(messages: list[tuple[str, str]]) -> str:
-    """For a model without a chat template llama.cpp knows (usually a base model, like the bundled Gemma 3
-    270M): a plain transcript ending where the reply starts. A chat template such a model was never trained
-    on (chatml, gemma's turns) makes it echo the question; a transcript it continues."""
-    return "".join(f"{role.capitalize()}: {content}\n" for role, content in messages) + "Assistant:"
-
-
 class Generator:
-    def __init__(self, engine: LlamaEngine, on_phase: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self, engine: LlamaEngine, on_phase: Callable[[str], None] | None = None, cache_reuse: bool = True
+    ) -> None:
         self.engine = engine
         self.on_phase = on_phase  # re-pins between prompt and generation (tuned profile), or None
         self.n_ctx = engine.load.n_ctx
         self.stats = EngineStats()
+        # The last request's tokens stay in the KV cache: the next request processes only what differs
+        # from them (a chat client resends the whole history each turn).
+        self.session = KVSession(engine, reuse=cache_reuse)
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="engine")
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
 
-    def _prompt(self, job: Job) -> tuple[str, list[str], bool]:
-        """(prompt text, stop strings, whether to strip the reply's leading space)."""
+    def _prompt(self, job: Job) -> tuple[list[int], list[str], bool, list[str]]:
+        """(prompt tokens, stop strings, whether to strip the reply's leading space, notes). A chat that
+        would overflow the context loses its oldest turns after the system message (with a note)."""
         if job.messages is None:
-            return job.prompt, list(job.stops), False
-        templated = self.engine.chat_messages_prompt(job.messages)
-        if templated is not None:
-            return templated, list(job.stops), False
-        # A transcript: stop where the model would go on to write the user's next turn, and drop the space
-        # it puts after "Assistant:".
-        return fallback_prompt(job.messages), [*job.stops, TRANSCRIPT_STOP], True
-
-    def _run(self, job: Job, on_piece: Callable[[str], None], cancelled: threading.Event) -> Outcome:
-        engine = self.engine
-        t0 = time.perf_counter()
-        self.stats.busy = True
-        try:
-            prompt, stops, strip_lead = self._prompt(job)
-            tokens = engine.tokenize(prompt)
+            tokens = self.engine.tokenize(job.prompt)
             if not tokens:  # "": like llama-server, generate from the start of a document
-                bos = engine.bos_token()
+                bos = self.engine.bos_token()
                 if bos is None:
                     raise EmptyPrompt(
                         "the prompt is empty and this model has no begin-of-text token to start from"
                     )
                 tokens = [bos]
+            return tokens, list(job.stops), False, []
+        try:
+            r = fit_conversation(
+                self.engine, job.messages, self.n_ctx, answer_room(job.max_tokens, self.n_ctx)
+            )
+        except ConversationTooLong as exc:
+            raise ContextFull(str(exc)) from None
+        if r.templated:
+            return r.tokens, list(job.stops), False, r.notes
+        # A transcript: stop where the model would go on to write the user's next turn, and drop the space
+        # it puts after "Assistant:".
+        return r.tokens, [*job.stops, TRANSCRIPT_STOP], True, r.notes
+
+    def _run(self, job: Job, on_piece: Callable[[str], None], cancelled: threading.Event) -> Outcome:
+        t0 = time.perf_counter()
+        self.stats.busy = True
+        try:
+            tokens, stops, strip_lead, notes = self._prompt(job)
             if len(tokens) >= self.n_ctx:
                 raise ContextFull(
                     f"the prompt has {len(tokens)} tokens but the server's context holds {self.n_ctx}; "
                     "send a shorter conversation or restart the server with a larger --ctx"
                 )
+            for note in notes:
+                sys.stderr.write(f"edgepilot-worker: note: {note}\n")
             matcher = StopMatcher(stops)
             pieces: list[str] = []
 
@@ -147,7 +156,7 @@ class Generator:
                     on_piece(out)
                 return hit
 
-            stats = engine.generate(
+            stats, turn = self.session.generate(
                 tokens, job.max_tokens, sampler=job.sampler, on_text=on_text, on_phase=self.on_phase
             )
             tail = matcher.flush()
@@ -162,6 +171,8 @@ class Generator:
         s = self.stats
         s.requests += 1
         s.prompt_tokens += stats.n_prompt
+        s.cached_tokens += turn.n_reused
+        s.last_cached_tokens = turn.n_reused
         s.gen_tokens += stats.n_gen
         s.gen_seconds += stats.gen_seconds
         s.last_prompt_tps = stats.prompt_tps
@@ -175,6 +186,9 @@ class Generator:
             gen_tps=stats.gen_tps,
             seconds=time.perf_counter() - t0,
             text="".join(pieces),
+            n_cached=turn.n_reused,
+            ttft_ms=round(turn.ttft_seconds * 1000, 1),
+            notes=[*notes, *([turn.reuse_note] if turn.reuse_note else [])],
         )
 
     async def stream(self, job: Job, cancelled: threading.Event) -> AsyncIterator[str | Outcome]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import secrets
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -20,6 +20,9 @@ class Outcome:
     gen_tps: float
     seconds: float
     text: str = ""
+    n_cached: int = 0  # prompt tokens reused from the KV cache (not processed again)
+    ttft_ms: float = 0.0
+    notes: list[str] = field(default_factory=list)  # e.g. old turns dropped to fit the context
 
 
 def finish_reason(stopped_by: str, hit_stop: bool) -> str:
@@ -30,13 +33,31 @@ def new_id(prefix: str) -> str:
     return f"{prefix}-{secrets.token_hex(12)}"
 
 
-def usage(o: Outcome) -> dict[str, int]:
-    return {"prompt_tokens": o.n_prompt, "completion_tokens": o.n_gen, "total_tokens": o.n_prompt + o.n_gen}
+def usage(o: Outcome) -> dict[str, Any]:
+    return {
+        "prompt_tokens": o.n_prompt,
+        "completion_tokens": o.n_gen,
+        "total_tokens": o.n_prompt + o.n_gen,
+        "prompt_tokens_details": {"cached_tokens": o.n_cached},
+    }
 
 
 def timings(o: Outcome) -> dict[str, float]:
     """llama-server's extension: how fast this request ran."""
-    return {"prompt_per_second": round(o.prompt_tps, 2), "predicted_per_second": round(o.gen_tps, 2)}
+    return {
+        "prompt_per_second": round(o.prompt_tps, 2),
+        "predicted_per_second": round(o.gen_tps, 2),
+        "cache_n": o.n_cached,
+        "prompt_n": o.n_prompt - o.n_cached,
+        "ttft_ms": o.ttft_ms,
+    }
+
+
+def with_notes(body: dict[str, Any], o: Outcome) -> dict[str, Any]:
+    """edgepilot's extension: what the server changed about the request (old turns dropped to fit)."""
+    if o.notes:
+        body["notes"] = list(o.notes)
+    return body
 
 
 def chat_response(rid: str, model: str, o: Outcome) -> dict[str, Any]:

@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from edgepilot.serve.stops import MAX_STOP_CHARS, MAX_STOPS
+from edgepilot.engine.stops import MAX_STOP_CHARS, MAX_STOPS
 
 MAX_ROLE_CHARS = 64
 MAX_TOP_K = 2**31 - 1  # llama_sampler_init_top_k takes an int32_t

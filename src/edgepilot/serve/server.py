@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from edgepilot.engine.native_tools import find_tool
 from edgepilot.errors import UserError
 from edgepilot.model.resolve import resolve_model
 from edgepilot.plan.requested import RequestedSettings
@@ -30,6 +31,7 @@ from edgepilot.plan.settings import EngineSettings
 from edgepilot.plan.types import DoesNotFit
 from edgepilot.serve.config import ServeConfig, default_min_available
 from edgepilot.serve.front import Front
+from edgepilot.serve.native import NativeLaunch
 from edgepilot.serve.planning import ServePlan, plan_serve
 from edgepilot.serve.pressure import PressureWatch
 from edgepilot.serve.state import Death, Pressure, ServerState, WorkerInfo
@@ -117,14 +119,43 @@ def _url(host: str, port: int) -> str:
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
+@dataclass
+class NativeEngine:
+    """`--engine llama-server` (and its --rpc helpers): llama.cpp's server as the worker."""
+
+    rpc: list[str] = field(default_factory=list)
+    tensor_split: list[float] = field(default_factory=list)
+    cache_reuse: int | None = None
+
+
 def prepare(
-    model: str | None, requested: RequestedSettings, budget_bytes: int | None, force: bool
+    model: str | None,
+    requested: RequestedSettings,
+    budget_bytes: int | None,
+    force: bool,
+    rpc: bool = False,
 ) -> ServePlan:
     path = resolve_model(model)
     plan = plan_serve(path, requested, budget_bytes)
-    if not plan.fit.fits and not force:
+    if rpc:  # the helpers hold the layers: `edgepilot cluster plan` checks their budgets
+        plan.fit.notes.append(
+            "layers on the --rpc helpers: see `edgepilot cluster plan` for each one's memory"
+        )
+    elif not plan.fit.fits and not force:
         raise DoesNotFit(plan.fit)
     return plan
+
+
+def warm_page_cache(plan: ServePlan, log: Callable[[str], None]) -> None:
+    from edgepilot.engine.preload import preload, skip_reason
+
+    skipped = skip_reason(plan.fit.fits, plan.settings.use_mmap)
+    if skipped:
+        log(f"no preload: {skipped}")
+        return
+    log(f"preloading {plan.model.name} into the page cache")
+    done = preload(plan.model)
+    log(f"preloaded {done.bytes_read / 2**20:.1f} MiB in {done.seconds:.2f} s")
 
 
 class Supervisor:
@@ -136,8 +167,10 @@ class Supervisor:
         config: ServeConfig,
         on_ready: Callable[[ServeStarted], None] | None,
         log: Callable[[str], None],
+        native: NativeEngine | None = None,
     ) -> None:
         self.plan, self.config, self.on_ready, self.log = plan, config, on_ready, log
+        self.native = native
         self.state = ServerState(plan.model.name, config.retry_after)
         self.wake = WakeLock()
         self.server: Any = None
@@ -207,7 +240,7 @@ class Supervisor:
             tempfile.mkdtemp(prefix="edgepilot-serve-")
         )  # 0700: the worker's socket is ours alone
         socket_path = str(sock_dir / "worker.sock")
-        launch = Launch(
+        launch: Launch | NativeLaunch = Launch(
             plan.model,
             plan.model.name,
             socket_path,
@@ -215,7 +248,21 @@ class Supervisor:
             plan.cpus,
             config.verbose,
             prompt_cpus=plan.prompt_cpus,
+            cache_reuse=config.cache_reuse,
         )
+        if self.native is not None:
+            launch = NativeLaunch(
+                plan.model,
+                plan.model.name,
+                socket_path,
+                config.max_tokens,
+                plan.cpus,
+                config.verbose,
+                prompt_cpus=plan.prompt_cpus,
+                rpc=self.native.rpc,
+                tensor_split=self.native.tensor_split,
+                cache_reuse=self.native.cache_reuse,
+            )
         watchdog = Watchdog(
             launch,
             plan.settings,
@@ -268,12 +315,19 @@ def serve(
     force: bool = False,
     on_ready: Callable[[ServeStarted], None] | None = None,
     log: Callable[[str], None] = lambda _m: None,
+    native: NativeEngine | None = None,
+    warm: bool = True,
 ) -> ServeStopped:
-    """Plan, listen, run until Ctrl-C / SIGTERM (or a worker that cannot start: ServeFailed)."""
+    """Plan, listen, run until Ctrl-C / SIGTERM (or a worker that cannot start: ServeFailed).
+    warm: read the model into the page cache first (the worker's mapping finds it there), when it fits."""
     config.validate()
-    plan = prepare(model, requested, budget_bytes, force)
+    if native is not None:
+        find_tool("llama-server")  # one clear line now, not a worker that cannot start
+    plan = prepare(model, requested, budget_bytes, force, rpc=bool(native and native.rpc))
+    if warm:
+        warm_page_cache(plan, log)
     sock = bind_front(config.host, config.port)
     try:
-        return Supervisor(plan, config, on_ready, log).run(sock)
+        return Supervisor(plan, config, on_ready, log, native).run(sock)
     finally:
         sock.close()

@@ -39,6 +39,7 @@ HTML = """<!doctype html>
       <dt>average generation</dt><dd id="avg_tps">–</dd>
       <dt>last prompt</dt><dd id="prompt_tps">–</dd>
       <dt>tokens generated</dt><dd id="gen_tokens">–</dd>
+      <dt>prompt tokens from cache</dt><dd id="cached_tokens">–</dd>
     </dl>
     <canvas id="tps_chart" width="300" height="48"></canvas>
   </section>
@@ -164,6 +165,9 @@ function render(s) {
   set("avg_tps", e.avg_gen_tps == null ? "–" : num(e.avg_gen_tps, 1) + " t/s");
   set("prompt_tps", e.last_prompt_tps == null ? "–" : num(e.last_prompt_tps, 1) + " t/s");
   set("gen_tokens", e.gen_tokens ?? "–");
+  const last_cached = e.last_cached_tokens == null ? "" : " (last " + e.last_cached_tokens + ")";
+  const cached = e.cached_tokens + " of " + e.prompt_tokens + last_cached;
+  set("cached_tokens", e.cached_tokens == null ? "–" : cached);
   history_tps.push(e.last_gen_tps ?? null);
   if (history_tps.length > 60) history_tps.shift();
   chart();

@@ -34,6 +34,7 @@ from edgepilot.serve.state import Death, Pressure, ServerState, WorkerInfo
 
 if TYPE_CHECKING:
     from edgepilot.doctor.types import DeviceState
+    from edgepilot.serve.native import NativeLaunch
 
 LOAD_TIMEOUT = 600.0  # a big model from slow storage on a phone
 POLL = 0.1
@@ -52,6 +53,7 @@ class Launch:
     cpus: list[int] | None = None
     verbose: bool = False
     prompt_cpus: list[int] | None = None
+    cache_reuse: bool = True
     python: str = field(default_factory=lambda: sys.executable)
 
     def argv(self, settings: EngineSettings) -> list[str]:
@@ -67,6 +69,8 @@ class Launch:
             args += ["--prompt-cpus", ",".join(map(str, self.prompt_cpus))]
         if self.verbose:
             args.append("--verbose")
+        if not self.cache_reuse:
+            args.append("--no-cache-reuse")
         return args
 
 
@@ -103,11 +107,22 @@ class OutputRing:
 
 
 class Worker:
-    def __init__(self, argv: list[str], echo: bool) -> None:
+    def __init__(
+        self,
+        argv: list[str],
+        echo: bool,
+        env: dict[str, str] | None = None,
+        preexec: Callable[[], None] | None = None,
+    ) -> None:
         self.argv = argv
         self.started = time.time()
         self.proc = subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=env,
+            preexec_fn=preexec,
         )
         self.pid = self.proc.pid
         self.output = OutputRing(self.proc.stdout, echo)  # type: ignore[arg-type]
@@ -152,7 +167,7 @@ class Worker:
 class Watchdog(threading.Thread):
     def __init__(
         self,
-        launch: Launch,
+        launch: Launch | NativeLaunch,
         settings: EngineSettings,
         state: ServerState,
         log: Callable[[str], None],
@@ -194,7 +209,13 @@ class Watchdog(threading.Thread):
     def _spawn(self, settings: EngineSettings, restarting: bool) -> Worker:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.launch.socket_path)  # a dead worker's socket would refuse, not time out: tidy
-        worker = Worker(self.launch.argv(settings), self.launch.verbose)
+        launch = self.launch  # Launch (edgepilot's worker) or serve.native.NativeLaunch (llama-server)
+        worker = Worker(
+            launch.argv(settings),
+            launch.verbose,
+            getattr(launch, "env", None),
+            getattr(launch, "preexec", None),
+        )
         self.current = worker
         info = WorkerInfo(
             pid=worker.pid, n_ctx=settings.n_ctx, settings=asdict(settings), started=time.time()
@@ -214,10 +235,15 @@ class Watchdog(threading.Thread):
                 info = probe_health(self.launch.socket_path)
                 if info is not None:
                     self.last_load_seconds = float(info.get("load_seconds") or self.last_load_seconds)
-                    self.state.set_ready(int(info.get("n_ctx") or 0))
+                    # llama-server's /health has no n_ctx: it runs with the context it was given
+                    self.state.set_ready(int(info.get("n_ctx") or self._ctx_of(w)))
                     return True
             time.sleep(POLL)
         return False
+
+    def _ctx_of(self, w: Worker) -> int:
+        info = self.state.worker
+        return info.n_ctx if info is not None and info.pid == w.pid else 0
 
     def _loop(self) -> None:
         settings, restarting, failed_starts, short_lives = self.settings, False, 0, 0

@@ -88,7 +88,8 @@ def create_app(gen: Generator, model_name: str, max_tokens: int, info: dict[str,
             finally:
                 watcher.cancel()
             body = (p.chat_response if chat else p.completion_response)(rid, model_name, outcome)
-            return JSONResponse(body)
+            headers = {"X-Edgepilot-Note": "; ".join(outcome.notes)} if outcome.notes else None
+            return JSONResponse(p.with_notes(body, outcome), headers=headers)
 
         pieces = gen.stream(job, cancelled)
         try:  # the first item: the prompt was accepted (or an error can still be a proper status code)
@@ -108,8 +109,8 @@ def create_app(gen: Generator, model_name: str, max_tokens: int, info: dict[str,
                             yield sse(p.chat_chunk(rid, model_name, {}, item.finish_reason))
                         else:
                             yield sse(p.completion_chunk(rid, model_name, "", item.finish_reason))
-                        if usage:
-                            yield sse(p.usage_chunk(rid, model_name, obj, item))
+                        if usage or item.notes:
+                            yield sse(p.with_notes(p.usage_chunk(rid, model_name, obj, item), item))
                         break
                     if chat:
                         yield sse(p.chat_chunk(rid, model_name, {"content": item}))
@@ -178,6 +179,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--prompt-cpus", default="", help="re-pin to these CPUs for prompt processing")
     ap.add_argument("--parent", type=int, default=0)
     ap.add_argument("--verbose", action="store_true")
+    ap.add_argument("--no-cache-reuse", action="store_true")
     return ap.parse_args(argv)
 
 
@@ -216,8 +218,9 @@ def main(argv: list[str] | None = None) -> int:
         "flash_attn": settings.flash_attn,
         "load_seconds": round(engine.load.seconds, 3),
         "max_tokens": args.max_tokens,
+        "cache_reuse": not args.no_cache_reuse,
     }
-    gen = Generator(engine, on_phase)
+    gen = Generator(engine, on_phase, cache_reuse=not args.no_cache_reuse)
     app = create_app(gen, args.model_name, args.max_tokens, info)
 
     import uvicorn

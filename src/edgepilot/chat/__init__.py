@@ -1,0 +1,1 @@
+"""`edgepilot chat`: multi-turn sessions that keep their KV cache between turns."""

@@ -1,0 +1,164 @@
+"""The interactive loop of `edgepilot chat`: read a line (readline editing on a terminal), answer it
+streaming, print a status line; slash commands; Ctrl-C stops an answer, Ctrl-D (or the end of piped input)
+ends.
+
+With stdin not a terminal it reads one message per line, so a conversation can be scripted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import TextIO
+
+from edgepilot.chat.session import ChatResult, ChatSession, ChatTurn
+from edgepilot.errors import UserError
+
+PROMPT = "> "
+HELP = (
+    "commands: /reset (forget the conversation), /save FILE, /load FILE, /stats, /exit "
+    "(also Ctrl-D); Ctrl-C stops an answer"
+)
+MIB = 1 << 20
+
+
+def status_line(t: ChatTurn) -> str:
+    """One line per answer; tests and the benchmark read its first fields."""
+    return (
+        f"[prompt {t.n_prompt_new} new + {t.n_reused} reused · ttft {t.ttft_ms:.0f} ms · "
+        f"{t.n_gen} tok @ {t.gen_tps:.1f} t/s · rss {t.rss_bytes / MIB:.0f} MiB]"
+    )
+
+
+@dataclass
+class Terminal:
+    out: TextIO
+    err: TextIO
+    interactive: bool  # stdin is a terminal: prompt, readline
+    stream: bool = True  # False with --json: answers only in the JSON at the end
+
+    def say(self, text: str) -> None:
+        self.err.write(text + "\n")
+        self.err.flush()
+
+
+def _readline_ready() -> None:
+    with contextlib.suppress(ImportError):  # importing it gives input() line editing and history
+        import readline  # noqa: F401
+
+
+def _lines(term: Terminal, read: Callable[[str], str]) -> Iterator[str]:
+    """Lines the user types; Ctrl-C on an empty prompt gives a fresh one, Ctrl-D (EOF) ends."""
+    while True:
+        try:
+            line = read(PROMPT if term.interactive else "")
+        except EOFError:
+            if term.interactive:
+                term.err.write("\n")
+            return
+        except KeyboardInterrupt:
+            term.err.write("\n")
+            continue
+        yield line
+
+
+@contextlib.contextmanager
+def _ctrl_c_stops() -> Iterator[Callable[[], bool]]:
+    """While answering, Ctrl-C sets a flag the generation checks at the next token (no exception that could
+    leave llama.cpp's cache half-written)."""
+    hit = [False]
+
+    def handler(_sig: int, _frame: object) -> None:
+        hit[0] = True
+
+    try:
+        old = signal.signal(signal.SIGINT, handler)
+    except ValueError:  # not the main thread: no Ctrl-C handling
+        yield lambda: False
+        return
+    try:
+        yield lambda: hit[0]
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
+def _command(chat: ChatSession, term: Terminal, line: str) -> bool:
+    """Run a slash command; False to end the chat."""
+    name, _, arg = line.strip().partition(" ")
+    arg = arg.strip()
+    if name in ("/exit", "/quit", "/bye"):
+        return False
+    if name == "/reset":
+        chat.reset()
+        term.say("conversation cleared")
+    elif name == "/stats":
+        s = chat.status()
+        term.say(
+            f"{s['turns']} turns · {s['messages']} messages · {s['cached_tokens']} of {s['n_ctx']} context "
+            f"tokens cached · prompt tokens processed {s['prompt_tokens_processed']}, reused "
+            f"{s['prompt_tokens_reused']} · rss {s['rss_bytes'] / MIB:.0f} MiB"
+        )
+    elif name in ("/save", "/load") and not arg:
+        term.say(f"usage: {name} FILE")
+    elif name == "/save":
+        size = chat.save(arg)
+        term.say(
+            f"saved {len(chat.messages)} messages and {len(chat.kv.cached)} cached tokens to {arg} "
+            f"({size / MIB:.1f} MiB)"
+        )
+    elif name == "/load":
+        n = chat.load(arg)
+        term.say(f"loaded {n} messages and {len(chat.kv.cached)} cached tokens from {arg}")
+    elif name in ("/help", "/?"):
+        term.say(HELP)
+    else:
+        term.say(f"unknown command {name}; {HELP}")
+    return True
+
+
+def _answer(chat: ChatSession, term: Terminal, text: str) -> None:
+    def show(piece: str) -> None:
+        term.out.write(piece)
+        term.out.flush()
+
+    with _ctrl_c_stops() as stopped:
+        turn = chat.turn(text, on_text=show if term.stream else None, stop=stopped)
+        interrupted = stopped()
+    if term.stream:
+        term.out.write("\n")
+        term.out.flush()
+    if interrupted:
+        term.say("(stopped)")
+    for note in turn.notes:
+        term.say(f"note: {note}")
+    term.say(status_line(turn))
+
+
+def chat_loop(chat: ChatSession, term: Terminal, read: Callable[[str], str] | None = None) -> ChatResult:
+    """Talk until /exit or the end of input; returns every turn's figures."""
+    if term.interactive:
+        _readline_ready()
+        term.say(f"chatting with {chat.path.name} (ctx {chat.n_ctx}); /help for commands")
+    for line in _lines(term, read or (input if term.interactive else _stdin_line)):
+        text = line.strip()
+        if not text:
+            continue
+        try:
+            if text.startswith("/"):
+                if not _command(chat, term, text):
+                    break
+                continue
+            _answer(chat, term, text)
+        except UserError as exc:  # a bad file, a message too long: one line, the chat goes on
+            term.say(f"error: {exc}")
+    return chat.result
+
+
+def _stdin_line(_prompt: str) -> str:
+    line = sys.stdin.readline()
+    if not line:
+        raise EOFError
+    return line

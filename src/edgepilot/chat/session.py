@@ -1,0 +1,212 @@
+"""A multi-turn chat on one loaded model: the messages, the KV cache kept between turns, save and load.
+
+Settings come from the same decision as `run` (tuned.decide), for a context that holds the whole session
+(RUN_CTX unless --ctx says otherwise). Each turn renders the conversation with the model's chat template,
+drops the oldest turns when it would not fit (with a note), reuses the cache for what the previous turn
+already processed (engine/session.py) and measures itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from edgepilot.device.process import rss_bytes
+from edgepilot.engine.conversation import TRANSCRIPT_STOP, answer_room, fit_conversation
+from edgepilot.engine.inprocess import LlamaEngine
+from edgepilot.engine.sampling import SamplerSettings
+from edgepilot.engine.session import KVSession
+from edgepilot.engine.session_state import load_session, save_session
+from edgepilot.engine.stops import StopMatcher
+from edgepilot.errors import UserError
+from edgepilot.model.resolve import resolve_model
+from edgepilot.plan.requested import RequestedSettings
+from edgepilot.plan.settings import EngineSettings
+from edgepilot.plan.types import DoesNotFit
+from edgepilot.tuned.decide import RUN_CTX, decide
+
+MIB = 1 << 20
+
+
+@dataclass
+class ChatTurn:
+    n_prompt: int
+    n_prompt_new: int  # prompt tokens processed this turn
+    n_reused: int  # prompt tokens kept from the KV cache
+    n_gen: int
+    ttft_ms: float
+    prompt_tps: float
+    gen_tps: float
+    rss_bytes: int
+    stopped_by: str  # "eog" | "limit" | "context" | "caller" (a stop string, or Ctrl-C)
+    notes: list[str] = field(default_factory=list)
+    text: str = ""
+
+
+@dataclass
+class ChatResult:
+    model: str
+    settings: EngineSettings
+    cache_reuse: bool
+    turns: list[ChatTurn] = field(default_factory=list)
+    llama_cpp_args: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+class ChatSession:
+    """Use as a context manager (the model's memory is freed at the end)."""
+
+    def __init__(
+        self,
+        model: str | None,
+        requested: RequestedSettings | None = None,
+        system: str | None = None,
+        n_predict: int = 512,
+        sampler: SamplerSettings | None = None,
+        cache_reuse: bool = True,
+        verbose: bool = False,
+        force: bool = False,
+        budget_bytes: int | None = None,
+    ) -> None:
+        if n_predict < 1:
+            raise UserError("-n must be at least 1")
+        self.path = resolve_model(model)
+        decision = decide(self.path, requested, ctx_needed=RUN_CTX, budget_bytes=budget_bytes)
+        self.plan = decision.plan
+        if not self.plan.fits and not force:
+            raise DoesNotFit(self.plan)
+        self.on_phase = decision.pin()
+        self.system = system
+        self.n_predict = n_predict
+        self.sampler = sampler or SamplerSettings()
+        self.messages: list[tuple[str, str]] = []
+        self.engine = LlamaEngine(self.path, self.plan.settings, verbose=verbose)
+        self.kv = KVSession(self.engine, reuse=cache_reuse)
+        load = self.engine.load
+        self.result = ChatResult(
+            model=str(self.path),
+            settings=replace(
+                self.plan.settings, n_ctx=load.n_ctx, n_batch=load.n_batch, n_ubatch=load.n_ubatch
+            ),
+            cache_reuse=cache_reuse,
+            llama_cpp_args=self.plan.llama_cpp_args,
+            notes=list(self.plan.notes),
+        )
+        self.reset()
+
+    def __enter__(self) -> ChatSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.engine.close()
+
+    @property
+    def n_ctx(self) -> int:
+        return self.engine.load.n_ctx
+
+    def reset(self) -> None:
+        """Forget the conversation (the system prompt stays) and the KV cache."""
+        self.messages = [("system", self.system)] if self.system else []
+        self.kv.reset()
+
+    def turn(
+        self,
+        user_text: str,
+        on_text: Callable[[str], None] | None = None,
+        stop: Callable[[], bool] | None = None,
+    ) -> ChatTurn:
+        """Answer one user message. `stop()` true (Ctrl-C) ends the answer where it is; the partial answer
+        stays in the history (and in the cache). Too long a message: UserError, the history unchanged."""
+        rendered = fit_conversation(
+            self.engine,
+            [*self.messages, ("user", user_text)],
+            self.n_ctx,
+            answer_room(self.n_predict, self.n_ctx),
+        )
+        pieces: list[str] = []
+        lead = not rendered.templated  # a transcript: drop the space the model puts after "Assistant:"
+        matcher = StopMatcher([] if rendered.templated else [TRANSCRIPT_STOP])
+
+        def on_piece(text: str) -> bool:
+            nonlocal lead
+            if stop is not None and stop():
+                return True
+            if lead:
+                text = text.lstrip(" ")
+                lead = not text
+            out, hit = matcher.feed(text)
+            if out:
+                pieces.append(out)
+                if on_text is not None:
+                    on_text(out)
+            return hit
+
+        gen, t = self.kv.generate(rendered.tokens, self.n_predict, self.sampler, on_piece, self.on_phase)
+        rest = matcher.flush()
+        if rest:
+            pieces.append(rest)
+            if on_text is not None:
+                on_text(rest)
+        answer = "".join(pieces)
+        self.messages = [*rendered.messages, ("assistant", answer.strip())]
+        notes = list(rendered.notes) + ([t.reuse_note] if t.reuse_note else [])
+        turn = ChatTurn(
+            n_prompt=t.n_prompt,
+            n_prompt_new=t.n_prompt_new,
+            n_reused=t.n_reused,
+            n_gen=t.n_gen,
+            ttft_ms=round(t.ttft_seconds * 1000, 1),
+            prompt_tps=round(t.prompt_tps, 2),
+            gen_tps=round(t.gen_tps, 2),
+            rss_bytes=rss_bytes()[0] or 0,
+            stopped_by=gen.stopped_by,
+            notes=notes,
+            text=answer,
+        )
+        self.result.turns.append(turn)
+        return turn
+
+    def save(self, path: str | Path) -> int:
+        return save_session(self.kv, path, {"messages": [list(m) for m in self.messages]})
+
+    def load(self, path: str | Path) -> int:
+        """Load a saved chat; returns the number of messages. The session is unchanged on refusal."""
+        max_state = 2 * self.plan.memory.kv_bytes + 64 * MIB
+        before = (list(self.messages), list(self.kv.cached))
+        try:
+            header = load_session(self.kv, path, max_state)
+            messages = _messages(header.get("messages"))
+        except UserError:
+            if self.kv.cached != before[1]:  # the cache was replaced: it no longer holds the old history
+                self.kv.reset()
+            self.messages = before[0]
+            raise
+        self.messages = messages
+        return len(messages)
+
+    def status(self) -> dict[str, Any]:
+        turns = self.result.turns
+        return {
+            "messages": len(self.messages),
+            "cached_tokens": len(self.kv.cached),
+            "n_ctx": self.n_ctx,
+            "turns": len(turns),
+            "prompt_tokens_processed": sum(t.n_prompt_new for t in turns),
+            "prompt_tokens_reused": sum(t.n_reused for t in turns),
+            "rss_bytes": rss_bytes()[0] or 0,
+        }
+
+
+def _messages(raw: object) -> list[tuple[str, str]]:
+    from edgepilot.engine.session_state import SessionFileError
+
+    if not isinstance(raw, list) or not all(
+        isinstance(m, list) and len(m) == 2 and all(isinstance(x, str) for x in m) for m in raw
+    ):
+        raise SessionFileError("the session file's messages are damaged")
+    return [(m[0], m[1]) for m in raw]

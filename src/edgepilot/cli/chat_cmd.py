@@ -1,0 +1,99 @@
+"""`edgepilot chat`: thin CLI over edgepilot.chat (a ChatSession driven by chat_loop)."""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING
+
+import click
+
+from edgepilot.cli import flags
+from edgepilot.cli.app import app, emit, err_console, user_errors
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from edgepilot.chat.session import ChatResult
+    from edgepilot.plan.requested import RequestedSettings
+
+
+def render_end(result: ChatResult, out: Console) -> None:
+    turns = result.turns
+    if turns:
+        new = sum(t.n_prompt_new for t in turns)
+        reused = sum(t.n_reused for t in turns)
+        out.print(
+            f"{len(turns)} turn{'s' if len(turns) != 1 else ''}: {new} prompt tokens processed, "
+            f"{reused} reused from the cache",
+            style="dim",
+            soft_wrap=True,
+        )
+
+
+@app.command()
+@flags.DEFAULT_MODEL
+@click.option("--system", help="System prompt (kept when old turns are dropped to fit the context)")
+@click.option("-n", "--n-predict", default=512, show_default=True, help="Tokens per answer at most")
+@flags.settings_flags
+@click.option("--temp", default=0.8, help="Sampling temperature (0 = greedy)")
+@click.option("--seed", type=int, help="Sampling seed (default: random)")
+@flags.NO_CACHE_REUSE
+@flags.FORCE
+@flags.BUDGET
+@flags.VERBOSE
+@click.option(
+    "--json", "as_json", is_flag=True, help="Answers and per-turn figures as one JSON object at the end"
+)
+@user_errors
+def chat(
+    model: str | None,
+    system: str | None,
+    n_predict: int,
+    requested: RequestedSettings,
+    temp: float,
+    seed: int | None,
+    no_cache_reuse: bool,
+    force: bool,
+    budget: str | None,
+    verbose: bool,
+    as_json: bool,
+) -> None:
+    """Talk with a model in the terminal: each turn processes only its new tokens (the KV cache stays).
+
+    Commands: /reset, /save FILE, /load FILE, /stats, /exit. Ctrl-C stops an answer, Ctrl-D ends.
+    With stdin not a terminal, each line is a message (or a command)."""
+    from edgepilot.chat.repl import Terminal, chat_loop
+    from edgepilot.chat.session import ChatSession
+    from edgepilot.cli.doctor_cmd import report_engine_failure
+    from edgepilot.cli.fit_render import render_fit
+    from edgepilot.engine.inprocess import EngineError
+    from edgepilot.engine.sampling import SamplerSettings
+    from edgepilot.plan.settings import MAX_TOKENS_SETTING
+    from edgepilot.plan.types import DoesNotFit
+
+    flags.check_range("--temp", temp, 0.0, 100.0)
+    flags.check_range("--seed", seed, 0, 2**32 - 1)
+    flags.check_range("-n", n_predict, 1, MAX_TOKENS_SETTING)
+    sampler = SamplerSettings(temperature=temp, **({} if seed is None else {"seed": seed}))
+    try:
+        session = ChatSession(
+            model,
+            requested,
+            system=system,
+            n_predict=n_predict,
+            sampler=sampler,
+            cache_reuse=not no_cache_reuse,
+            verbose=verbose,
+            force=force,
+            budget_bytes=flags.size_or_none(budget),
+        )
+    except DoesNotFit as refusal:
+        render_fit(refusal.plan, err_console())
+        raise
+    except EngineError as failure:
+        raise report_engine_failure(failure, model, requested) from None
+    term = Terminal(out=sys.stdout, err=sys.stderr, interactive=sys.stdin.isatty(), stream=not as_json)
+    with session:
+        result = chat_loop(session, term)
+    if as_json or term.interactive:
+        emit(result, as_json, render_end)

@@ -1,0 +1,96 @@
+"""`edgepilot rpc-server` and `edgepilot cluster plan`: thin CLIs over edgepilot.cluster."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from edgepilot.cli import flags
+from edgepilot.cli.app import app, console, emit, err_console, user_errors
+from edgepilot.cli.format import mib
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+
+@app.command("rpc-server")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (no auth!)")
+@click.option("--port", default=50052, show_default=True, help="TCP port")
+@click.option("--threads", type=int, help="CPU threads for the helper's computations")
+@click.option("--dry-run", is_flag=True, help="Print the rpc-server command instead of running it")
+@user_errors
+def rpc_server(host: str, port: int, threads: int | None, dry_run: bool) -> None:
+    """Lend this device's memory and CPU to a main device running `serve --rpc` (llama.cpp's rpc-server)."""
+    import shlex
+
+    from edgepilot.cluster.rpc_server import exec_rpc_server, rpc_server_command
+
+    cmd = rpc_server_command(host, port, threads)
+    err = err_console()
+    for w in cmd.warnings:
+        err.print(w, style="bold red", markup=False, soft_wrap=True)
+    if dry_run:
+        console().print(shlex.join(cmd.argv), markup=False, soft_wrap=True)
+        return
+    err.print(f"rpc-server on {host}:{port} (Ctrl-C stops it)", style="dim", markup=False)
+    exec_rpc_server(cmd)
+
+
+@app.group()
+def cluster() -> None:
+    """Pool devices over llama.cpp's RPC backend."""
+
+
+def render_plan(plan: Any, out: Console) -> None:
+    from edgepilot.cluster.plan import as_lines
+
+    verdict = "fits" if plan.fits else "DOES NOT FIT"
+    out.print(
+        f"[bold]cluster plan[/] {Path(plan.model).name} · {plan.n_layer} layers + output · ctx {plan.n_ctx}"
+        f" · {verdict}",
+        soft_wrap=True,
+    )
+    for s in plan.helpers:
+        budget = mib(s.budget_bytes) if s.budget_bytes is not None else "?"
+        out.print(
+            f"  {s.name}: layers {s.first_layer}-{s.end_layer - 1} ({s.n_layers})"
+            f" · weights {mib(s.weights_bytes)}"
+            f" · KV {mib(s.kv_bytes)} · predicted peak {mib(s.predicted_peak_bytes)} of {budget}"
+            + ("" if s.fits else "  OVER BUDGET"),
+            markup=False,
+            soft_wrap=True,
+        )
+    out.print("on each helper:", style="dim")
+    lines = as_lines(plan)
+    for line in lines[:-2]:
+        out.print(f"  {line}", markup=False, soft_wrap=True)
+    out.print("on the main device (llama.cpp's server, or the same behind edgepilot's front):", style="dim")
+    for line in lines[-2:]:
+        out.print(f"  {line}", markup=False, soft_wrap=True)
+    for note in plan.notes:
+        out.print(f"note: {note}", style="dim", markup=False, soft_wrap=True)
+
+
+@cluster.command("plan")
+@flags.MODEL
+@click.option(
+    "--helper",
+    "helpers",
+    multiple=True,
+    required=True,
+    help="HOST:PORT=BUDGET or HOST:PORT=ROOT (probe root / snapshot); in --rpc order",
+)
+@click.option("--ctx", default=2048, show_default=True, help="Context size")
+@click.option("--kv", default="f16", show_default=True, help="KV cache type")
+@flags.JSON
+@user_errors
+def plan(model: str, helpers: tuple[str, ...], ctx: int, kv: str, as_json: bool) -> None:
+    """Split a model's layers over RPC helpers by their memory budgets; print every command to run."""
+    from edgepilot.cluster.plan import parse_helper, plan_cluster
+    from edgepilot.plan.settings import kv_type_id
+
+    kv_type_id(kv)
+    flags.check_range("--ctx", ctx, 16, 1 << 30)
+    emit(plan_cluster(model, [parse_helper(h) for h in helpers], n_ctx=ctx, kv=kv), as_json, render_plan)

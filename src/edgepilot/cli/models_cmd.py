@@ -1,0 +1,207 @@
+"""`edgepilot pull`, `edgepilot models` and `edgepilot rm`: thin CLI over edgepilot.models (pull, store)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import click
+
+from edgepilot.cli import flags
+from edgepilot.cli.app import app, emit, err_console, user_errors
+from edgepilot.cli.format import human_bytes, mib
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from edgepilot.models.pull import PullResult
+    from edgepilot.models.store import Removed, StoreListing
+
+STORE = click.option(
+    "--store", help="Model store folder (default: $EDGEPILOT_MODELS_DIR, else models/ in the data dir)"
+)
+
+
+def _fits(value: bool | None) -> str:
+    return {True: "[green]yes[/]", False: "[red]no[/]", None: "?"}[value]
+
+
+def render_pull(r: PullResult, out: Console) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    if r.file is None:
+        budget = f" (budget {mib(r.budget_bytes)})" if r.budget_bytes else ""
+        table = Table(
+            title=f"{escape(r.repo)} @ {escape(r.revision)}: GGUF files{budget}", title_justify="left"
+        )
+        for col in ("file", "size", "quant", "peak", "max ctx", "fits"):
+            table.add_column(col, justify="right" if col in ("size", "peak", "max ctx") else "left")
+        for c in r.candidates:
+            table.add_row(
+                escape(c.file),
+                human_bytes(c.size),
+                escape(c.quant or "?"),
+                mib(c.peak_rss_bytes),
+                str(c.max_ctx) if c.max_ctx else "-",
+                _fits(c.fits),
+            )
+        out.print(table)
+        for c in r.candidates:
+            if c.reason:
+                out.print(f"{c.file}: {c.reason}", style="dim", markup=False, soft_wrap=True)
+        out.print(
+            f"pull one: edgepilot pull {r.repo} FILE · the largest that fits: edgepilot pull {r.repo} --best",
+            style="dim",
+            markup=False,
+            soft_wrap=True,
+        )
+        return
+    how = "already in the store" if r.already_present else "pulled"
+    if r.resumed_from:
+        how += f" (resumed from {human_bytes(r.resumed_from)})"
+    out.print(f"{how}: {r.path}", markup=False, soft_wrap=True)
+    out.print(f"{human_bytes(r.size)} · sha256 {r.sha256} (matches the hub)", style="dim", soft_wrap=True)
+    out.print(f"run it: edgepilot run {r.path}", style="dim", markup=False, soft_wrap=True)
+
+
+class _Bar:
+    """A rich progress bar on stderr, started on the first byte."""
+
+    def __init__(self) -> None:
+        self.progress = None
+        self.task = None
+        self.label = ""
+
+    def stage(self, message: str) -> None:
+        self.label = message
+        if message.startswith("downloading"):
+            self.stop()
+        elif err_console().is_terminal:
+            err_console().print(message, style="dim", markup=False)
+
+    def __call__(self, done: int, total: int) -> None:
+        if self.progress is None and not err_console().is_terminal:
+            return  # a log or a pipe gets the result line, not a bar redrawn in it
+        if self.progress is None:
+            from rich.progress import (
+                BarColumn,
+                DownloadColumn,
+                Progress,
+                TimeRemainingColumn,
+                TransferSpeedColumn,
+            )
+
+            self.progress = Progress(
+                "{task.description}",
+                BarColumn(),
+                DownloadColumn(binary_units=True),
+                TransferSpeedColumn(),
+                TimeRemainingColumn(),
+                console=err_console(),
+                transient=False,
+            )
+            self.progress.start()
+            self.task = self.progress.add_task(self.label or "downloading", total=total)
+        self.progress.update(self.task, completed=done)
+
+    def stop(self) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+            self.progress = None
+
+
+@app.command()
+@click.argument("repo", help="Hub repository, OWNER/NAME")
+@click.argument("file", required=False, help="File to download (default: list the GGUF files)")
+@click.option("--best", is_flag=True, help="Download the largest GGUF file that fits this device")
+@click.option("--revision", default="main", show_default=True, help="Branch, tag or commit")
+@STORE
+@flags.BUDGET
+@click.option("--token-file", help="Read the hub token from a file (default: $HF_TOKEN)")
+@click.option("--root", default="/", show_default=True, help="Device tree to plan for")
+@flags.JSON
+@user_errors
+def pull(
+    repo: str,
+    file: str | None,
+    best: bool,
+    revision: str,
+    store: str | None,
+    budget: str | None,
+    token_file: str | None,
+    root: str,
+    as_json: bool,
+) -> None:
+    """Download a GGUF model from a Hugging Face-style hub ($HF_ENDPOINT) into the model store: resumable,
+    sha256-checked. Without FILE: the repository's GGUF files and whether each fits this device."""
+    from edgepilot.models.hub import read_token
+    from edgepilot.models.pull import pull as pull_model
+
+    bar = _Bar()
+    try:
+        result = pull_model(
+            repo,
+            file,
+            best=best,
+            revision=revision,
+            store=store,
+            budget_bytes=flags.size_or_none(budget),
+            root=root,
+            token=read_token(token_file),
+            progress=bar,
+            on_stage=bar.stage,
+        )
+    finally:
+        bar.stop()
+    if result.warning:
+        err_console().print(f"warning: {result.warning}", style="yellow", markup=False, soft_wrap=True)
+    emit(result, as_json, render_pull)
+
+
+def render_models(listing: StoreListing, out: Console) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    if not listing.models:
+        out.print(f"no models in {listing.store} (get one: edgepilot pull OWNER/REPO)", markup=False)
+    else:
+        table = Table(title=f"models in {escape(str(listing.store))}", title_justify="left")
+        for col in ("name", "size", "quant", "validation", "pulled"):
+            table.add_column(col, justify="right" if col == "size" else "left")
+        for m in listing.models:
+            verdict = "[green]ok[/]" if m.verdict == "ok" else f"[red]{escape(m.verdict)}[/]"
+            table.add_row(
+                escape(m.name), human_bytes(m.size), escape(m.quant or "?"), verdict, (m.pulled or "-")[:10]
+            )
+        out.print(table)
+    for name in listing.partial:
+        out.print(f"unfinished download: {name} (the same pull resumes it)", style="dim", markup=False)
+    if listing.warning:
+        out.print(f"warning: {listing.warning}", style="yellow", markup=False, soft_wrap=True)
+
+
+@app.command()
+@STORE
+@flags.JSON
+@user_errors
+def models(store: str | None, as_json: bool) -> None:
+    """List the model store: size, quantization and whether llama.cpp can load each file."""
+    from edgepilot.models.store import list_store, store_path
+
+    emit(list_store(store_path(store)), as_json, render_models)
+
+
+def render_removed(r: Removed, out: Console) -> None:
+    out.print(f"removed {r.name} ({human_bytes(r.bytes_freed)} freed)", markup=False)
+
+
+@app.command()
+@click.argument("name", help="A stored model: OWNER__REPO/FILE, OWNER/REPO:FILE or a unique file name")
+@STORE
+@flags.JSON
+@user_errors
+def rm(name: str, store: str | None, as_json: bool) -> None:
+    """Remove a model from the store (and its manifest entry); never touches files outside the store."""
+    from edgepilot.models.store import remove, store_path
+
+    emit(remove(store_path(store), name), as_json, render_removed)

@@ -1,0 +1,168 @@
+"""`edgepilot quantize` and `edgepilot compare`: thin CLIs over edgepilot.models.quantize / .compare."""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING
+
+import click
+
+from edgepilot.cli import flags
+from edgepilot.cli.app import app, emit, user_errors
+from edgepilot.cli.format import mib
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from edgepilot.models.compare import CompareResult
+    from edgepilot.models.quantize import QuantizeResult
+
+
+def _progress(message: str) -> None:
+    sys.stderr.write(message + "\n")
+    sys.stderr.flush()
+
+
+def render_quantize(result: QuantizeResult, out: Console) -> None:
+    from rich.table import Table
+
+    if result.reference_note:
+        out.print(result.reference_note)
+        out.print(f"  {result.reference}")
+    table = Table(title=f"variants of {result.source}", title_justify="left")
+    for col in ("type", "file", "size", "bits/weight", "fallback tensors", "seconds"):
+        table.add_column(col, justify="left" if col in ("type", "file") else "right")
+    for v in result.variants:
+        table.add_row(
+            v.type,
+            v.path,
+            mib(v.file_bytes),
+            f"{v.bits_per_weight:.2f}",
+            str(v.fallback_tensors),
+            f"{v.seconds:.1f}",
+        )
+    out.print(table)
+    if any(v.fallback_tensors for v in result.variants):
+        out.print(
+            "fallback: tensors whose rows are not a multiple of the type's block (256 for k-quants) get "
+            "another type (llama.cpp: Q4_K -> Q5_0, Q2_K/Q3_K -> Q4_0, Q6_K -> Q8_0)"
+        )
+    files = [result.reference or result.source] + [v.path for v in result.variants]
+    out.print(f"next: edgepilot compare {' '.join(files)}")
+
+
+def _kl(value: float | None) -> str:
+    return "-" if value is None else f"{value:.5f}"
+
+
+def render_compare(result: CompareResult, out: Console) -> None:
+    from rich.table import Table
+
+    out.print(result.reference_note)
+    table = Table(
+        title=(
+            f"ctx {result.n_ctx} (prompt fills it, then {result.n_gen} tokens) · quality on {result.text}: "
+            f"{result.n_scored} tokens scored, chunks of {result.ppl_ctx}"
+        ),
+        title_justify="left",
+    )
+    for col in (
+        "file",
+        "type",
+        "size",
+        "bits/w",
+        "peak predicted",
+        "peak measured",
+        "error",
+        "pp t/s",
+        "tg t/s",
+        "perplexity",
+        "KL mean",
+        "same top",
+    ):
+        table.add_column(col, justify="left" if col in ("file", "type") else "right")
+    for r in sorted(result.rows, key=lambda r: -r.bits_per_weight):
+        table.add_row(
+            r.name + (" (ref)" if r.reference else "") + ("" if r.fits else " *"),
+            r.file_type or "?",
+            mib(r.file_bytes),
+            f"{r.bits_per_weight:.2f}",
+            mib(r.predicted_peak_bytes),
+            mib(r.measured_peak_bytes),
+            f"{r.peak_error:+.1%}",
+            f"{r.pp_tps:.1f}",
+            f"{r.tg_tps:.1f}",
+            f"{r.perplexity:.3f} ± {r.ppl_stderr:.3f}",
+            _kl(r.kl_mean),
+            "-" if r.same_top is None else f"{r.same_top:.1%}",
+        )
+    out.print(table)
+    for note in result.notes:
+        out.print(f"note: {note}")
+    if result.plot:
+        out.print(f"plot: {result.plot}")
+
+
+@app.command()
+@flags.MODEL
+@click.option("--to", "to", required=True, help="Types, comma-separated: Q8_0,Q6_K,Q4_K_M,Q3_K_M,...")
+@click.option("--out", "out_dir", help="Folder for the new files (default: next to MODEL)")
+@click.option("--imatrix", help="Importance matrix from llama-imatrix (GGUF or legacy .dat)")
+@click.option("--threads", "-t", type=int, help="Quantizer threads (default: every CPU this process may use)")
+@click.option("--force", is_flag=True, help="Overwrite output files that exist")
+@flags.JSON
+@user_errors
+def quantize(
+    model: str,
+    to: str,
+    out_dir: str | None,
+    imatrix: str | None,
+    threads: int | None,
+    force: bool,
+    as_json: bool,
+) -> None:
+    """Quantize a model with llama.cpp's quantizer into MODEL-TYPE.gguf files.
+
+    A source that is already quantized is first dequantized to F16 (the reference `compare` measures against).
+    """
+    from edgepilot.models.quantize import parse_types, quantize_model
+
+    types = parse_types(to)
+    result = quantize_model(model, types, out_dir, imatrix, threads, force, on_progress=_progress)
+    emit(result, as_json, render_quantize)
+
+
+@app.command()
+@click.argument("files", nargs=-1, required=True)
+@click.option(
+    "--text", "text_file", help="UTF-8 text for perplexity/KL (default: a public-domain text shipped)"
+)
+@click.option(
+    "--ctx", "-c", type=int, default=512, show_default=True, help="Context of the memory run (filled)"
+)
+@click.option("--ppl-ctx", type=int, default=256, show_default=True, help="Chunk size for perplexity/KL")
+@click.option("--chunks", type=int, default=4, show_default=True, help="At most this many chunks of the text")
+@click.option("--n-gen", type=int, default=32, show_default=True, help="Tokens generated for tg t/s")
+@flags.THREADS
+@click.option("--plot", help="Write a PNG (needs matplotlib: the `plot` extra)")
+@flags.JSON
+@user_errors
+def compare(
+    files: tuple[str, ...],
+    text_file: str | None,
+    ctx: int,
+    ppl_ctx: int,
+    chunks: int,
+    n_gen: int,
+    threads: int | None,
+    plot: str | None,
+    as_json: bool,
+) -> None:
+    """Size, predicted and measured peak memory, speed and quality (perplexity, KL divergence against the most
+    precise file) of model files, each measured in a process of its own."""
+    from edgepilot.models.compare import compare_models
+
+    result = compare_models(
+        list(files), text_file, ctx, ppl_ctx, chunks, n_gen, threads, plot, on_progress=_progress
+    )
+    emit(result, as_json, render_compare)

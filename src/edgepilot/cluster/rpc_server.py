@@ -1,0 +1,65 @@
+"""`edgepilot rpc-server`: llama.cpp's rpc-server on a helper device, on loopback unless told otherwise."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from dataclasses import dataclass
+
+from edgepilot.engine.native_tools import find_tool
+from edgepilot.errors import UserError
+
+LOOPBACK = "127.0.0.1"
+NO_AUTH_WARNING = (
+    "WARNING: llama.cpp's RPC server has NO authentication and NO encryption. Anyone who can reach "
+    "{host}:{port} can allocate memory on this device and run graph operations on it (llama.cpp's README "
+    "calls RPC insecure; llama.cpp issue #25289 reported an unauthenticated call over the network). "
+    "Expose it only "
+    "on a network you fully trust."
+)
+TUNNEL_ADVICE = (
+    "Safer: keep the helper on 127.0.0.1 and tunnel from the main device: "
+    "`ssh -N -L {port}:127.0.0.1:{port} HELPER` then use --rpc 127.0.0.1:{port} there"
+)
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@dataclass
+class RpcServerCommand:
+    argv: list[str]
+    host: str
+    port: int
+    exposed: bool
+    warnings: list[str]
+
+
+def rpc_server_command(
+    host: str = LOOPBACK, port: int = 50052, threads: int | None = None
+) -> RpcServerCommand:
+    if not 0 < port < 65536:
+        raise UserError(f"--port {port}: choose a TCP port between 1 and 65535")
+    if threads is not None and not 1 <= threads <= 1024:
+        raise UserError(f"--threads {threads}: choose between 1 and 1024")
+    tool = find_tool("rpc-server")
+    argv = [str(tool), "--host", host, "--port", str(port)]
+    if threads is not None:
+        argv += ["--threads", str(threads)]
+    exposed = not is_loopback(host)
+    warnings = []
+    if exposed:
+        warnings = [NO_AUTH_WARNING.format(host=host, port=port), TUNNEL_ADVICE.format(port=port)]
+    return RpcServerCommand(argv, host, port, exposed, warnings)
+
+
+def exec_rpc_server(cmd: RpcServerCommand) -> None:
+    """Replace this process with rpc-server (Ctrl-C and signals go straight to it)."""
+    env = dict(os.environ, GGML_NO_BACKTRACE="1")
+    os.execve(cmd.argv[0], cmd.argv, env)

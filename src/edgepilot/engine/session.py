@@ -1,0 +1,131 @@
+"""A KV cache that lives across turns: process only what is new in each prompt.
+
+The session remembers the tokens the context's KV cache holds (the last prompt and the reply generated after
+it). For the next prompt it keeps the longest common prefix, removes the rest from the cache
+(llama_memory_seq_rm from the divergence point) and decodes only the new tokens, as llama-server does with
+its slots' cache_prompt.
+
+Some memories cannot keep a prefix: a recurrent model's state cannot drop a partial range (seq_rm returns
+false), and a sliding-window cache (Gemma 3 without swa_full) has already forgotten the cells the window
+needs before the divergence point when the divergence lies far back. Then the cache is cleared and the whole
+prompt processed again, and the turn's `reuse_note` says so.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import llama_cpp
+
+from edgepilot.engine.inprocess import GenerationStats, LlamaEngine
+from edgepilot.engine.sampling import SamplerSettings
+
+
+@dataclass
+class TurnStats:
+    n_prompt: int  # the whole prompt, in tokens
+    n_prompt_new: int  # processed this turn
+    n_reused: int  # kept from the KV cache
+    n_gen: int
+    ttft_seconds: float  # from the turn's start to the first token's logits (cache trim + prompt processing)
+    prompt_seconds: float
+    gen_seconds: float
+    gen_tps: float
+    prompt_tps: float
+    stopped_by: str
+    reuse_note: str = ""  # why the cache could not be reused, when it could not
+
+
+def common_prefix(a: list[int], b: list[int]) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+class KVSession:
+    """One conversation's KV cache on an engine (the engine's context is the session's: one at a time)."""
+
+    def __init__(self, engine: LlamaEngine, reuse: bool = True) -> None:
+        self.engine = engine
+        self.reuse = reuse
+        self.cached: list[int] = []  # the tokens the KV cache holds, in order from position 0
+        s = engine.settings
+        self.n_swa = 0 if s.swa_full else int(llama_cpp.llama_model_n_swa(engine._model))
+
+    @property
+    def n_ctx(self) -> int:
+        return self.engine.load.n_ctx
+
+    def reset(self) -> None:
+        self.engine.reset()
+        self.cached = []
+
+    def keep(self, tokens: list[int]) -> tuple[int, str]:
+        """Trim the cache to what it shares with `tokens` (leaving one token to process, for the logits).
+        Returns (tokens kept, a note when the memory could not keep them)."""
+        if not self.reuse or not self.cached:
+            self.reset()
+            return 0, ""
+        n_keep = min(common_prefix(self.cached, tokens), len(tokens) - 1)
+        if n_keep <= 0:
+            self.reset()
+            return 0, ""
+        mem = llama_cpp.llama_get_memory(self.engine._ctx)
+        if n_keep < len(self.cached) and not llama_cpp.llama_memory_seq_rm(mem, 0, n_keep, -1):
+            self.reset()
+            return 0, "this model's memory cannot drop part of the cache (recurrent state): all re-processed"
+        if self.n_swa > 0:
+            # The sliding-window layers need the n_swa positions before the next one; a cache that already
+            # dropped them (positions below pos_min are gone) cannot continue from n_keep.
+            pos_min = llama_cpp.llama_memory_seq_pos_min(mem, 0)
+            if pos_min > max(0, n_keep - self.n_swa):
+                self.reset()
+                return 0, (
+                    f"the sliding-window cache no longer holds the {self.n_swa} tokens before the change: "
+                    "all re-processed"
+                )
+        del self.cached[n_keep:]
+        return n_keep, ""
+
+    def generate(
+        self,
+        tokens: list[int],
+        n_predict: int,
+        sampler: SamplerSettings | None = None,
+        on_text: Callable[[str], bool | None] | None = None,
+        on_phase: Callable[[str], None] | None = None,
+        stop_at_eog: bool = True,
+    ) -> tuple[GenerationStats, TurnStats]:
+        """Generate after `tokens`, reusing the cache for their common prefix with the last sequence."""
+        t0 = time.perf_counter()
+        n_keep, note = self.keep(tokens) if tokens else (0, "")
+        self.cached = []  # unknown while llama.cpp works (an exception, Ctrl-C): the next turn starts clean
+        gen = self.engine.generate(
+            tokens,
+            n_predict,
+            sampler=sampler,
+            on_text=on_text,
+            stop_at_eog=stop_at_eog,
+            on_phase=on_phase,
+            n_past=n_keep,
+        )
+        ttft = (time.perf_counter() - t0) - gen.gen_seconds
+        self.cached = [*tokens, *gen.tokens]
+        turn = TurnStats(
+            n_prompt=len(tokens),
+            n_prompt_new=len(tokens) - n_keep,
+            n_reused=n_keep,
+            n_gen=gen.n_gen,
+            ttft_seconds=ttft,
+            prompt_seconds=gen.prompt_seconds,
+            gen_seconds=gen.gen_seconds,
+            gen_tps=gen.gen_tps,
+            prompt_tps=gen.prompt_tps,
+            stopped_by=gen.stopped_by,
+            reuse_note=note,
+        )
+        return gen, turn

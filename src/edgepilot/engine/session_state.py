@@ -1,0 +1,140 @@
+"""Save a session's KV cache to one file and load it back (llama.cpp's sequence state API).
+
+The file: a magic line, a JSON header (the model's identity, the context settings, the cached tokens and
+what the caller adds, e.g. the chat's messages) and the bytes of llama_state_seq_get_data. Loading is reading
+untrusted input: the file is read FIFO-safe and bounded (untrusted.read_user_file), the header parsed with a
+depth limit, and the state handed to llama.cpp only when it was saved by the same model with the same context
+settings and its length is the one the header declares; anything else is refused with one line.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import llama_cpp
+
+from edgepilot.engine.session import KVSession
+from edgepilot.errors import UserError
+from edgepilot.untrusted import loads_json, open_regular, read_user_file
+
+MAGIC = b"EDGEPILOT-SESSION 1\n"
+FORMAT = "edgepilot-session/1"
+MAX_HEADER_BYTES = 8 << 20  # the tokens of a 128k context as JSON, and the messages, fit well below this
+IDENTITY_BYTES = 4 << 20  # the GGUF header (metadata, tokenizer) lies in the first MiBs of the file
+
+
+class SessionFileError(UserError):
+    """A session file that cannot be loaded into this session."""
+
+
+def model_identity(path: Path) -> dict[str, Any]:
+    """The model's size and the sha256 of its first 4 MiB (metadata, tokenizer, first tensors): hashing a
+    multi-GB file whole would cost a phone tens of seconds per save and load."""
+    with open_regular(path) as f:
+        head = f.read(IDENTITY_BYTES)
+        size = os.fstat(f.fileno()).st_size
+    return {"size": size, "head_sha256": hashlib.sha256(head).hexdigest()}
+
+
+def context_identity(session: KVSession) -> dict[str, Any]:
+    s = session.engine.settings
+    return {
+        "n_ctx": session.n_ctx,
+        "type_k": s.type_k,
+        "type_v": s.type_v,
+        "flash_attn": bool(s.flash_attn),
+        "swa_full": bool(s.swa_full),
+        "n_gpu_layers": s.n_gpu_layers,
+    }
+
+
+def save_session(session: KVSession, path: str | Path, extra: dict[str, Any]) -> int:
+    """Write the session (and `extra`, JSON-able) to path atomically; returns the file's size."""
+    ctx = session.engine._ctx
+    size = llama_cpp.llama_state_seq_get_size(ctx, 0)
+    buf = (ctypes.c_uint8 * max(1, size))()
+    n = llama_cpp.llama_state_seq_get_data(ctx, buf, size, 0) if session.cached else 0
+    header = {
+        "format": FORMAT,
+        "model": model_identity(session.engine.model_path),
+        "context": context_identity(session),
+        "tokens": list(session.cached) if n else [],
+        "state_bytes": n,
+        **extra,
+    }
+    head = json.dumps(header, ensure_ascii=False).encode("utf-8")
+    target = Path(path)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(MAGIC + f"{len(head)}\n".encode() + head + bytes(buf)[:n])
+        os.replace(tmp, target)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise UserError(f"cannot write session file {path}: {exc.strerror or exc}") from None
+    return len(MAGIC) + len(head) + n
+
+
+def _header(data: bytes, path: str | Path) -> tuple[dict[str, Any], bytes]:
+    bad = SessionFileError(f"{path} is not an edgepilot session file")
+    if not data.startswith(MAGIC):
+        raise bad
+    rest = data[len(MAGIC) :]
+    line, nl, rest = rest.partition(b"\n")
+    if not nl or not line.isdigit() or len(line) > 9 or int(line) > min(MAX_HEADER_BYTES, len(rest)):
+        raise bad
+    n = int(line)
+    try:
+        header = loads_json(rest[:n].decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        raise bad from None
+    if not isinstance(header, dict) or header.get("format") != FORMAT:
+        raise bad
+    return header, rest[n:]
+
+
+def load_session(session: KVSession, path: str | Path, max_state_bytes: int) -> dict[str, Any]:
+    """Load a saved session into `session` (its cache replaced); returns the header (the caller's extra
+    keys included). SessionFileError (one line) when the file is not one this session can take."""
+    data = read_user_file(path, "session file", len(MAGIC) + 16 + MAX_HEADER_BYTES + max_state_bytes)
+    header, state = _header(data, path)
+    if header.get("model") != model_identity(session.engine.model_path):
+        raise SessionFileError(f"{path} was saved with another model file; load it with that model")
+    want = context_identity(session)
+    if header.get("context") != want:
+        raise SessionFileError(
+            f"{path} was saved with other context settings ({_differs(header.get('context'), want)}); "
+            "start the chat with the same --ctx and --kv"
+        )
+    tokens = header.get("tokens")
+    n_vocab = session.engine.load.n_vocab
+    if (
+        not isinstance(tokens, list)
+        or len(tokens) >= session.n_ctx
+        or not all(type(t) is int and 0 <= t < n_vocab for t in tokens)
+        or header.get("state_bytes") != len(state)
+        or bool(tokens) != bool(state)
+    ):
+        raise SessionFileError(f"{path} is damaged (its tokens or state do not match its header)")
+    session.reset()
+    if state:
+        buf = (ctypes.c_uint8 * len(state)).from_buffer_copy(state)
+        read = llama_cpp.llama_state_seq_set_data(session.engine._ctx, buf, len(state), 0)
+        mem = llama_cpp.llama_get_memory(session.engine._ctx)
+        if read != len(state) or llama_cpp.llama_memory_seq_pos_max(mem, 0) != len(tokens) - 1:
+            session.reset()
+            raise SessionFileError(f"llama.cpp refused the state in {path} (damaged or another build)")
+    session.cached = list(tokens)
+    return header
+
+
+def _differs(saved: Any, now: dict[str, Any]) -> str:
+    if not isinstance(saved, dict):
+        return "none recorded"
+    keys = [k for k in now if saved.get(k) != now[k]]
+    return ", ".join(f"{k} {saved.get(k)} here {now[k]}" for k in keys[:3]) or "unknown"

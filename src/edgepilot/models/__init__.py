@@ -1,0 +1,1 @@
+"""The model store and its tools: pull, list, remove, quantize, compare."""

@@ -1,0 +1,153 @@
+"""One file from the hub into the store: resumable (`.part` + Range), sha256-checked, renamed only when whole.
+
+A transfer that stops half-way leaves `NAME.part`; the next pull asks for the rest with `Range: bytes=N-` and
+hashes the part it already has first. The file appears under its own name (os.replace, atomic on one
+filesystem) only after its size and sha256 match the hub's listing; a mismatch deletes the part.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import os
+import re
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from edgepilot.models.hub import HubClient, HubError, RepoFile
+
+CHUNK = 1 << 20
+Progress = Callable[[int, int], None]  # (bytes done, bytes total)
+
+
+@dataclass
+class Downloaded:
+    path: Path
+    sha256: str
+    size: int
+    resumed_from: int  # bytes already in the .part when this pull started (0: a fresh download)
+    commit: str | None  # the revision's commit id (X-Repo-Commit), when the hub said it
+
+
+def part_path(target: Path) -> Path:
+    return target.with_name(target.name + ".part")
+
+
+def _hash_existing(part: Path, n: int, hasher: hashlib._Hash, progress: Progress, total: int) -> None:
+    done = 0
+    with part.open("rb") as f:
+        while done < n:
+            chunk = f.read(min(CHUNK, n - done))
+            if not chunk:
+                raise HubError(f"{part} became shorter while being read")
+            hasher.update(chunk)
+            done += len(chunk)
+            progress(done, total)
+
+
+def content_range(value: str | None) -> tuple[int, int] | None:
+    """(first byte, total size) of a `Content-Range: bytes A-B/TOTAL` header."""
+    match = re.fullmatch(r"\s*bytes\s+(\d+)-(\d+)/(\d+)\s*", value or "")
+    return (int(match.group(1)), int(match.group(3))) if match else None
+
+
+def check_space(folder: Path, needed: int) -> None:
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError:
+        return
+    if needed > free:
+        raise HubError(
+            f"{folder} has {free / 2**30:.2f} GiB free but the download needs {needed / 2**30:.2f} GiB more"
+        )
+
+
+def download(
+    client: HubClient,
+    repo: str,
+    file: RepoFile,
+    target: Path,
+    revision: str = "main",
+    progress: Progress | None = None,
+) -> Downloaded:
+    tick = progress or (lambda _done, _total: None)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    part = part_path(target)
+    have = part.stat().st_size if part.is_file() else 0
+    if have > file.size:  # not a prefix of this file: start again
+        part.unlink()
+        have = 0
+    check_space(target.parent, file.size - have)
+    hasher = hashlib.sha256()
+    if have:
+        _hash_existing(part, have, hasher, tick, file.size)
+    resumed_from, commit = have, None
+    if have < file.size:
+        headers = {"Accept-Encoding": "identity"}
+        if have:
+            headers["Range"] = f"bytes={have}-"
+        url = client.resolve_url(repo, file.path, revision)
+        with client.open(url, headers, what=f"{repo}/{file.path}") as resp:
+            commit = client.commit_of(resp)
+            if have and resp.status == 206:
+                span = content_range(resp.headers.get("Content-Range"))
+                if span is None or span[0] != have or span[1] != file.size:
+                    raise HubError(
+                        f"{file.path}: the server sent range {resp.headers.get('Content-Range')!r}, "
+                        f"not bytes {have}-/{file.size}"
+                    )
+            elif have:  # the server ignored the Range request: the whole file follows
+                hasher, have = hashlib.sha256(), 0
+            elif resp.status != 200:
+                raise HubError(f"{file.path}: unexpected HTTP {resp.status}")
+            announced = resp.headers.get("Content-Length")
+            if announced is not None and announced.isdigit() and int(announced) != file.size - have:
+                raise HubError(
+                    f"{file.path}: the server announces {announced} bytes but {file.size - have} are due"
+                )
+            have = _receive(resp, part, have, file, hasher, tick)
+    if have != file.size:
+        raise HubError(
+            f"{file.path}: the transfer stopped at {have} of {file.size} bytes; "
+            "run the same pull again to resume"
+        )
+    digest = hasher.hexdigest()
+    if file.sha256 is not None and digest != file.sha256:
+        part.unlink(missing_ok=True)
+        raise HubError(
+            f"{file.path}: sha256 {digest} does not match the hub's {file.sha256}: "
+            "the download is corrupt and was deleted; pull again"
+        )
+    os.replace(part, target)
+    return Downloaded(target, digest, file.size, resumed_from, commit)
+
+
+def _receive(resp, part: Path, have: int, file: RepoFile, hasher, tick: Progress) -> int:  # type: ignore[no-untyped-def]
+    """Append the body to the part (truncated to `have` first); returns the bytes the part now holds."""
+    fd = os.open(part, os.O_WRONLY | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+    with os.fdopen(fd, "wb") as out:
+        out.truncate(have)
+        out.seek(have)
+        try:
+            while True:
+                chunk = resp.read(CHUNK)
+                if not chunk:
+                    break
+                if have + len(chunk) > file.size:
+                    raise HubError(f"{file.path}: the server sent more than the {file.size} bytes listed")
+                out.write(chunk)
+                hasher.update(chunk)
+                have += len(chunk)
+                tick(have, file.size)
+        except (http.client.HTTPException, OSError) as exc:
+            out.flush()
+            os.fsync(out.fileno())
+            raise HubError(
+                f"{file.path}: the transfer broke at {have} of {file.size} bytes ({type(exc).__name__}); "
+                "run the same pull again to resume"
+            ) from None
+        out.flush()
+        os.fsync(out.fileno())
+    return have

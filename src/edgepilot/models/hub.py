@@ -1,0 +1,234 @@
+"""A small client for the Hugging Face hub's HTTP API, on the standard library.
+
+It speaks the endpoints and headers of `huggingface_hub` (hf_api.list_repo_tree, file_download.hf_hub_url):
+`GET {endpoint}/api/models/{repo}/tree/{revision}?recursive=true` lists files (size, and `lfs.oid`: the sha256
+of an LFS file), paginated with a `Link: <...>; rel="next"` header; `GET {endpoint}/{repo}/resolve/{revision}/
+{file}` serves a file, usually through a redirect to a CDN. Errors carry `X-Error-Code` (RepoNotFound,
+RevisionNotFound, EntryNotFound, GatedRepo) and `X-Error-Message`.
+
+huggingface_hub itself is not used: since 0.32 it requires hf-xet, a Rust extension with no wheel for Termux,
+where pip cannot build Rust. Everything read from the network is bounded: listing size and pages, redirects,
+connect/read timeouts, and a body longer than announced is refused.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from http.client import HTTPResponse
+from pathlib import Path
+
+from edgepilot import untrusted
+from edgepilot.errors import UserError
+
+DEFAULT_ENDPOINT = "https://huggingface.co"
+TIMEOUT = 30.0  # seconds to connect, and for each read of the socket
+MAX_LISTING_BYTES = 16 << 20  # one page of a tree listing (a repo with thousands of files is ~1 MiB)
+MAX_PAGES = 20
+MAX_FILES = 20000
+MAX_REDIRECTS = 5
+MAX_TOKEN_BYTES = 4096
+USER_AGENT = "edgepilot (hub client; huggingface_hub-compatible requests)"
+REPO_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
+
+
+class HubError(UserError):
+    """The hub answered with an error, or the connection failed: one line for the user."""
+
+    def __init__(self, message: str, status: int | None = None, code: str | None = None) -> None:
+        super().__init__(message)
+        self.status, self.code = status, code
+
+
+@dataclass
+class RepoFile:
+    path: str  # inside the repository, '/'-separated
+    size: int
+    sha256: str | None  # the LFS object id (sha256 of the content); None for a small file kept in git
+
+
+def check_repo_id(repo: str) -> str:
+    if not REPO_RE.match(repo) or ".." in repo:
+        raise UserError(f"{repo!r} is not a repository id: give OWNER/NAME, e.g. bartowski/SmolLM2-135M-GGUF")
+    return repo
+
+
+def safe_repo_path(path: str) -> str:
+    """A file name from the listing that stays inside the store when joined to a folder; else HubError."""
+    parts = path.split("/")
+    if (
+        not path
+        or len(path) > 1024
+        or path.startswith("/")
+        or "\\" in path
+        or "\x00" in path
+        or any(p in ("", ".", "..") for p in parts)
+        or any(not ch.isprintable() for ch in path)
+    ):
+        raise HubError(f"the hub listed an unsafe file name {untrusted.valid_text(path)[:200]!r}: refused")
+    return path
+
+
+def read_token(token_file: str | None) -> str | None:
+    """HF_TOKEN, or the first line of --token-file (read bounded, FIFO-safe)."""
+    if token_file is not None:
+        data = untrusted.read_user_file(token_file, "token file", MAX_TOKEN_BYTES)
+        token = data.decode("utf-8", "replace").strip().splitlines()
+        if not token or not token[0].strip():
+            raise UserError(f"token file {token_file} is empty")
+        return token[0].strip()
+    return os.environ.get("HF_TOKEN") or None
+
+
+class _Redirects(urllib.request.HTTPRedirectHandler):
+    """Follows at most MAX_REDIRECTS; keeps Range; sends the token only to the hub's own host."""
+
+    max_redirections = MAX_REDIRECTS
+
+    def __init__(self, hub_host: str, token: str | None) -> None:
+        self.hub_host, self.token = hub_host, token
+        self.commit: str | None = None  # X-Repo-Commit of the hub's redirect (the CDN's answer lacks it)
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):  # type: ignore[no-untyped-def]
+        self.commit = headers.get("X-Repo-Commit") or self.commit
+        if urllib.parse.urlsplit(newurl).scheme not in ("http", "https"):
+            raise HubError(f"the hub redirected to {newurl[:200]!r}: only http(s) is followed")
+        new = super().redirect_request(req, fp, code, msg, headers, newurl)
+        if new is not None and self.token and urllib.parse.urlsplit(newurl).netloc == self.hub_host:
+            new.add_unredirected_header("Authorization", f"Bearer {self.token}")
+        return new
+
+
+class HubClient:
+    def __init__(self, endpoint: str | None = None, token: str | None = None, timeout: float = TIMEOUT):
+        self.endpoint = (endpoint or os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT).rstrip("/")
+        parts = urllib.parse.urlsplit(self.endpoint)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise UserError(f"HF_ENDPOINT {self.endpoint!r} is not an http(s) URL")
+        self.token, self.timeout = token, timeout
+        self._redirects = _Redirects(parts.netloc, token)
+        self._opener = urllib.request.build_opener(self._redirects)
+
+    # --- requests ---------------------------------------------------------------------------------
+    def open(self, url: str, headers: dict[str, str] | None = None, what: str = "") -> HTTPResponse:
+        req = urllib.request.Request(url, headers={"User-Agent": USER_AGENT, **(headers or {})})
+        if self.token:
+            req.add_unredirected_header("Authorization", f"Bearer {self.token}")
+        self._redirects.commit = None
+        try:
+            return self._opener.open(req, timeout=self.timeout)
+        except urllib.error.HTTPError as exc:
+            raise self._error(exc, what or url) from None
+        except urllib.error.URLError as exc:
+            raise HubError(f"cannot reach {self.endpoint}: {exc.reason}") from None
+        except (TimeoutError, OSError) as exc:
+            raise HubError(f"cannot reach {self.endpoint}: {exc}") from None
+
+    def commit_of(self, resp: HTTPResponse) -> str | None:
+        """The commit id the hub resolved the revision to, from the last request's answer or redirect."""
+        return resp.headers.get("X-Repo-Commit") or self._redirects.commit
+
+    def _error(self, exc: urllib.error.HTTPError, what: str) -> HubError:
+        code = exc.headers.get("X-Error-Code") if exc.headers else None
+        exc.close()
+        if code == "RepoNotFound" or (exc.code == 401 and code is None):
+            hint = "" if self.token else " (a private or gated one needs HF_TOKEN or --token-file)"
+            return HubError(f"{what}: repository not found on {self.endpoint}{hint}", exc.code, code)
+        if code == "RevisionNotFound":
+            return HubError(f"{what}: revision not found on {self.endpoint}", exc.code, code)
+        if code == "EntryNotFound" or exc.code == 404:
+            return HubError(f"{what}: not found on {self.endpoint}", exc.code, code)
+        if code == "GatedRepo" or exc.code == 403:
+            return HubError(f"{what}: access refused (a gated repository: accept its terms, set HF_TOKEN)")
+        return HubError(f"{what}: the hub answered HTTP {exc.code} {exc.reason}", exc.code, code)
+
+    def url(self, *parts: str, query: str = "") -> str:
+        path = "/".join(urllib.parse.quote(p, safe="/") for p in parts)
+        return f"{self.endpoint}/{path}" + (f"?{query}" if query else "")
+
+    def resolve_url(self, repo: str, path: str, revision: str) -> str:
+        return self.url(repo, "resolve", urllib.parse.quote(revision, safe=""), path)
+
+    # --- API --------------------------------------------------------------------------------------
+    def list_files(self, repo: str, revision: str = "main") -> list[RepoFile]:
+        """Every file of the repository at `revision` (hf_api.list_repo_tree(recursive=True))."""
+        check_repo_id(repo)
+        url: str | None = self.url(
+            "api/models", repo, "tree", urllib.parse.quote(revision, safe=""), query="recursive=true"
+        )
+        files: list[RepoFile] = []
+        for _ in range(MAX_PAGES):
+            if url is None:
+                return files
+            with self.open(url, {"Accept": "application/json"}, what=repo) as resp:
+                body = read_bounded(resp, MAX_LISTING_BYTES, f"the file listing of {repo}")
+                url = next_page(resp.headers.get("Link"), self.endpoint)
+            try:
+                items = untrusted.loads_json(body)
+            except ValueError as exc:
+                raise HubError(f"the hub's file listing of {repo} is not valid JSON ({exc})") from None
+            if not isinstance(items, list):
+                raise HubError(f"the hub's file listing of {repo} is not a list")
+            for item in items:
+                entry = parse_entry(item)
+                if entry is not None:
+                    files.append(entry)
+            if len(files) > MAX_FILES:
+                raise HubError(f"{repo} lists more than {MAX_FILES} files: refused")
+        raise HubError(f"the file listing of {repo} has more than {MAX_PAGES} pages: refused")
+
+
+def parse_entry(item: object) -> RepoFile | None:
+    if not isinstance(item, dict) or item.get("type") != "file":
+        return None
+    path, size = item.get("path"), item.get("size")
+    if not isinstance(path, str) or not isinstance(size, int) or isinstance(size, bool) or size < 0:
+        raise HubError("the hub's file listing has an entry without a path or size")
+    lfs = item.get("lfs")
+    sha = lfs.get("oid") if isinstance(lfs, dict) else None
+    if isinstance(lfs, dict) and isinstance(lfs.get("size"), int):
+        size = lfs["size"]
+    if sha is not None and not (isinstance(sha, str) and re.fullmatch(r"[0-9a-f]{64}", sha)):
+        raise HubError(f"the hub lists a malformed sha256 for {untrusted.valid_text(path)[:200]!r}")
+    return RepoFile(safe_repo_path(path), size, sha)
+
+
+def next_page(link: str | None, endpoint: str) -> str | None:
+    """The `rel="next"` URL of a Link header (huggingface_hub.utils._pagination), on the endpoint's host."""
+    if not link:
+        return None
+    for part in link.split(","):
+        match = re.match(r'\s*<([^>]*)>\s*;\s*rel="?next"?', part)
+        if match:
+            url = urllib.parse.urljoin(endpoint + "/", match.group(1))
+            if urllib.parse.urlsplit(url).netloc != urllib.parse.urlsplit(endpoint).netloc:
+                raise HubError("the hub's listing points its next page at another host: refused")
+            return url
+    return None
+
+
+def read_bounded(resp: HTTPResponse, limit: int, what: str) -> bytes:
+    announced = resp.headers.get("Content-Length")
+    if announced is not None and announced.isdigit() and int(announced) > limit:
+        raise HubError(f"{what} is larger than {untrusted.human_size(limit)}: refused")
+    data = resp.read(limit + 1)
+    if len(data) > limit:
+        raise HubError(f"{what} is larger than {untrusted.human_size(limit)}: refused")
+    return data
+
+
+def store_dir_name(repo: str) -> str:
+    owner, name = check_repo_id(repo).split("/")
+    return f"{owner}__{name}"
+
+
+def join_inside(folder: Path, repo_path: str) -> Path:
+    """folder / repo_path, refusing a name that would leave folder."""
+    target = folder.joinpath(*safe_repo_path(repo_path).split("/"))
+    if not target.resolve().is_relative_to(folder.resolve()):
+        raise HubError(f"{repo_path!r} would be written outside the model store: refused")
+    return target

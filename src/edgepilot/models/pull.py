@@ -1,0 +1,149 @@
+"""`edgepilot pull REPO [FILE] [--best]`: list a hub repository's GGUF files with whether each fits this
+device, or download one (the given FILE, or with --best the largest that fits) into the model store."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from edgepilot.errors import UserError
+from edgepilot.models import store as model_store
+from edgepilot.models.download import Progress, download
+from edgepilot.models.hub import HubClient, RepoFile, check_repo_id
+from edgepilot.models.remote_fit import RemoteFit, plan_remote
+
+SPLIT_RE = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$", re.IGNORECASE)
+
+
+@dataclass
+class Candidate:
+    file: str
+    size: int
+    sha256: str | None
+    fits: bool | None  # None: not planned (reason says why)
+    quant: str | None = None
+    peak_rss_bytes: int | None = None
+    max_ctx: int | None = None
+    reason: str | None = None
+
+
+@dataclass
+class PullResult:
+    repo: str
+    revision: str
+    endpoint: str
+    store: Path
+    candidates: list[Candidate] = field(default_factory=list)  # listed and planned (no FILE given)
+    budget_bytes: int | None = None
+    file: str | None = None  # the file pulled; None when only listing
+    path: Path | None = None
+    size: int | None = None
+    sha256: str | None = None
+    resumed_from: int = 0
+    already_present: bool = False
+    warning: str | None = None
+
+
+def _candidate(f: RepoFile, fit: RemoteFit | None, reason: str | None = None) -> Candidate:
+    if fit is None:
+        return Candidate(f.path, f.size, f.sha256, None, reason=reason)
+    return Candidate(
+        f.path, f.size, f.sha256, fit.fits, fit.quant, fit.peak_rss_bytes, fit.max_ctx, fit.reason or reason
+    )
+
+
+def _pick_file(files: list[RepoFile], wanted: str, repo: str) -> RepoFile:
+    exact = [f for f in files if f.path == wanted]
+    by_name = [f for f in files if f.path.rsplit("/", 1)[-1] == wanted]
+    found = exact or (by_name if len(by_name) == 1 else [])
+    if found:
+        return found[0]
+    ggufs = [f.path for f in files if f.path.lower().endswith(".gguf")]
+    shown = ", ".join(ggufs[:8]) + (", ..." if len(ggufs) > 8 else "")
+    return_hint = f"; its GGUF files: {shown}" if ggufs else "; it has no GGUF files"
+    raise UserError(f"{wanted!r} is not a file of {repo}{return_hint}")
+
+
+def list_candidates(
+    client: HubClient,
+    repo: str,
+    files: list[RepoFile],
+    revision: str,
+    budget_bytes: int | None,
+    root: Path | str,
+    on_stage: Callable[[str], None],
+) -> tuple[list[Candidate], int | None]:
+    ggufs = sorted((f for f in files if f.path.lower().endswith(".gguf")), key=lambda f: f.size)
+    if not ggufs:
+        raise UserError(f"{repo} has no GGUF files (llama.cpp loads .gguf; look for a '-GGUF' repository)")
+    out: list[Candidate] = []
+    budget = None
+    for f in ggufs:
+        split = SPLIT_RE.search(f.path)
+        if split:
+            out.append(_candidate(f, None, f"part {int(split.group(1))} of a split model: not planned"))
+            continue
+        on_stage(f"reading the header of {f.path}")
+        fit = plan_remote(client, repo, f, revision, budget_bytes, root)
+        budget = budget or fit.budget_bytes
+        out.append(_candidate(f, fit))
+    return out, budget
+
+
+def pull(
+    repo: str,
+    file: str | None = None,
+    *,
+    best: bool = False,
+    revision: str = "main",
+    store: str | Path | None = None,
+    budget_bytes: int | None = None,
+    root: Path | str = "/",
+    token: str | None = None,
+    endpoint: str | None = None,
+    progress: Progress | None = None,
+    on_stage: Callable[[str], None] | None = None,
+) -> PullResult:
+    stage = on_stage or (lambda _msg: None)
+    check_repo_id(repo)
+    if file is not None and best:
+        raise UserError("give either FILE or --best, not both")
+    client = HubClient(endpoint, token)
+    folder = model_store.store_path(store)
+    result = PullResult(repo, revision, client.endpoint, folder)
+    result.warning = model_store.storage_warning(folder, root)
+    stage(f"listing {repo}")
+    files = client.list_files(repo, revision)
+    if file is None:
+        result.candidates, result.budget_bytes = list_candidates(
+            client, repo, files, revision, budget_bytes, root, stage
+        )
+        if not best:
+            return result
+        fitting = [c for c in result.candidates if c.fits]
+        if not fitting:
+            planned = [c for c in result.candidates if c.peak_rss_bytes]
+            smallest = min(planned, key=lambda c: c.peak_rss_bytes or 0, default=None)
+            need = f"; the smallest needs {smallest.peak_rss_bytes / 2**20:.0f} MiB" if smallest else ""
+            budget = f" of {result.budget_bytes / 2**20:.0f} MiB" if result.budget_bytes else ""
+            raise UserError(f"no GGUF file of {repo} fits the memory budget{budget}{need}")
+        file = max(fitting, key=lambda c: c.size).file
+    chosen = _pick_file(files, file, repo)
+    target = model_store.target_path(folder, repo, chosen.path)
+    result.file, result.path, result.size = chosen.path, target, chosen.size
+    entry = model_store.find_entry(folder, repo, chosen.path)
+    if (
+        entry is not None
+        and target.is_file()
+        and target.stat().st_size == chosen.size
+        and (chosen.sha256 is None or entry.sha256 == chosen.sha256)
+    ):
+        result.sha256, result.already_present = entry.sha256, True
+        return result
+    stage(f"downloading {chosen.path}")
+    got = download(client, repo, chosen, target, revision, progress)
+    model_store.record(folder, repo, chosen.path, revision, got.commit, got.sha256, got.size)
+    result.sha256, result.resumed_from = got.sha256, got.resumed_from
+    return result

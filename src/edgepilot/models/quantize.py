@@ -1,0 +1,222 @@
+"""`edgepilot quantize`: llama.cpp's quantizer (llama_model_quantize, src/llama-quant.cpp) in this process.
+
+A source that is already quantized cannot give better variants than itself. Where no F16/BF16/F32 source
+exists, a reference is made first: the shipped model dequantized to F16 by the same quantizer (ftype
+MOSTLY_F16 with allow_requantize: every quantized tensor goes through its type's to_float and is written as
+F16; 1-D tensors stay F32). It holds that model's values (rounded to F16: the relative error per weight is at
+most 2^-11), and every variant is quantized from it. The reference records its origin in its own metadata
+(`edgepilot.reference.source`), which `compare` shows.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from edgepilot.device.process import allowed_cpus
+from edgepilot.errors import UserError
+from edgepilot.model.gguf_header import read_header
+from edgepilot.model.gguf_info import file_type_name
+from edgepilot.model.resolve import resolve_model
+
+REFERENCE_KEY = "edgepilot.reference.source"
+PRECISE_TYPES = {"F32", "F16", "BF16"}  # a source in one of these is its own reference
+_TAG = re.compile(r"[-_.](?:[IT]?Q\d\w*|F16|F32|BF16|MXFP4\w*)$", re.IGNORECASE)
+
+
+def quant_types() -> dict[str, int]:
+    """Type name (as llama-quantize spells it: Q4_K_M, IQ4_XS, F16) -> llama_ftype, from llama-cpp-python's
+    constants for the vendored llama.h."""
+    import llama_cpp
+
+    names = {"F32": llama_cpp.LLAMA_FTYPE_ALL_F32}
+    for key, value in vars(llama_cpp).items():
+        if key.startswith("LLAMA_FTYPE_MOSTLY_") and isinstance(value, int):
+            names[key.removeprefix("LLAMA_FTYPE_MOSTLY_")] = value
+    return names
+
+
+def parse_types(text: str) -> list[str]:
+    """`Q4_K_M,q3_k_m` -> ["Q4_K_M", "Q3_K_M"]; a UserError naming the valid types for an unknown one."""
+    known = quant_types()
+    wanted = [t.strip().upper() for t in text.split(",") if t.strip()]
+    if not wanted:
+        raise UserError("--to needs at least one type, e.g. --to Q4_K_M,Q3_K_M")
+    bad = [t for t in wanted if t not in known]
+    if bad:
+        raise UserError(f"unknown quantization type {bad[0]}; valid types: {', '.join(sorted(known))}")
+    return list(dict.fromkeys(wanted))
+
+
+@dataclass
+class Variant:
+    type: str
+    path: str
+    file_bytes: int
+    bits_per_weight: float
+    seconds: float
+    fallback_tensors: int = 0  # tensors whose row length does not fit the type's block: another type
+
+
+@dataclass
+class QuantizeResult:
+    source: str
+    source_type: str | None
+    reference: str | None  # the F16 made from a quantized source, None when the source is F16/F32/BF16
+    reference_note: str | None
+    variants: list[Variant] = field(default_factory=list)
+    imatrix: str | None = None
+
+
+def output_stem(path: Path) -> str:
+    """The model's name without its quantization tag: gemma-3-270m-q4_k_m.gguf -> gemma-3-270m."""
+    stem = path.name.removesuffix(".gguf")
+    return _TAG.sub("", stem) or stem
+
+
+def bits_per_weight(path: Path) -> float:
+    header = read_header(path)
+    weights = sum(t.n_elements for t in header.tensors)
+    data = sum(t.n_bytes or 0 for t in header.tensors)
+    return 8 * data / weights if weights else 0.0
+
+
+def describe_source(path: Path) -> tuple[str | None, str | None]:
+    """(file type name, the reference's recorded origin if this file is a reference edgepilot made)."""
+    header = read_header(path)
+    origin = header.metadata.get(REFERENCE_KEY)
+    return file_type_name(header.metadata.get("general.file_type")), origin if isinstance(
+        origin, str
+    ) else None
+
+
+def _overrides(items: dict[str, str]) -> ctypes.Array:
+    import llama_cpp
+
+    array = (llama_cpp.llama_model_kv_override * (len(items) + 1))()  # zeroed: the last one ends the list
+    for slot, (key, value) in zip(array, items.items(), strict=False):
+        slot.tag = llama_cpp.LLAMA_KV_OVERRIDE_TYPE_STR
+        slot.key = key.encode()[:127]
+        slot.value.val_str = value.encode()[:127]
+    return array
+
+
+def run_quantizer(
+    source: Path,
+    target: Path,
+    ftype: int,
+    threads: int,
+    requantize: bool,
+    metadata: dict[str, str] | None = None,
+    imatrix: ctypes.Array | None = None,
+) -> int:
+    """llama_model_quantize into target (written as target.part, renamed when complete); returns the number
+    of fallback tensors llama.cpp reported. A UserError with llama.cpp's reason on failure."""
+    import llama_cpp
+
+    from edgepilot.engine import llama_log
+    from edgepilot.engine.inprocess import init_backend
+
+    init_backend(False)
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype = ftype
+    params.nthread = threads
+    params.allow_requantize = requantize
+    keep = _overrides(metadata) if metadata else None
+    if keep is not None:
+        params.kv_overrides = ctypes.cast(keep, type(params.kv_overrides))
+    if imatrix is not None:
+        params.imatrix = ctypes.cast(imatrix, type(params.imatrix))
+    part = target.with_name(target.name + ".part")
+    start = llama_log.mark()
+    try:
+        rc = llama_cpp.llama_model_quantize(str(source).encode(), str(part).encode(), ctypes.byref(params))
+        log = llama_log.lines_since(start)
+        if rc != 0:
+            reason = next(
+                (ln.split("failed to quantize:", 1)[1] for ln in log if "failed to quantize:" in ln), ""
+            )
+            raise UserError(f"llama.cpp could not quantize {source.name}: {reason.strip() or f'error {rc}'}")
+        os.replace(part, target)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            part.unlink()
+    found = [re.search(r"WARNING: (\d+) of \d+ tensor\(s\) required fallback", ln) for ln in log]
+    return next((int(m.group(1)) for m in found if m), 0)
+
+
+def _check_free(targets: list[Path], force: bool) -> None:
+    existing = [p for p in targets if p.exists() or p.is_symlink()]
+    if existing and not force:
+        raise UserError(
+            f"{existing[0]} exists; remove it, choose another --out or add --force to overwrite it"
+        )
+
+
+def quantize_model(
+    model: str,
+    types: list[str],
+    out_dir: str | None = None,
+    imatrix_file: str | None = None,
+    threads: int | None = None,
+    force: bool = False,
+    on_progress: Callable[[str], None] | None = None,
+) -> QuantizeResult:
+    say = on_progress or (lambda _msg: None)
+    ftypes = quant_types()
+    unknown = [t for t in types if t not in ftypes]
+    if unknown:
+        raise UserError(f"unknown quantization type {unknown[0]}; valid types: {', '.join(sorted(ftypes))}")
+    source = resolve_model(model)
+    out = Path(out_dir).expanduser() if out_dir else source.parent
+    if not out.is_dir():
+        raise UserError(f"--out {out} is not a directory")
+    if not os.access(out, os.W_OK):
+        raise UserError(f"--out {out} is not writable; choose another directory with --out")
+    if threads is not None and not 1 <= threads <= 1024:
+        raise UserError(f"--threads {threads}: out of range (1 to 1024)")
+    n_threads = threads or len(allowed_cpus())
+    stem = output_stem(source)
+    source_type, _origin = describe_source(source)
+    need_reference = (source_type or "").upper() not in PRECISE_TYPES
+    reference = out / f"{stem}-F16.gguf" if need_reference else None
+    targets = [out / f"{stem}-{t}.gguf" for t in types]
+    _check_free(([reference] if reference else []) + targets, force)
+    imatrix = None
+    if imatrix_file is not None:
+        from edgepilot.models.quantize_imatrix import load_imatrix
+
+        imatrix = load_imatrix(imatrix_file)
+    result = QuantizeResult(str(source), source_type, str(reference) if reference else None, None)
+    result.imatrix = imatrix_file
+    base = source
+    if reference is not None:
+        note = (
+            f"{source.name} ({source_type}) dequantized to F16: exactly that model's values, rounded to F16"
+        )
+        say(f"reference: {note}")
+        t0 = time.perf_counter()
+        run_quantizer(source, reference, ftypes["F16"], n_threads, True, {REFERENCE_KEY: note})
+        seconds = time.perf_counter() - t0
+        say(f"  {reference.name}: {reference.stat().st_size / 2**20:.1f} MiB in {seconds:.1f} s")
+        result.reference_note = f"reference = {note}"
+        base = reference
+    for i, (name, target) in enumerate(zip(types, targets, strict=True), 1):
+        say(f"[{i}/{len(types)}] {name} from {base.name}")
+        t0 = time.perf_counter()
+        fallback = run_quantizer(
+            base, target, ftypes[name], n_threads, True, imatrix=imatrix.array if imatrix else None
+        )
+        seconds = time.perf_counter() - t0
+        size = target.stat().st_size
+        say(f"  {target.name}: {size / 2**20:.1f} MiB in {seconds:.1f} s")
+        result.variants.append(
+            Variant(name, str(target), size, round(bits_per_weight(target), 3), seconds, fallback)
+        )
+    return result

@@ -1,0 +1,59 @@
+"""`serve --engine llama-server`: llama.cpp's own server as the worker, behind the same front and watchdog.
+
+llama-server listens on the supervisor's private Unix socket (its --host takes a path ending in .sock), so
+nothing but edgepilot's front is on the network: the front keeps the bind, API-key and hostile-input rules,
+and the watchdog starts it, diagnoses its deaths with the doctor and restarts it, as it does edgepilot's own
+worker.
+With --rpc it drives llama.cpp's RPC backend: the layers go to the helpers' rpc-servers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from edgepilot.engine.native_tools import find_tool
+from edgepilot.plan.commands import llama_cpp_command
+from edgepilot.plan.settings import EngineSettings
+
+ENGINES = ("inprocess", "llama-server")
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:  # runs in the child before exec: SIGTERM when the supervisor dies
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+@dataclass
+class NativeLaunch:
+    """What the watchdog needs to start a llama-server worker (the same fields as serve.watchdog.Launch)."""
+
+    model: Path
+    model_name: str
+    socket_path: str
+    max_tokens: int
+    cpus: list[int] | None = None
+    verbose: bool = False
+    prompt_cpus: list[int] | None = None
+    rpc: list[str] = field(default_factory=list)
+    tensor_split: list[float] = field(default_factory=list)
+    cache_reuse: int | None = None
+    tool: str = field(default_factory=lambda: str(find_tool("llama-server")))
+    env: dict[str, str] = field(default_factory=lambda: dict(os.environ, GGML_NO_BACKTRACE="1"))
+    preexec = staticmethod(_die_with_parent)
+
+    def argv(self, settings: EngineSettings) -> list[str]:
+        extra = ["--host", self.socket_path, "-np", "1", "-n", str(self.max_tokens), "--no-webui"]
+        extra += ["-a", self.model_name]
+        if self.cache_reuse is not None:
+            extra += ["--cache-reuse", str(self.cache_reuse)]
+        if self.rpc:
+            extra += ["--rpc", ",".join(self.rpc), "-ngl", "999"]
+        if self.tensor_split:
+            extra += ["--tensor-split", ",".join(f"{v:g}" for v in self.tensor_split)]
+        return llama_cpp_command(self.model, settings, self.tool, self.cpus, self.prompt_cpus, extra)

@@ -1,0 +1,144 @@
+"""The cluster plan and the rpc-server command: llama.cpp's layer mapping, budgets, the commands printed, and
+bad input (one line, exit 2)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from edgepilot.cluster.split import assign, llama_split
+
+MiB = 1 << 20
+EDGEPILOT = [sys.executable, "-m", "edgepilot"]
+DEVICES = Path(__file__).resolve().parents[1] / "devices"
+
+
+def llama_cpp_assign(split: list[float], n_layer: int) -> list[int]:
+    """llama-model.cpp's own arithmetic, in float32 as it does it (upper_bound over normalized sums)."""
+    sums = np.cumsum(np.array(split, dtype=np.float32), dtype=np.float32)
+    splits = sums / np.float32(sums[-1])
+    act = n_layer + 1
+    out = []
+    for il in range(act):
+        x = np.float32(il) / np.float32(act)
+        out.append(min(int(np.searchsorted(splits, x, side="right")), len(split) - 1))
+    return out
+
+
+@pytest.mark.parametrize("n_layer", [17, 24, 30, 61, 80])
+def test_the_split_gives_each_device_exactly_its_layer_count(n_layer):
+    rng = np.random.default_rng(n_layer)
+    for _ in range(200):
+        n_dev = int(rng.integers(2, 5))
+        cuts = sorted(rng.choice(np.arange(1, n_layer + 1), n_dev - 1, replace=False))
+        counts = np.diff([0, *cuts, n_layer + 1]).tolist()
+        split = llama_split(counts)
+        got = llama_cpp_assign(split, n_layer)
+        assert [got.count(j) for j in range(n_dev)] == counts, (counts, split)
+        assert got == assign(split, n_layer)
+
+
+def test_plan_fits_the_sum_not_one_helper_and_prints_commands(cli_app, smollm_path):
+    from click.testing import CliRunner
+
+    args = ["cluster", "plan", str(smollm_path), "--ctx", "512", "--json"]
+    helpers = ["--helper", "127.0.0.1:50052=48MiB", "--helper", "10.0.0.7:50052=72MiB"]
+    result = CliRunner().invoke(cli_app, args + helpers)
+    assert result.exit_code == 0, result.output
+    plan = json.loads(result.output)
+    assert plan["fits"] is True
+    shares = plan["helpers"]
+    assert [s["name"] for s in shares] == ["127.0.0.1:50052", "10.0.0.7:50052"]
+    assert shares[0]["first_layer"] == 0 and shares[-1]["end_layer"] == plan["n_layer"] + 1
+    assert all(s["predicted_peak_bytes"] <= s["budget_bytes"] for s in shares)
+    main = plan["main_command"]
+    assert main[main.index("--rpc") + 1] == "127.0.0.1:50052,10.0.0.7:50052"
+    assert "--tensor-split" in main and main[main.index("-c") + 1] == "512"
+    assert plan["helper_commands"][1][-2:] == ["--host", "10.0.0.7"]
+
+    alone = CliRunner().invoke(cli_app, [*args, "--helper", "127.0.0.1:50052=72MiB"])
+    assert json.loads(alone.output)["fits"] is False
+
+
+def test_a_helper_given_as_a_device_tree_gets_that_devices_budget(cli_app, smollm_path):
+    from click.testing import CliRunner
+
+    root = DEVICES / "raspberry-pi5"
+    args = ["cluster", "plan", str(smollm_path), "--json", "--helper", f"127.0.0.1:50052={root}"]
+    result = CliRunner().invoke(cli_app, args)
+    assert result.exit_code == 0, result.output
+    share = json.loads(result.output)["helpers"][0]
+    assert share["budget_bytes"] > 1 << 30 and share["end_layer"] == share["first_layer"] + 31
+
+
+@pytest.mark.parametrize(
+    "helper, message",
+    [
+        ("127.0.0.1=1GiB", "HOST:PORT=BUDGET"),
+        ("127.0.0.1:99999=1GiB", "HOST:PORT=BUDGET"),
+        ("127.0.0.1:50052", "HOST:PORT=BUDGET"),
+        ("127.0.0.1:50052=lots", "lots"),
+    ],
+)
+def test_bad_helper_is_one_line_exit_2(cli_app, smollm_path, helper, message):
+    from click.testing import CliRunner
+
+    result = CliRunner().invoke(cli_app, ["cluster", "plan", str(smollm_path), "--helper", helper])
+    assert result.exit_code == 2 and message in result.output and "Traceback" not in result.output
+
+
+def test_rpc_server_on_a_network_address_warns_and_offers_the_tunnel(rpc_server_tool):
+    out = subprocess.run(
+        [*EDGEPILOT, "rpc-server", "--host", "0.0.0.0", "--port", "50999", "--dry-run"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "NO authentication" in out.stderr and "#25289" in out.stderr
+    assert "ssh -N -L 50999:127.0.0.1:50999" in out.stderr
+    assert out.stdout.split()[1:] == ["--host", "0.0.0.0", "--port", "50999"]
+    quiet = subprocess.run(
+        [*EDGEPILOT, "rpc-server", "--dry-run"], capture_output=True, text=True, timeout=60
+    )
+    assert quiet.returncode == 0 and "authentication" not in quiet.stderr
+    assert quiet.stdout.split()[1:] == ["--host", "127.0.0.1", "--port", "50052"]
+
+
+def test_rpc_server_runs_on_loopback_by_default(rpc_server_tool, tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [*EDGEPILOT, "rpc-server", "--port", str(port), "--threads", "1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        import time
+
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        listening = Path("/proc/net/tcp").read_text()
+        assert f"0100007F:{port:04X}" in listening  # bound to 127.0.0.1, not 0.0.0.0
+    finally:
+        proc.kill()
+        proc.wait(10)
+
+
+@pytest.mark.parametrize("flags", [["--port", "0"], ["--threads", "0"]])
+def test_rpc_server_bad_input_is_one_line_exit_2(flags, rpc_server_tool):
+    out = subprocess.run([*EDGEPILOT, "rpc-server", *flags], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr

@@ -1,0 +1,24 @@
+"""A local hub serving real GGUF files: SmolLM2 135M and the bundled Gemma 3 270M (downloadable), and the 7B
+header padded to its full size (listed and planned from its header, never downloaded)."""
+
+from __future__ import annotations
+
+import pytest
+from hubserver import BIG, GEMMA, REPO, SMOL, Hub, HubFile, start
+
+
+@pytest.fixture
+def hub(smollm_path, gemma_path, model_7b_file, monkeypatch, tmp_path):
+    files = {
+        SMOL: HubFile(smollm_path),
+        GEMMA: HubFile(gemma_path),
+        BIG: HubFile(model_7b_file, sha256="ab" * 32),
+    }
+    state = Hub(repos={REPO: files})
+    server, url = start(state)
+    monkeypatch.setenv("HF_ENDPOINT", url)
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.setenv("EDGEPILOT_MODELS_DIR", str(tmp_path / "store"))
+    yield state
+    server.shutdown()
+    server.server_close()

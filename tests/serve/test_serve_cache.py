@@ -1,0 +1,57 @@
+"""The server keeps the last request's KV cache: the next chat turn of a conversation processes only what is
+new (usage.prompt_tokens_details.cached_tokens, the status page), and a conversation longer than the
+context (512 here) is answered with its oldest turns dropped and a note."""
+
+from __future__ import annotations
+
+import json
+
+SYSTEM = {"role": "system", "content": "You answer briefly."}
+
+
+def chat(served, messages, max_tokens=8):
+    code, headers, body = served.request(
+        "POST",
+        "/v1/chat/completions",
+        {"messages": messages, "max_tokens": max_tokens, "temperature": 0},
+        served.auth(),
+    )
+    assert code == 200, body
+    return headers, json.loads(body)
+
+
+def test_next_turn_reuses_the_cached_prefix(served):
+    first = [SYSTEM, {"role": "user", "content": "Name a large animal that lives in the sea."}]
+    _, one = chat(served, first)
+    reply = one["choices"][0]["message"]["content"]
+    following = [
+        *first,
+        {"role": "assistant", "content": reply},
+        {"role": "user", "content": "And a small one?"},
+    ]
+    _, two = chat(served, following)
+    usage = two["usage"]
+    cached = usage["prompt_tokens_details"]["cached_tokens"]
+    assert cached >= one["usage"]["prompt_tokens"], (one["usage"], usage)
+    assert usage["prompt_tokens"] - cached < 30  # only the new turn was processed
+    assert two["timings"]["cache_n"] == cached
+    engine = served.status()["engine"]
+    assert engine["last_cached_tokens"] == cached and engine["cached_tokens"] >= cached
+
+
+def test_overflowing_conversation_drops_old_turns_with_a_note(served):
+    filler = "Tell me about the history of bread, from the first flatbreads to modern bakeries. " * 3
+    messages = [SYSTEM]
+    for i in range(8):  # about 8 x 60 tokens of history: more than the 512-token context
+        messages += [{"role": "user", "content": f"{i}. {filler}"}, {"role": "assistant", "content": filler}]
+    messages.append({"role": "user", "content": "Say hello."})
+    headers, body = chat(served, messages)
+    assert body["choices"][0]["message"]["content"] is not None
+    assert body["usage"]["prompt_tokens"] < 512
+    assert any("context full: dropped" in n for n in body["notes"]), body
+    assert "context full" in headers["x-edgepilot-note"]
+    # a raw completion that does not fit is still refused clearly
+    code, _, raw = served.request(
+        "POST", "/v1/completions", {"prompt": filler * 10, "max_tokens": 4}, served.auth()
+    )
+    assert code == 400 and json.loads(raw)["error"]["code"] == "context_length_exceeded"
