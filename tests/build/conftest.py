@@ -25,3 +25,23 @@ def native_build():
             pytest.fail(f"{REQUIRE_ENV}=1 but {problem}")
         pytest.skip(problem)
     return planned
+
+
+@pytest.fixture(scope="session")
+def aarch64_build():
+    """`edgepilot build --target aarch64` (a phone's tools cross-built here); CI builds it and requires it."""
+    import shutil
+
+    from edgepilot.build.builder import build_tools
+
+    planned = build_tools("aarch64", print_only=True)
+    problem = None
+    if not planned.cached:
+        problem = "the aarch64 tools are not built here: run `edgepilot build --target aarch64`"
+    elif not shutil.which("qemu-aarch64-static"):
+        problem = "qemu-aarch64-static is missing (apt-get install qemu-user-static)"
+    if problem:
+        if os.environ.get(REQUIRE_ENV) == "1":
+            pytest.fail(f"{REQUIRE_ENV}=1 but {problem}")
+        pytest.skip(problem)
+    return planned
