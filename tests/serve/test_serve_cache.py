@@ -5,6 +5,9 @@ context (512 here) is answered with its oldest turns dropped and a note."""
 from __future__ import annotations
 
 import json
+import time
+
+from edgepilot.serve.front import STATS_TTL
 
 SYSTEM = {"role": "system", "content": "You answer briefly."}
 
@@ -35,6 +38,9 @@ def test_next_turn_reuses_the_cached_prefix(served):
     assert cached >= one["usage"]["prompt_tokens"], (one["usage"], usage)
     assert usage["prompt_tokens"] - cached < 30  # only the new turn was processed
     assert two["timings"]["cache_n"] == cached
+    # the status page caches the worker's figures for STATS_TTL (1 s): a status read just before may show
+    # the previous request's still, so wait past it
+    time.sleep(STATS_TTL + 0.1)
     engine = served.status()["engine"]
     assert engine["last_cached_tokens"] == cached and engine["cached_tokens"] >= cached
 

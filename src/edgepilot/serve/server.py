@@ -240,29 +240,23 @@ class Supervisor:
             tempfile.mkdtemp(prefix="edgepilot-serve-")
         )  # 0700: the worker's socket is ours alone
         socket_path = str(sock_dir / "worker.sock")
-        launch: Launch | NativeLaunch = Launch(
-            plan.model,
-            plan.model.name,
-            socket_path,
-            config.max_tokens,
-            plan.cpus,
-            config.verbose,
+        common = dict(
+            model=plan.model,
+            model_name=plan.model.name,
+            socket_path=socket_path,
+            max_tokens=config.max_tokens,
+            cpus=plan.cpus,
+            verbose=config.verbose,
             prompt_cpus=plan.prompt_cpus,
-            cache_reuse=config.cache_reuse,
         )
+        launch: Launch | NativeLaunch
         if self.native is not None:
+            native = self.native
             launch = NativeLaunch(
-                plan.model,
-                plan.model.name,
-                socket_path,
-                config.max_tokens,
-                plan.cpus,
-                config.verbose,
-                prompt_cpus=plan.prompt_cpus,
-                rpc=self.native.rpc,
-                tensor_split=self.native.tensor_split,
-                cache_reuse=self.native.cache_reuse,
+                **common, rpc=native.rpc, tensor_split=native.tensor_split, cache_reuse=native.cache_reuse
             )
+        else:
+            launch = Launch(**common, cache_reuse=config.cache_reuse)
         watchdog = Watchdog(
             launch,
             plan.settings,
