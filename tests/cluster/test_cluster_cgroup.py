@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import threading
 import time
 from pathlib import Path
 
 import pytest
+from netkit import free_port, wait_listening
 from servekit import start_server
 
 from edgepilot.doctor.cgroup import MemoryLimit, cgroup_problem
@@ -23,24 +23,6 @@ BUDGETS = [48 * MiB, 48 * MiB, 72 * MiB]  # SmolLM2 135M Q4_1 at ctx 512 needs ~
 CTX = 512
 problem = cgroup_problem()
 pytestmark = pytest.mark.skipif(problem is not None, reason=problem or "")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_listening(port: int, proc: subprocess.Popen, timeout: float = 20) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, f"rpc-server on {port} exited with {proc.returncode}"
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
-                return
-        except OSError:
-            time.sleep(0.1)
-    raise AssertionError(f"rpc-server on {port} is not listening after {timeout} s")
 
 
 def _vmhwm(pid: int) -> int:
@@ -54,7 +36,7 @@ def test_three_small_helpers_serve_a_model_none_holds_alone(tmp_path, smollm_pat
     from edgepilot.cluster.plan import Helper, plan_cluster
     from edgepilot.cluster.rpc_server import rpc_server_command
 
-    ports = [_free_port() for _ in BUDGETS]
+    ports = [free_port() for _ in BUDGETS]
     helpers = [Helper("127.0.0.1", p, b) for p, b in zip(ports, BUDGETS, strict=True)]
     plan = plan_cluster(str(smollm_path), helpers, n_ctx=CTX)
     assert plan.fits and all(s.fits for s in plan.helpers)
@@ -75,7 +57,7 @@ def test_three_small_helpers_serve_a_model_none_holds_alone(tmp_path, smollm_pat
                 )
             )
         for p, proc in zip(ports, procs, strict=True):
-            _wait_listening(p, proc)
+            wait_listening(p, proc)
 
         split = ",".join(f"{v:g}" for v in plan.tensor_split)
         served = start_server(

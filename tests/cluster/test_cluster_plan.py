@@ -4,13 +4,13 @@ bad input (one line, exit 2)."""
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from netkit import free_port, wait_listening
 
 from edgepilot.cluster.split import assign, llama_split
 
@@ -112,9 +112,7 @@ def test_rpc_server_on_a_network_address_warns_and_offers_the_tunnel(rpc_server_
 
 
 def test_rpc_server_runs_on_loopback_by_default(rpc_server_tool, tmp_path):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     proc = subprocess.Popen(
         [*EDGEPILOT, "rpc-server", "--port", str(port), "--threads", "1"],
         stdout=subprocess.PIPE,
@@ -122,15 +120,7 @@ def test_rpc_server_runs_on_loopback_by_default(rpc_server_tool, tmp_path):
         text=True,
     )
     try:
-        import time
-
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.1)
+        wait_listening(port, proc, timeout=30)
         listening = Path("/proc/net/tcp").read_text()
         assert f"0100007F:{port:04X}" in listening  # bound to 127.0.0.1, not 0.0.0.0
     finally:

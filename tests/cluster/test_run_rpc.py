@@ -3,34 +3,28 @@ mid-generation ends the run with the doctor's cause (exit 2), not a hang."""
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
-import time
 
 import pytest
+from netkit import free_port, wait_listening
 
 EDGEPILOT = [sys.executable, "-m", "edgepilot"]
 
 
 def _helper(tool) -> tuple[subprocess.Popen, int]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     proc = subprocess.Popen(
         [str(tool), "--host", "127.0.0.1", "--port", str(port), "--threads", "1"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return proc, port
-        except OSError:
-            time.sleep(0.1)
-    proc.kill()
-    raise AssertionError("rpc-server did not listen")
+    try:
+        wait_listening(port, proc)
+    except AssertionError:
+        proc.kill()
+        raise
+    return proc, port
 
 
 @pytest.fixture

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from netkit import free_port, wait_listening
 from servekit import start_server
 
 
@@ -60,12 +60,6 @@ def test_llama_server_answers_behind_the_front_and_a_killed_child_is_diagnosed(
     assert not os.path.exists(f"/proc/{pid}")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _serve_rpc(model: Path, rpc: str) -> subprocess.CompletedProcess[str]:
     cmd = [
         sys.executable,
@@ -84,7 +78,7 @@ def _serve_rpc(model: Path, rpc: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_serve_rpc_to_a_helper_that_is_not_there_stops_with_the_diagnosis(smollm_path, llama_server_tool):
-    out = _serve_rpc(smollm_path, f"127.0.0.1:{_free_port()}")
+    out = _serve_rpc(smollm_path, f"127.0.0.1:{free_port()}")
     assert out.returncode == 2, out.stderr
     last = out.stderr.strip().splitlines()[-1]
     assert "could not be reached" in last and "rpc-server" in last, out.stderr
@@ -92,16 +86,10 @@ def test_serve_rpc_to_a_helper_that_is_not_there_stops_with_the_diagnosis(smollm
 
 
 def test_serve_rpc_to_a_helper_of_another_protocol_version_says_so(smollm_path, llama_server_tool):
-    port = _free_port()
+    port = free_port()
     helper = subprocess.Popen([sys.executable, str(Path(__file__).with_name("old_helper.py")), str(port)])
     try:
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.1)
+        wait_listening(port, helper)
         out = _serve_rpc(smollm_path, f"127.0.0.1:{port}")
     finally:
         helper.kill()
