@@ -14,11 +14,11 @@ import ctypes
 import os
 import signal
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from edgepilot.engine.native_tools import find_tool
 from edgepilot.plan.commands import llama_cpp_command
 from edgepilot.plan.settings import EngineSettings
+from edgepilot.serve.launch import WorkerLaunch
 
 ENGINES = ("inprocess", "llama-server")
 PR_SET_PDEATHSIG = 1
@@ -30,16 +30,9 @@ def _die_with_parent() -> None:  # runs in the child before exec: SIGTERM when t
 
 
 @dataclass
-class NativeLaunch:
-    """What the watchdog needs to start a llama-server worker (the same fields as serve.watchdog.Launch)."""
+class NativeLaunch(WorkerLaunch):
+    """What the watchdog needs to start a llama-server worker."""
 
-    model: Path
-    model_name: str
-    socket_path: str
-    max_tokens: int
-    cpus: list[int] | None = None
-    verbose: bool = False
-    prompt_cpus: list[int] | None = None
     rpc: list[str] = field(default_factory=list)
     tensor_split: list[float] = field(default_factory=list)
     cache_reuse: int | None = None

@@ -20,7 +20,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
@@ -28,6 +28,7 @@ from edgepilot.device import fs
 from edgepilot.plan.requested import as_requested
 from edgepilot.plan.settings import EngineSettings
 from edgepilot.serve.context_policy import GROW_CHECK_SECONDS, GrowthPolicy, after_memory_returns
+from edgepilot.serve.launch import Launch
 from edgepilot.serve.planning import MEMORY_CAUSES, MIN_CTX, after_memory_kill
 from edgepilot.serve.proxy import probe_health
 from edgepilot.serve.state import Death, Pressure, ServerState, WorkerInfo
@@ -42,36 +43,6 @@ STOP_GRACE = 5.0
 MAX_FAILED_STARTS = 4  # starts in a row that never answered
 STABLE_SECONDS = 60.0  # a worker up this long resets the back-off
 HEAD_LINES, TAIL_LINES = 200, 400
-
-
-@dataclass
-class Launch:
-    model: Path
-    model_name: str
-    socket_path: str
-    max_tokens: int
-    cpus: list[int] | None = None
-    verbose: bool = False
-    prompt_cpus: list[int] | None = None
-    cache_reuse: bool = True
-    python: str = field(default_factory=lambda: sys.executable)
-
-    def argv(self, settings: EngineSettings) -> list[str]:
-        import json
-
-        args = [self.python, "-m", "edgepilot.serve.worker", "--socket", self.socket_path]
-        args += ["--model", str(self.model), "--model-name", self.model_name]
-        args += ["--settings", json.dumps(asdict(settings)), "--max-tokens", str(self.max_tokens)]
-        args += ["--parent", str(os.getpid())]
-        if self.cpus:
-            args += ["--cpus", ",".join(map(str, self.cpus))]
-        if self.cpus and self.prompt_cpus:
-            args += ["--prompt-cpus", ",".join(map(str, self.prompt_cpus))]
-        if self.verbose:
-            args.append("--verbose")
-        if not self.cache_reuse:
-            args.append("--no-cache-reuse")
-        return args
 
 
 class OutputRing:

@@ -1,0 +1,48 @@
+"""What each serve worker is started with: the model, its private socket, its CPUs, and its command line."""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from edgepilot.plan.settings import EngineSettings
+
+
+@dataclass
+class WorkerLaunch:
+    """What every worker the watchdog starts is given: the model, its private socket, its CPUs."""
+
+    model: Path
+    model_name: str
+    socket_path: str
+    max_tokens: int
+    cpus: list[int] | None = None
+    verbose: bool = False
+    prompt_cpus: list[int] | None = None
+
+
+@dataclass
+class Launch(WorkerLaunch):
+    """edgepilot's own worker (the in-process engine in a child process)."""
+
+    cache_reuse: bool = True
+    python: str = field(default_factory=lambda: sys.executable)
+
+    def argv(self, settings: EngineSettings) -> list[str]:
+        import json
+
+        args = [self.python, "-m", "edgepilot.serve.worker", "--socket", self.socket_path]
+        args += ["--model", str(self.model), "--model-name", self.model_name]
+        args += ["--settings", json.dumps(asdict(settings)), "--max-tokens", str(self.max_tokens)]
+        args += ["--parent", str(os.getpid())]
+        if self.cpus:
+            args += ["--cpus", ",".join(map(str, self.cpus))]
+        if self.cpus and self.prompt_cpus:
+            args += ["--prompt-cpus", ",".join(map(str, self.prompt_cpus))]
+        if self.verbose:
+            args.append("--verbose")
+        if not self.cache_reuse:
+            args.append("--no-cache-reuse")
+        return args
