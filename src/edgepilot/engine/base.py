@@ -56,6 +56,29 @@ class LoadInfo:
     log: list[str] = field(default_factory=list)
 
 
+@dataclass
+class TurnStats:
+    n_prompt: int  # the whole prompt, in tokens
+    n_prompt_new: int  # processed this turn
+    n_reused: int  # kept from the KV cache
+    n_gen: int
+    ttft_seconds: float  # from the turn's start to the first token's logits (cache trim + prompt processing)
+    prompt_seconds: float
+    gen_seconds: float
+    gen_tps: float
+    prompt_tps: float
+    stopped_by: str
+    reuse_note: str = ""  # why the cache could not be reused, when it could not
+
+
+def common_prefix(a: list[int], b: list[int]) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
 class Engine(Protocol):
     """One model + one context with fixed settings; a context manager that frees them."""
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from edgepilot.engine.native_tools import (
     PINNED_BINDING,
@@ -138,4 +138,16 @@ def open_engine(
         return LlamaEngine(model, settings, verbose=verbose)
     from edgepilot.engine.server_engine import ServerEngine
 
-    return ServerEngine(model, settings, verbose=verbose, cpus=cpus, prompt_cpus=prompt_cpus, tool=Path(info.path or ""))
+    tool = Path(info.path) if info.path else None
+    return ServerEngine(model, settings, verbose=verbose, cpus=cpus, prompt_cpus=prompt_cpus, tool=tool)
+
+
+def open_session(engine: Engine, reuse: bool = True) -> Any:
+    """The engine's multi-turn KV cache: only what is new in each prompt is processed."""
+    if engine.kind == "inprocess":
+        from edgepilot.engine.session import KVSession
+
+        return KVSession(engine, reuse=reuse)  # type: ignore[arg-type]
+    from edgepilot.engine.server_engine import ServerSession
+
+    return ServerSession(engine, reuse=reuse)  # type: ignore[arg-type]

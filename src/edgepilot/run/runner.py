@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from edgepilot.device.process import peak_rss_bytes
-from edgepilot.engine.inprocess import LlamaEngine
+from edgepilot.engine.choice import EngineInfo, choose_engine, open_engine
 from edgepilot.engine.preload import Preload, preload, skip_reason
 from edgepilot.engine.sampling import SamplerSettings
 from edgepilot.errors import UserError
@@ -43,6 +42,7 @@ class RunResult:
     ttft_ms: float | None = None
     preload: Preload | None = None  # the page-cache warm-up before loading (None: off or skipped)
     preload_skipped: str | None = None  # why it did not run, when it was asked for
+    engine: EngineInfo | None = None  # which llama.cpp ran it (in-process or its own programs)
     llama_log: list[str] = field(default_factory=list, repr=False, metadata={"json": False})
 
 
@@ -72,10 +72,13 @@ def run_model(
     budget_bytes: int | None = None,
     warm: bool = True,
     on_preload: Callable[[int, int], None] | None = None,
+    engine: str | None = None,
 ) -> RunResult:
-    """warm: read the model into the page cache before loading it, when it fits memory (engine.preload)."""
+    """warm: read the model into the page cache before loading it, when it fits memory (engine.preload).
+    engine: "auto", "inprocess" or "tools" (engine.choice)."""
     if n_predict < 0:
         raise UserError("-n must be 0 or more")
+    info = choose_engine(engine)
     stage = on_stage or (lambda _msg: None)
     stage("locating model")
     path = resolve_model(model)
@@ -100,11 +103,11 @@ def run_model(
         if on_text is not None:
             on_text(text)
 
-    with LlamaEngine(path, settings, verbose=verbose) as engine:
-        formatted = None if raw_prompt else engine.chat_prompt(prompt)
-        tokens = engine.tokenize(formatted if formatted is not None else prompt)
+    with open_engine(info, path, settings, verbose, decision.cpus, decision.prompt_cpus) as llama:
+        formatted = None if raw_prompt else llama.chat_prompt(prompt)
+        tokens = llama.tokenize(formatted if formatted is not None else prompt)
         stage("generating")
-        stats = engine.generate(tokens, n_predict, sampler=sampler, on_text=collect, on_phase=on_phase)
+        stats = llama.generate(tokens, n_predict, sampler=sampler, on_text=collect, on_phase=on_phase)
         return RunResult(
             text="".join(pieces),
             n_prompt=stats.n_prompt,
@@ -113,13 +116,13 @@ def run_model(
             gen_tps=round(stats.gen_tps, 2),
             # llama.cpp pads the context (to 256 cells) and clamps the batch to it: report what it made.
             settings=replace(
-                settings, n_ctx=engine.load.n_ctx, n_batch=engine.load.n_batch, n_ubatch=engine.load.n_ubatch
+                settings, n_ctx=llama.load.n_ctx, n_batch=llama.load.n_batch, n_ubatch=llama.load.n_ubatch
             ),
-            peak_rss_bytes=peak_rss_bytes(),
+            peak_rss_bytes=llama.peak_rss_bytes(),
             model=str(path),
             prompt_seconds=round(stats.prompt_seconds, 4),
             gen_seconds=round(stats.gen_seconds, 4),
-            load_seconds=round(engine.load.seconds, 4),
+            load_seconds=round(llama.load.seconds, 4),
             stopped_by=stats.stopped_by,
             chat_template=formatted is not None,
             llama_cpp_args=llama_cpp_command(
@@ -133,5 +136,6 @@ def run_model(
             ttft_ms=None if stats.first_token_seconds is None else round(stats.first_token_seconds * 1e3, 2),
             preload=warmed,
             preload_skipped=skipped,
-            llama_log=engine.load.log,
+            engine=info,
+            llama_log=llama.load.log,
         )
