@@ -123,6 +123,16 @@ def describe_engine(requested: str | None = None) -> tuple[EngineInfo | None, st
         return None, str(exc)
 
 
+def engine_facts(requested: str | None = None) -> dict[str, Any]:
+    """probe's `engine{kind, path, version, ...}`; kind None with the reason when there is no engine."""
+    from dataclasses import asdict
+
+    info, problem = describe_engine(requested)
+    if info is not None:
+        return asdict(info)
+    return {"kind": None, "path": None, "version": None, "why": problem, "llama_cpp": None, "pinned": False}
+
+
 def open_engine(
     info: EngineInfo,
     model: Path,
