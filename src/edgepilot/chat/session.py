@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from edgepilot.device.process import rss_bytes
-from edgepilot.engine.conversation import TRANSCRIPT_STOP, answer_room, fit_conversation
 from edgepilot.engine.choice import EngineInfo, choose_engine, open_engine, open_session
+from edgepilot.engine.conversation import TRANSCRIPT_STOP, answer_room, fit_conversation
 from edgepilot.engine.sampling import SamplerSettings
 from edgepilot.engine.stops import StopMatcher
 from edgepilot.errors import UserError
@@ -74,7 +74,9 @@ class ChatSession:
             raise UserError("-n must be at least 1")
         self.engine_info = choose_engine(engine)
         self.path = resolve_model(model)
-        decision = decide(self.path, requested, ctx_needed=RUN_CTX, budget_bytes=budget_bytes)
+        decision = decide(
+            self.path, requested, ctx_needed=RUN_CTX, budget_bytes=budget_bytes, engine=self.engine_info
+        )
         self.plan = decision.plan
         if not self.plan.fits and not force:
             raise DoesNotFit(self.plan)
@@ -107,6 +109,13 @@ class ChatSession:
         self.close()
 
     def close(self) -> None:
+        if self.engine.kind == "tools" and self.result.turns:
+            from edgepilot.tuned.calibrate import learn_from_run
+
+            used = max(t.n_prompt + t.n_gen for t in self.result.turns)
+            learn_from_run(
+                self.engine_info, self.path, self.plan, self.engine, self.engine.peak_rss_bytes(), used
+            )
         self.engine.close()
 
     @property

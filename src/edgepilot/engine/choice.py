@@ -1,7 +1,7 @@
 """Which engine runs llama.cpp for a command: chosen once, shown by probe and fit, used by run/chat/serve.
 
 - "inprocess": llama-cpp-python in this process (the pinned llama.cpp the memory plan is calibrated on).
-  Installed by default on glibc Linux and macOS; on Android it is an extra, since it compiles for many minutes.
+  Installed by default on glibc Linux and macOS; on Android it is an extra (it compiles for many minutes).
 - "tools": llama.cpp's own programs (llama-server, llama-bench, llama-quantize...), built by `edgepilot build`
   or installed by Termux (`pkg install llama-cpp`), Debian or Homebrew.
 "auto" (the default, or $EDGEPILOT_ENGINE) takes the in-process engine when it loads, else the tools.
@@ -39,7 +39,9 @@ class EngineInfo:
     path: str | None  # libllama's directory (in-process) or llama-server's path (tools)
     version: str | None  # "llama-cpp-python 0.3.36" or what llama-server --version says
     why: str  # how it was chosen, in a few words
-    llama_cpp: str | None = None  # the llama.cpp build: "b6580 (abc123)", "0.7.0 (build 11669, commit Debian)"
+    llama_cpp: str | None = (
+        None  # the llama.cpp build: "b6580 (abc123)", "0.7.0 (build 11669, commit Debian)"
+    )
     pinned: bool = True  # the pinned llama.cpp the memory model is calibrated on (False: another version)
 
 

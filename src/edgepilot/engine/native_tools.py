@@ -1,7 +1,7 @@
 """Where llama.cpp's own programs are: built by `edgepilot build`, or installed by a package manager.
 
-`edgepilot build` makes them from the llama.cpp vendored in the llama-cpp-python sdist, so a built tool and the
-in-process engine run the same commit (RPC client and server must match). One directory per target and
+`edgepilot build` makes them from the llama.cpp vendored in the llama-cpp-python sdist, so a built tool and
+the in-process engine run the same commit (RPC client and server must match). One directory per target and
 engine version: $EDGEPILOT_TOOLS_DIR/<target> when set, else
 ${XDG_CACHE_HOME:-~/.cache}/edgepilot/tools/<target>-<version>, binaries and their shared libraries in `bin/`.
 
@@ -79,7 +79,9 @@ def where_to_get(name: str) -> str:
         return f"{PACKAGES['debian']} or {PACKAGES['homebrew']} (Termux's llama-cpp has none)"
     if name in NOT_IN_TERMUX:
         return f"run `edgepilot build` (Termux's llama-cpp package has no {name}; {PACKAGES['debian']} does)"
-    return f"{PACKAGES['termux']} (Termux), {PACKAGES['debian']}, {PACKAGES['homebrew']}, or `edgepilot build`"
+    return (
+        f"{PACKAGES['termux']} (Termux), {PACKAGES['debian']}, {PACKAGES['homebrew']}, or `edgepilot build`"
+    )
 
 
 def find_tool(name: str, target: str = "native", built_only: bool = False) -> Path:

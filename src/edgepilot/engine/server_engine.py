@@ -69,6 +69,7 @@ class ServerEngine:
             self._start(load_timeout)
             self.client = UnixClient(self.socket_path)
             self.load = self._load_info(time.perf_counter() - t0)
+            self.load_peak_bytes = _hwm(self._proc.pid)  # loaded, before any request: the calibration's base
         except BaseException:
             self.close()
             raise
@@ -76,6 +77,10 @@ class ServerEngine:
     # -- the child ------------------------------------------------------------------------------------------
     def _argv(self, cpus: list[int] | None, prompt_cpus: list[int] | None) -> list[str]:
         extra = ["--host", self.socket_path, "-np", "1", "--no-webui", "--cache-ram", "0", "--fit", "off"]
+        extra += [
+            "-lv",
+            "4",
+        ]  # newer llama-servers log the load (buffer sizes, for the plan) at this level only
         argv = llama_cpp_command(self.model_path, self.settings, str(self.tool), cpus, prompt_cpus, extra)
         if argv[0] == "taskset":  # this process is pinned already (tuned.decide): the child inherits it
             argv = argv[3:]
@@ -116,7 +121,9 @@ class ServerEngine:
 
     def _failure(self, what: str) -> str:
         time.sleep(0.1)  # the pump thread reads the last lines
-        errors = [ln.strip() for ln in self.log if any(w in ln.lower() for w in ("error", "failed", "unable"))]
+        errors = [
+            ln.strip() for ln in self.log if any(w in ln.lower() for w in ("error", "failed", "unable"))
+        ]
         detail = "; ".join(errors[-2:])
         return f"{what}: {detail}" if detail else f"{what} (see --verbose for its log)"
 
@@ -307,7 +314,7 @@ def _hwm(pid: int) -> int:
 
 
 def _stop(proc: subprocess.Popen[bytes], grace: float = 10.0) -> Any:
-    """SIGTERM, SIGKILL after `grace` seconds; reaps the child and returns its rusage (None: already reaped)."""
+    """SIGTERM, SIGKILL after `grace` seconds; reaps the child, returns its rusage (None: already reaped)."""
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
         deadline = time.monotonic() + grace

@@ -18,6 +18,7 @@ FLAG = re.compile(r"(?<![\w-])(--?[A-Za-z][\w-]*)")
 OPTIONAL = {
     "--cache-ram": 1,
     "--fit": 1,
+    "-lv": 1,
     "--no-webui": 0,
     "-lm": 1,
     "--no-repack": 0,

@@ -14,6 +14,7 @@ from edgepilot.plan.commands import llama_cpp_command
 from edgepilot.plan.requested import RequestedSettings
 from edgepilot.plan.settings import EngineSettings
 from edgepilot.plan.types import DoesNotFit, FitResult
+from edgepilot.tuned.calibrate import learn_from_run
 from edgepilot.tuned.decide import decide
 from edgepilot.untrusted import read_user_file
 
@@ -85,7 +86,7 @@ def run_model(
     stage("planning memory")
     # A rough token count (about 3 bytes per token) so the context holds the prompt and the reply.
     ctx_needed = len(prompt.encode("utf-8")) // 3 + n_predict + 64
-    decision = decide(path, requested, ctx_needed=ctx_needed, budget_bytes=budget_bytes)
+    decision = decide(path, requested, ctx_needed=ctx_needed, budget_bytes=budget_bytes, engine=info)
     plan = decision.plan
     if not plan.fits and not force:
         raise DoesNotFit(plan)
@@ -108,6 +109,9 @@ def run_model(
         tokens = llama.tokenize(formatted if formatted is not None else prompt)
         stage("generating")
         stats = llama.generate(tokens, n_predict, sampler=sampler, on_text=collect, on_phase=on_phase)
+        peak = llama.peak_rss_bytes()
+        if llama.kind == "tools":
+            learn_from_run(info, path, plan, llama, peak, stats.n_prompt + stats.n_gen)
         return RunResult(
             text="".join(pieces),
             n_prompt=stats.n_prompt,
@@ -118,7 +122,7 @@ def run_model(
             settings=replace(
                 settings, n_ctx=llama.load.n_ctx, n_batch=llama.load.n_batch, n_ubatch=llama.load.n_ubatch
             ),
-            peak_rss_bytes=llama.peak_rss_bytes(),
+            peak_rss_bytes=peak,
             model=str(path),
             prompt_seconds=round(stats.prompt_seconds, 4),
             gen_seconds=round(stats.gen_seconds, 4),
