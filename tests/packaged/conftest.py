@@ -7,7 +7,6 @@ import os
 from pathlib import Path
 
 import pytest
-
 import sidlane as lane
 
 REQUIRE_ENV = "EDGEPILOT_REQUIRE_PACKAGED_LANE"

