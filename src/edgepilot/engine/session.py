@@ -17,9 +17,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import llama_cpp
-
 from edgepilot.engine.inprocess import GenerationStats, LlamaEngine
+from edgepilot.engine.llama_binding import llama_cpp
 from edgepilot.engine.sampling import SamplerSettings
 
 
