@@ -49,6 +49,20 @@ print(sys.platform, ok, why, "libllama.so" in maps, llama_cpp.llama_max_devices(
     assert why.startswith("llama-cpp-python 0.3.")
 
 
+def test_the_binding_loads_after_a_plain_import_failed_half_way():
+    """A failed `import llama_cpp` leaves llama-cpp-python's unpatched loader module in sys.modules."""
+    code = """
+try:
+    import llama_cpp
+except RuntimeError as exc:
+    print(exc)
+from edgepilot.engine.llama_binding import binding_available
+print(binding_available()[0])
+"""
+    done = python(code)
+    assert done.stdout.split("\n")[:2] == ["Unsupported platform", "True"], done.stderr
+
+
 def test_a_broken_or_missing_library_is_one_line_not_a_traceback(tmp_path):
     broken, empty = tmp_path / "broken", tmp_path / "empty"
     broken.mkdir()

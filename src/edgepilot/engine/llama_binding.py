@@ -56,6 +56,7 @@ def android_loader(original: LoadLibrary) -> LoadLibrary:
             raise FileNotFoundError(f"Shared library with base name '{lib_base_name}' not found")
         return _open(path)
 
+    load_shared_library.android_fallback = True  # type: ignore[attr-defined]
     return load_shared_library
 
 
@@ -67,20 +68,28 @@ def _open(path: Path) -> ctypes.CDLL:
 
 
 def _register_android_loader() -> None:
-    if LOADER in sys.modules:
-        return
+    """The loader module, patched, in sys.modules: also after an earlier `import llama_cpp` failed half-way
+    (leaving the unpatched module behind)."""
+    module = sys.modules.get(LOADER) or _loader_from_file()
+    if module is None:
+        return  # not installed, or another layout than 0.3.x: the import below says what is wrong
+    if not getattr(module.load_shared_library, "android_fallback", False):
+        module.load_shared_library = android_loader(module.load_shared_library)
+    sys.modules[LOADER] = module
+
+
+def _loader_from_file() -> ModuleType | None:
     spec = importlib.util.find_spec("llama_cpp")  # where the package is, without importing it
     if spec is None or not spec.submodule_search_locations:
-        return  # not installed: the import below says so
+        return None
     files = [Path(d) / "_ctypes_extensions.py" for d in spec.submodule_search_locations]
     file = next((f for f in files if f.is_file()), None)
     loader_spec = importlib.util.spec_from_file_location(LOADER, file) if file else None
     if loader_spec is None or loader_spec.loader is None:
-        return  # another layout than 0.3.x: let the package's own import decide
+        return None
     module = importlib.util.module_from_spec(loader_spec)
     loader_spec.loader.exec_module(module)
-    module.load_shared_library = android_loader(module.load_shared_library)
-    sys.modules[LOADER] = module
+    return module
 
 
 def load() -> ModuleType:
