@@ -17,6 +17,7 @@ from __future__ import annotations
 import ctypes
 import importlib
 import importlib.util
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -104,16 +105,27 @@ def load() -> ModuleType:
 
 
 def binding_available() -> tuple[bool, str]:
-    """(True, "llama-cpp-python VERSION") when the in-process engine loads, else (False, one line: why)."""
+    """(True, "") when the in-process engine loads; else (False, why, to follow "llama-cpp-python "):
+    "is not installed" or "failed to load (REASON)", one line."""
     try:
-        module = load()
+        load()
     except ModuleNotFoundError as exc:
         if exc.name == "llama_cpp":
-            return False, "llama-cpp-python is not installed"
-        return False, f"llama-cpp-python failed to load: {exc}"
+            return False, "is not installed"
+        return False, f"failed to load ({_one_line(exc)})"
     except (ImportError, RuntimeError, OSError) as exc:
-        return False, f"llama-cpp-python failed to load: {_one_line(exc)}"
-    return True, f"llama-cpp-python {getattr(module, '__version__', 'unknown')}"
+        return False, f"failed to load ({_one_line(exc)})"
+    return True, ""
+
+
+def library_dir() -> str | None:
+    """Where libllama is loaded from (LLAMA_CPP_LIB_PATH, as llama-cpp-python reads it, or its lib/ folder);
+    None when llama-cpp-python is not installed. Does not import it."""
+    spec = importlib.util.find_spec("llama_cpp")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    package = Path(next(iter(spec.submodule_search_locations)))
+    return os.environ.get("LLAMA_CPP_LIB_PATH") or str(package / "lib")
 
 
 def _one_line(exc: BaseException) -> str:
