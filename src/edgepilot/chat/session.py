@@ -14,11 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from edgepilot.device.process import rss_bytes
+from edgepilot.engine.choice import EngineInfo, choose_engine, open_engine, open_session
 from edgepilot.engine.conversation import TRANSCRIPT_STOP, answer_room, fit_conversation
-from edgepilot.engine.inprocess import LlamaEngine
 from edgepilot.engine.sampling import SamplerSettings
-from edgepilot.engine.session import KVSession
-from edgepilot.engine.session_state import load_session, save_session
 from edgepilot.engine.stops import StopMatcher
 from edgepilot.errors import UserError
 from edgepilot.model.resolve import resolve_model
@@ -53,6 +51,7 @@ class ChatResult:
     turns: list[ChatTurn] = field(default_factory=list)
     llama_cpp_args: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    engine: EngineInfo | None = None
 
 
 class ChatSession:
@@ -69,11 +68,15 @@ class ChatSession:
         verbose: bool = False,
         force: bool = False,
         budget_bytes: int | None = None,
+        engine: str | None = None,
     ) -> None:
         if n_predict < 1:
             raise UserError("-n must be at least 1")
+        self.engine_info = choose_engine(engine)
         self.path = resolve_model(model)
-        decision = decide(self.path, requested, ctx_needed=RUN_CTX, budget_bytes=budget_bytes)
+        decision = decide(
+            self.path, requested, ctx_needed=RUN_CTX, budget_bytes=budget_bytes, engine=self.engine_info
+        )
         self.plan = decision.plan
         if not self.plan.fits and not force:
             raise DoesNotFit(self.plan)
@@ -82,8 +85,10 @@ class ChatSession:
         self.n_predict = n_predict
         self.sampler = sampler or SamplerSettings()
         self.messages: list[tuple[str, str]] = []
-        self.engine = LlamaEngine(self.path, self.plan.settings, verbose=verbose)
-        self.kv = KVSession(self.engine, reuse=cache_reuse)
+        self.engine = open_engine(
+            self.engine_info, self.path, self.plan.settings, verbose, decision.cpus, decision.prompt_cpus
+        )
+        self.kv = open_session(self.engine, reuse=cache_reuse)
         load = self.engine.load
         self.result = ChatResult(
             model=str(self.path),
@@ -93,6 +98,7 @@ class ChatSession:
             cache_reuse=cache_reuse,
             llama_cpp_args=self.plan.llama_cpp_args,
             notes=list(self.plan.notes),
+            engine=self.engine_info,
         )
         self.reset()
 
@@ -103,6 +109,13 @@ class ChatSession:
         self.close()
 
     def close(self) -> None:
+        if self.engine.kind == "tools" and self.result.turns:
+            from edgepilot.tuned.calibrate import learn_from_run
+
+            used = max(t.n_prompt + t.n_gen for t in self.result.turns)
+            learn_from_run(
+                self.engine_info, self.path, self.plan, self.engine, self.engine.peak_rss_bytes(), used
+            )
         self.engine.close()
 
     @property
@@ -171,11 +184,24 @@ class ChatSession:
         self.result.turns.append(turn)
         return turn
 
+    def _session_files(self) -> None:
+        if self.engine.kind != "inprocess":
+            raise UserError(
+                "/save and /load need the in-process engine (llama-cpp-python); this chat runs llama.cpp's "
+                "llama-server"
+            )
+
     def save(self, path: str | Path) -> int:
+        from edgepilot.engine.session_state import save_session
+
+        self._session_files()
         return save_session(self.kv, path, {"messages": [list(m) for m in self.messages]})
 
     def load(self, path: str | Path) -> int:
         """Load a saved chat; returns the number of messages. The session is unchanged on refusal."""
+        from edgepilot.engine.session_state import load_session
+
+        self._session_files()
         max_state = 2 * self.plan.memory.kv_bytes + 64 * MIB
         before = (list(self.messages), list(self.kv.cached))
         try:

@@ -41,6 +41,7 @@ def render_end(result: ChatResult, out: Console) -> None:
 @flags.FORCE
 @flags.BUDGET
 @flags.VERBOSE
+@flags.ENGINE
 @click.option(
     "--json", "as_json", is_flag=True, help="Answers and per-turn figures as one JSON object at the end"
 )
@@ -56,6 +57,7 @@ def chat(
     force: bool,
     budget: str | None,
     verbose: bool,
+    engine: str | None,
     as_json: bool,
 ) -> None:
     """Talk with a model in the terminal: each turn processes only its new tokens (the KV cache stays).
@@ -66,7 +68,7 @@ def chat(
     from edgepilot.chat.session import ChatSession
     from edgepilot.cli.doctor_cmd import report_engine_failure
     from edgepilot.cli.fit_render import render_fit
-    from edgepilot.engine.inprocess import EngineError
+    from edgepilot.engine.base import EngineError
     from edgepilot.engine.sampling import SamplerSettings
     from edgepilot.plan.settings import MAX_TOKENS_SETTING
     from edgepilot.plan.types import DoesNotFit
@@ -86,6 +88,7 @@ def chat(
             verbose=verbose,
             force=force,
             budget_bytes=flags.size_or_none(budget),
+            engine=engine,
         )
     except DoesNotFit as refusal:
         render_fit(refusal.plan, err_console())

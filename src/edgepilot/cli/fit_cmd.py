@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 @flags.settings_flags
 @flags.BUDGET
 @click.option("--root", default="/", show_default=True, help="Device tree or snapshot to plan for")
+@flags.ENGINE
 @flags.JSON
 @user_errors
 def fit(
@@ -25,11 +26,15 @@ def fit(
     requested: RequestedSettings,
     budget: str | None,
     root: str,
+    engine: str | None,
     as_json: bool,
 ) -> None:
-    """Predict memory and pick the settings `edgepilot run` will use: never let the OS kill the run."""
+    """Predict memory and pick the settings `edgepilot run` will use: never let the OS kill the run.
+    The plan is for the llama.cpp that will run it here (--engine; a device tree gets the pinned one's)."""
     from edgepilot.cli.fit_render import render_fit
+    from edgepilot.engine.choice import describe_engine
     from edgepilot.tuned.decide import decide
 
-    decision = decide(model, requested, root=root, budget_bytes=flags.size_or_none(budget))
+    info = describe_engine(engine)[0] if root == "/" else None
+    decision = decide(model, requested, root=root, budget_bytes=flags.size_or_none(budget), engine=info)
     emit(decision.plan, as_json, render_fit)

@@ -65,6 +65,11 @@ NO_CACHE_REUSE = click.option(
     is_flag=True,
     help="Process every prompt whole instead of reusing the KV cache of the previous one (for comparisons)",
 )
+ENGINE = click.option(
+    "--engine",
+    help="auto (default: in-process when llama-cpp-python loads, else llama.cpp's programs), inprocess or "
+    "tools; default from $EDGEPILOT_ENGINE",
+)
 JSON = click.option("--json", "as_json", is_flag=True, help="Print one JSON object")
 VERBOSE = click.option("--verbose", "-v", is_flag=True, help="Show llama.cpp's own log")
 

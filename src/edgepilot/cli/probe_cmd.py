@@ -28,14 +28,20 @@ app.add_command(snapshot)
 
 @app.command()
 @ROOT
+@flags.ENGINE
 @flags.JSON
 @user_errors
-def probe(root: Path, as_json: bool) -> None:
-    """What this device is: CPU clusters and ISA, memory, Android/Termux, Vulkan, thermal, battery, storage"""
+def probe(root: Path, engine: str | None, as_json: bool) -> None:
+    """What this device is: CPU clusters and ISA, memory, Android/Termux, Vulkan, thermal, battery, storage,
+    and the llama.cpp engine edgepilot runs here (in-process, or llama.cpp's programs with their version)"""
     from edgepilot.cli.probe_render import render_probe
     from edgepilot.device.probe import probe as probe_device
+    from edgepilot.engine.choice import engine_facts
 
-    emit(probe_device(root), as_json, render_probe)
+    facts = probe_device(root)
+    if root == Path("/"):
+        facts.engine = engine_facts(engine)
+    emit(facts, as_json, render_probe)
 
 
 @snapshot.command("save")

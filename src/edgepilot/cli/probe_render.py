@@ -72,6 +72,14 @@ def render_probe(p: Probe, out: Console) -> None:
         b = p.battery
         watts = f" · {b.watts:g} W" if b.watts is not None else ""
         _row(facts, "battery", f"{b.capacity_percent or '?'}% · {b.status or '?'}{watts}")
+    if p.engine is not None:
+        e = p.engine
+        if e.get("kind") is None:
+            _row(facts, "engine", f"none: {e.get('why')}")
+        else:
+            where = "in-process" if e["kind"] == "inprocess" else "llama.cpp's programs"
+            _row(facts, "engine", f"{where} · {e.get('version') or 'version unknown'}")
+            _row(facts, "", str(e.get("path") or "?"))
     out.print(facts)
 
     clusters = Table(title="CPU clusters (fastest first)", title_justify="left")

@@ -68,6 +68,7 @@ class ThrottledOut:
 @flags.BUDGET
 @flags.NO_PRELOAD
 @flags.VERBOSE
+@flags.ENGINE
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of streaming")
 @click.option(
     "--rpc", help="HOST:PORT,... of `edgepilot rpc-server` helpers (runs the built llama-completion)"
@@ -87,6 +88,7 @@ def run(
     budget: str | None,
     no_preload: bool,
     verbose: bool,
+    engine: str | None,
     as_json: bool,
     rpc: str | None,
     tensor_split: str | None,
@@ -94,7 +96,7 @@ def run(
     """Plan settings, load the model and stream a completion; ends with prompt/generation speed."""
     from edgepilot.cli.doctor_cmd import report_engine_failure
     from edgepilot.cli.fit_render import render_fit
-    from edgepilot.engine.inprocess import EngineError
+    from edgepilot.engine.base import EngineError
     from edgepilot.engine.sampling import SamplerSettings
     from edgepilot.plan.settings import MAX_TOKENS_SETTING
     from edgepilot.plan.types import DoesNotFit
@@ -144,6 +146,7 @@ def run(
             budget_bytes=flags.size_or_none(budget),
             warm=not no_preload,
             on_preload=preloading,
+            engine=engine,
         )
     except DoesNotFit as refusal:
         if status:

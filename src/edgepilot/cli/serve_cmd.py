@@ -86,10 +86,8 @@ def render_stopped(s: ServeStopped) -> None:
 @click.option("--json", "as_json", is_flag=True, help="One JSON line once the model answers")
 @click.option(
     "--engine",
-    type=click.Choice(["inprocess", "llama-server"]),
-    default="inprocess",
-    show_default=True,
-    help="The worker: edgepilot's in-process llama.cpp, or the llama-server `edgepilot build` made",
+    help="The worker: auto (default: in-process when llama-cpp-python loads, else llama-server), inprocess, "
+    "or tools (= llama-server: built by `edgepilot build` or installed, e.g. Termux's llama-cpp)",
 )
 @click.option("--rpc", help="HOST:PORT,... of `edgepilot rpc-server` helpers (implies --engine llama-server)")
 @click.option("--tensor-split", help="Share of the layers per --rpc helper (see `edgepilot cluster plan`)")
@@ -97,6 +95,12 @@ def render_stopped(s: ServeStopped) -> None:
 @click.option("--header-timeout", default=10.0, show_default=True, help="Seconds for a request's head")
 @click.option("--body-timeout", default=30.0, show_default=True, help="Seconds for a request's body")
 @user_errors
+def _engine_kind(engine: str | None) -> str:
+    from edgepilot.engine.choice import choose_engine
+
+    return choose_engine("tools" if engine == "llama-server" else engine).kind
+
+
 def serve(
     model: str | None,
     host: str,
@@ -116,7 +120,7 @@ def serve(
     watch_root: str,
     verbose: bool,
     as_json: bool,
-    engine: str,
+    engine: str | None,
     rpc: str | None,
     tensor_split: str | None,
     cache_reuse: int | None,
@@ -137,7 +141,7 @@ def serve(
     if tensor_split and not helpers:
         raise UserError("--tensor-split needs --rpc HOST:PORT,...")
     native = None
-    if engine == "llama-server" or helpers or cache_reuse is not None:
+    if helpers or cache_reuse is not None or _engine_kind(engine) == "tools":
         flags.check_range("--cache-reuse", cache_reuse, 0, 1 << 30)
         native = NativeEngine(helpers, parse_tensor_split(tensor_split, len(helpers)), cache_reuse)
 

@@ -20,7 +20,7 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from edgepilot import untrusted
 from edgepilot.device import fs
@@ -56,6 +56,9 @@ class Probe:
     # Why a list/optional section is empty or incomplete ("gpus", "thermal", "battery", "env"); cpu, memory,
     # android and storage carry their own `reasons`. Nothing unreadable is dropped silently.
     reasons: dict[str, list[str]] = field(default_factory=dict)
+    # The llama.cpp engine edgepilot would run here: {kind, path, version, ...} (engine/choice.py fills it for
+    # this machine; None for a replayed device tree, whose programs are not here).
+    engine: dict[str, Any] | None = None
 
     @property
     def hottest(self) -> ThermalZone | None:

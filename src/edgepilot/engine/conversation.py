@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from edgepilot.engine.inprocess import LlamaEngine
+from edgepilot.engine.base import Engine
 from edgepilot.errors import UserError
 
 TRANSCRIPT_STOP = "\nUser:"
@@ -33,14 +33,14 @@ class Rendered:
     notes: list[str] = field(default_factory=list)
 
 
-def render(engine: LlamaEngine, messages: list[tuple[str, str]]) -> tuple[list[int], bool]:
+def render(engine: Engine, messages: list[tuple[str, str]]) -> tuple[list[int], bool]:
     text = engine.chat_messages_prompt(messages)
     templated = text is not None
     return engine.tokenize(text if templated else fallback_prompt(messages)), templated
 
 
 def fit_conversation(
-    engine: LlamaEngine, messages: list[tuple[str, str]], n_ctx: int, answer_room: int
+    engine: Engine, messages: list[tuple[str, str]], n_ctx: int, answer_room: int
 ) -> Rendered:
     """The conversation's prompt tokens with at least `answer_room` cells left for the reply, dropping the
     oldest turns after a leading system message as needed (never the last message)."""

@@ -10,10 +10,11 @@ import codecs
 import ctypes
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 
 from edgepilot.engine import llama_log
+from edgepilot.engine.base import EngineError, GenerationStats, LoadInfo
 from edgepilot.engine.llama_binding import llama_cpp
 from edgepilot.engine.params import context_params, model_params
 from edgepilot.engine.sampling import GreedyPicker, SamplerSettings, build_chain
@@ -21,10 +22,6 @@ from edgepilot.errors import UserError
 from edgepilot.plan.settings import EngineSettings
 
 _backend_ready = False
-
-
-class EngineError(UserError):
-    """llama.cpp refused to load or run (the message carries its last error lines)."""
 
 
 def init_backend(verbose: bool) -> None:
@@ -42,41 +39,6 @@ def _error_lines(log: list[str], limit: int = 2) -> str:
     return "; ".join(keep[-limit:])
 
 
-@dataclass
-class GenerationStats:
-    n_prompt: int
-    n_gen: int
-    prompt_seconds: float
-    gen_seconds: float
-    stopped_by: str  # "eog" | "limit" | "context" | "caller"
-    first_token_seconds: float | None = None  # from the start of prompt processing to the first sampled token
-    n_past: int = 0  # prompt tokens that were already in the KV cache (not processed again)
-    tokens: list[int] = field(default_factory=list, repr=False)  # generated and decoded: now in the KV cache
-
-    @property
-    def prompt_tps(self) -> float:
-        n = self.n_prompt - self.n_past  # the tokens really processed
-        return n / self.prompt_seconds if self.prompt_seconds > 0 else 0.0
-
-    @property
-    def gen_tps(self) -> float:
-        return self.n_gen / self.gen_seconds if self.gen_seconds > 0 else 0.0
-
-
-@dataclass
-class LoadInfo:
-    seconds: float
-    n_ctx: int  # what llama.cpp made of the settings (it pads n_ctx and clamps n_batch to it)
-    n_batch: int
-    n_ubatch: int
-    n_ctx_train: int
-    n_vocab: int
-    n_params: int
-    model_bytes: int
-    description: str
-    log: list[str] = field(default_factory=list)
-
-
 def _same_context(a: EngineSettings, b: EngineSettings) -> bool:
     """Whether one context serves both (thread counts can be changed on a live context)."""
     return replace(a, n_threads=1, n_threads_batch=None) == replace(b, n_threads=1, n_threads_batch=None)
@@ -84,6 +46,8 @@ def _same_context(a: EngineSettings, b: EngineSettings) -> bool:
 
 class LlamaEngine:
     """One model + one context with fixed settings. Use as a context manager so C memory is freed."""
+
+    kind = "inprocess"
 
     def __init__(self, model_path: Path, settings: EngineSettings, verbose: bool = False) -> None:
         settings.validate()
@@ -188,6 +152,12 @@ class LlamaEngine:
         if getattr(self, "_model", None):
             llama_cpp.llama_model_free(self._model)
             self._model = None
+
+    def peak_rss_bytes(self) -> int:
+        """The peak resident memory of the process that holds the model: this one."""
+        from edgepilot.device.process import peak_rss_bytes
+
+        return peak_rss_bytes()
 
     def __enter__(self) -> LlamaEngine:
         return self

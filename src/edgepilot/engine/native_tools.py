@@ -1,32 +1,56 @@
-"""Where llama.cpp's own tools built for this device live (`edgepilot build` puts them there).
+"""Where llama.cpp's own programs are: built by `edgepilot build`, or installed by a package manager.
 
-The tools come from the llama.cpp vendored in the llama-cpp-python sdist, so a tool and the in-process
-engine run the same commit (RPC client and server must match). One directory per target and engine version:
-$EDGEPILOT_TOOLS_DIR/<target> when set, else ${XDG_CACHE_HOME:-~/.cache}/edgepilot/tools/<target>-<version>,
-binaries and their shared libraries in its `bin/`.
+`edgepilot build` makes them from the llama.cpp vendored in the llama-cpp-python sdist, so a built tool and
+the in-process engine run the same commit (RPC client and server must match). One directory per target and
+engine version: $EDGEPILOT_TOOLS_DIR/<target> when set, else
+${XDG_CACHE_HOME:-~/.cache}/edgepilot/tools/<target>-<version>, binaries and their shared libraries in `bin/`.
+
+For this machine (target "native") a tool is looked up in that directory first, then on PATH: Termux's
+`pkg install llama-cpp`, Debian's `llama.cpp-tools` and Homebrew's `llama.cpp` put them there, in another
+version than the pinned one (`tool_version` reads which).
 """
 
 from __future__ import annotations
 
 import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from functools import lru_cache
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from edgepilot.errors import UserError
 
 TOOL_NAMES = ("llama-server", "llama-bench", "llama-completion", "rpc-server", "llama-quantize")
+# Programs found on PATH only (edgepilot build does not make them): compare's KL-divergence mode.
+PATH_ONLY = ("llama-perplexity",)
 TARGETS = ("native", "aarch64")
+# The llama-cpp-python release whose vendored llama.cpp the memory plan is calibrated on and `build` compiles;
+# pyproject.toml pins the same.
+PINNED_BINDING = "0.3.36"
+VERSION_SECONDS = 20
+
+# Which package provides a program, per packager (Termux's llama-cpp has no rpc-server and no perplexity).
+PACKAGES = {
+    "termux": "pkg install llama-cpp",
+    "debian": "apt install llama.cpp-tools",
+    "homebrew": "brew install llama.cpp",
+}
+NOT_IN_TERMUX = {"rpc-server", "llama-perplexity"}
 
 
 class ToolMissing(UserError):
-    """A llama.cpp tool that `edgepilot build` has not built (yet) for this target."""
+    """A llama.cpp program that is neither built here nor on PATH."""
 
 
 def engine_version() -> str:
+    """The llama-cpp-python release whose llama.cpp `build` compiles (the installed one, else the pin)."""
     try:
         return version("llama-cpp-python")
     except PackageNotFoundError:
-        return "unknown"
+        return PINNED_BINDING
 
 
 def tools_dir(target: str = "native") -> Path:
@@ -39,10 +63,108 @@ def tools_dir(target: str = "native") -> Path:
     return Path(cache) / "edgepilot" / "tools" / f"{target}-{engine_version()}"
 
 
-def find_tool(name: str, target: str = "native") -> Path:
-    """The built tool's path; ToolMissing (one line, exit 2) says how to build it."""
+def built_tool(name: str, target: str = "native") -> Path | None:
     path = tools_dir(target) / "bin" / name
-    if not (path.is_file() and os.access(path, os.X_OK)):
+    return path if path.is_file() and os.access(path, os.X_OK) else None
+
+
+def path_tool(name: str) -> Path | None:
+    found = shutil.which(name)
+    return Path(found) if found else None
+
+
+def where_to_get(name: str) -> str:
+    """Which package or build provides `name`, in one clause."""
+    if name in PATH_ONLY:
+        return f"{PACKAGES['debian']} or {PACKAGES['homebrew']} (Termux's llama-cpp has none)"
+    if name in NOT_IN_TERMUX:
+        return f"run `edgepilot build` (Termux's llama-cpp package has no {name}; {PACKAGES['debian']} does)"
+    return (
+        f"{PACKAGES['termux']} (Termux), {PACKAGES['debian']}, {PACKAGES['homebrew']}, or `edgepilot build`"
+    )
+
+
+def find_tool(name: str, target: str = "native", built_only: bool = False) -> Path:
+    """The program's path: the one `edgepilot build` made, else (native target) the one on PATH.
+    ToolMissing (one line, exit 2) says which package or build provides it."""
+    path = built_tool(name, target) if name not in PATH_ONLY else None
+    if path is not None:
+        return path
+    if target != "native" or built_only:
         flag = "" if target == "native" else f" --target {target}"
         raise ToolMissing(f"llama.cpp's {name} is not built here: run `edgepilot build{flag}` first")
+    path = path_tool(name)
+    if path is None:
+        raise ToolMissing(f"llama.cpp's {name} is not installed: {where_to_get(name)}")
     return path
+
+
+@dataclass(frozen=True)
+class ToolVersion:
+    """What `TOOL --version` says: `version: 0.7.0 (build 11669, commit Debian)` or `version: 1 (abc123)`."""
+
+    text: str  # the version line as printed, without "version: "
+    number: str  # "0.7.0", "6580", "1"
+    build: int | None  # llama.cpp's build number where it says one
+    commit: str | None
+    source: str  # "built" (edgepilot build, the pinned commit) | "path" (a packaged llama.cpp)
+
+    @property
+    def key(self) -> str:
+        """A file-name-safe identity of this llama.cpp, for per-version caches."""
+        raw = f"{self.source}-{self.number}-{self.build or ''}-{self.commit or ''}"
+        return re.sub(r"[^A-Za-z0-9_.-]+", "_", raw)[:120]
+
+
+VERSION_LINE = re.compile(r"^version:\s*(?P<number>\S+)\s*(?:\((?P<paren>[^)]*)\))?", re.M)
+
+
+def parse_version(output: str, source: str) -> ToolVersion | None:
+    m = VERSION_LINE.search(output)
+    if not m:
+        return None
+    paren = m.group("paren") or ""
+    build = re.search(r"build\s+(\d+)", paren)
+    commit = re.search(r"commit\s+(\S+)", paren)
+    bare = paren.strip() if paren and " " not in paren.strip() else None  # "(abc123)": a commit alone
+    text = m.group(0).split(":", 1)[1].strip()
+    return ToolVersion(
+        text=text,
+        number=m.group("number"),
+        build=int(build.group(1)) if build else None,
+        commit=commit.group(1) if commit else bare,
+        source=source,
+    )
+
+
+def tool_source(path: Path) -> str:
+    try:
+        inside = path.resolve().is_relative_to(tools_dir("native").resolve())
+    except OSError:
+        inside = False
+    return "built" if inside else "path"
+
+
+@lru_cache(maxsize=16)
+def _version_of(path: str, mtime_ns: int) -> ToolVersion | None:
+    try:
+        done = subprocess.run(
+            [path, "--version"],
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=VERSION_SECONDS,
+            stdin=subprocess.DEVNULL,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return parse_version(done.stdout + "\n" + done.stderr, tool_source(Path(path)))
+
+
+def tool_version(path: Path) -> ToolVersion | None:
+    """The llama.cpp version a program was built from (None: it would not say)."""
+    try:
+        mtime = path.stat().st_mtime_ns
+    except OSError:
+        return None
+    return _version_of(str(path), mtime)

@@ -15,34 +15,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
-from edgepilot.engine.inprocess import GenerationStats, LlamaEngine
+from edgepilot.engine.base import GenerationStats, TurnStats, common_prefix
+from edgepilot.engine.inprocess import LlamaEngine
 from edgepilot.engine.llama_binding import llama_cpp
 from edgepilot.engine.sampling import SamplerSettings
-
-
-@dataclass
-class TurnStats:
-    n_prompt: int  # the whole prompt, in tokens
-    n_prompt_new: int  # processed this turn
-    n_reused: int  # kept from the KV cache
-    n_gen: int
-    ttft_seconds: float  # from the turn's start to the first token's logits (cache trim + prompt processing)
-    prompt_seconds: float
-    gen_seconds: float
-    gen_tps: float
-    prompt_tps: float
-    stopped_by: str
-    reuse_note: str = ""  # why the cache could not be reused, when it could not
-
-
-def common_prefix(a: list[int], b: list[int]) -> int:
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
 
 
 class KVSession:

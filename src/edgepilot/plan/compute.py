@@ -53,16 +53,23 @@ def _output_bytes(p: ArchParams, n_tokens: int, n_outputs: int) -> int:
 
 
 def compute_buffer(
-    p: ArchParams, n_ctx: int, n_ubatch: int, flash_attn: bool, cells_full: int, cells_swa: int
+    p: ArchParams,
+    n_ctx: int,
+    n_ubatch: int,
+    flash_attn: bool,
+    cells_full: int,
+    cells_swa: int,
+    reserve_one_output: bool = False,
 ) -> ComputeEstimate:
-    """n_ctx as llama.cpp pads it; cells_* = KV cells of full-attention and sliding-window layers."""
+    """n_ctx as llama.cpp pads it; cells_* = KV cells of full-attention and sliding-window layers.
+    reserve_one_output: llama.cpp reserves the graph for one logits row (newer releases: n_outputs_max)."""
     n_tokens = max(1, min(n_ubatch, n_ctx))
     attention_layers = p.attention_layers()
     n_kv = 0
     if attention_layers:
         n_kv = cells_full if any(not p.is_swa[il] for il in attention_layers) else cells_swa
     attention = _attention_bytes(p, n_tokens, n_kv, flash_attn) if n_kv else 0
-    output_reserved = _output_bytes(p, n_tokens, n_tokens)
+    output_reserved = _output_bytes(p, n_tokens, 1 if reserve_one_output else n_tokens)
     reserved = max(attention, output_reserved)
     run_attention = _attention_bytes(p, n_tokens, n_kv, flash_attn, RUN_SCORE_PLANES) if n_kv else 0
     if flash_attn and n_kv:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from edgepilot.model.arch import ArchParams, arch_params
 from edgepilot.model.gguf_records import GGUFHeader
 from edgepilot.model.verdict import model_verdict
 from edgepilot.plan.alternatives import find_alternatives
+from edgepilot.plan.arithmetic import EngineArithmetic
 from edgepilot.plan.budget import compute_budget
 from edgepilot.plan.commands import edgepilot_command, llama_cpp_command
 from edgepilot.plan.memory_model import Prediction, predict
@@ -63,16 +65,30 @@ class Planner:
     """Predicts memory for candidate settings of one model on one device."""
 
     def __init__(
-        self, header: GGUFHeader, arch: ArchParams, device: DeviceFacts, reserve_bytes: int = 0
+        self,
+        header: GGUFHeader,
+        arch: ArchParams,
+        device: DeviceFacts,
+        reserve_bytes: int = 0,
+        arithmetic: EngineArithmetic | None = None,
     ) -> None:
-        """reserve_bytes: resident memory the process holds besides `edgepilot run`'s (serve's HTTP stack)."""
+        """reserve_bytes: resident memory the process holds besides `edgepilot run`'s (serve's HTTP stack).
+        arithmetic: the running llama.cpp's differences from the pinned one (plan/arithmetic.py)."""
         self.header, self.arch, self.device = header, arch, device
+        self.arithmetic = arithmetic
         self.repack_plan = device.cpu.repack_plan()
         self.reserve_bytes = reserve_bytes
         self._weights = None
 
     def predict(self, settings: EngineSettings) -> Prediction:
-        pred = predict(self.header, self.arch, settings, self.repack_plan, weights=self._weights)
+        pred = predict(
+            self.header,
+            self.arch,
+            settings,
+            self.repack_plan,
+            weights=self._weights,
+            arithmetic=self.arithmetic,
+        )
         self._weights = pred.weights
         if self.reserve_bytes:
             m = pred.memory
@@ -118,18 +134,22 @@ def fit_model(
     root: Path | str = "/",
     ctx_target: int | None = None,
     reserve_bytes: int = 0,
+    arithmetic: EngineArithmetic | Callable[[ArchParams], EngineArithmetic | None] | None = None,
 ) -> FitResult:
     """The memory planner: settings for `model` on the device at `root` (tools call it through the settings
     decision, edgepilot.tuned.decide, which adds the run's context target and the tuned profile).
 
     Settings the user gave are kept. Without a context, the largest one that fits is chosen, capped at
-    `ctx_target` when given. reserve_bytes: see Planner.
+    `ctx_target` when given. reserve_bytes: see Planner. arithmetic: the running llama.cpp's differences from
+    the pinned one, or a function of the model's architecture that gives them.
     """
     req = requested or RequestedSettings()
     path, header, arch = load_model_facts(model)
+    if callable(arithmetic):
+        arithmetic = arithmetic(arch)
     device = read_device(root)
     budget = compute_budget(device.memory, device.android, budget_bytes)
-    planner = Planner(header, arch, device, reserve_bytes)
+    planner = Planner(header, arch, device, reserve_bytes, arithmetic)
 
     type_k = (req.type_k or req.type_v or "f16").lower()
     type_v = (req.type_v or req.type_k or "f16").lower()
@@ -165,7 +185,7 @@ def fit_model(
             f"llama.cpp's --fit would count all {device.memory.total_bytes / 2**30:.1f} GiB of RAM as free "
             "on this CPU-only device"
         )
-    notes += prediction.kv.notes + arch.notes
+    notes += prediction.kv.notes + arch.notes + (arithmetic.notes if arithmetic else [])
     return FitResult(
         model=str(path),
         fits=fits,

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from edgepilot.model.arch import ArchParams
 from edgepilot.model.gguf_records import GGUFHeader
 from edgepilot.model.kv_cache import KVCacheSize, kv_cache_bytes
+from edgepilot.plan.arithmetic import EngineArithmetic
 from edgepilot.plan.compute import ComputeEstimate, compute_buffer
 from edgepilot.plan.settings import EngineSettings
 from edgepilot.plan.types import MemoryBreakdown
@@ -68,7 +69,10 @@ def predict(
     settings: EngineSettings,
     repack_plan: dict[str, tuple[str, int]],
     weights: WeightsEstimate | None = None,
+    arithmetic: EngineArithmetic | None = None,
 ) -> Prediction:
+    """arithmetic: how the llama.cpp that runs differs from the pinned one (None: it is the pinned one)."""
+    a = arithmetic or EngineArithmetic("pinned")
     n_batch = min(settings.n_batch, max(settings.n_ctx, 1))
     n_ubatch = min(settings.n_ubatch, n_batch)
     kv = kv_cache_bytes(
@@ -82,12 +86,15 @@ def predict(
         n_batch=n_batch,
         flash_attn=settings.flash_attn,
     )
-    compute = compute_buffer(arch, kv.n_ctx, n_ubatch, settings.flash_attn, kv.cells_full, kv.cells_swa)
+    compute = compute_buffer(
+        arch, kv.n_ctx, n_ubatch, settings.flash_attn, kv.cells_full, kv.cells_swa, a.reserve_one_output
+    )
+    compute.reserved_bytes = max(0, compute.reserved_bytes + a.compute_reserved_delta_bytes)
     weights = weights or estimate_weights(
         header.tensors, repack_plan, header.architecture, file_size=header.file_size
     )
     output = output_buffer_bytes(arch)
-    runtime = runtime_bytes(arch)
+    runtime = runtime_bytes(arch) if a.runtime_bytes is None else a.runtime_bytes
     mmap, repack = settings.use_mmap, settings.repack
     weight_buffer = weights.weight_buffer_bytes(mmap, repack)  # CPU_Mapped with mmap, CPU without
     repack_buffer = weights.repack_buffer_bytes(repack)
@@ -99,6 +106,7 @@ def predict(
         + kv.total_bytes
         + compute.touched_bytes
         + output
+        + a.running_extra_bytes
     )
     peak = max(running, runtime + weights.load_peak_bytes(mmap, repack))
     memory = MemoryBreakdown(

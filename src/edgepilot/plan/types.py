@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from edgepilot.errors import UserError
 from edgepilot.plan.settings import EngineSettings
@@ -54,6 +55,8 @@ class FitResult:
     budget: Budget
     notes: list[str] = field(default_factory=list)
     trade_offs: list[str] = field(default_factory=list)  # settings given up to fit, and what each costs
+    # the engine the plan is for: {kind, path, version, ...} (engine/choice.py); None when not chosen
+    engine: dict[str, Any] | None = None
 
 
 class DoesNotFit(UserError):

@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from edgepilot.device.process import peak_rss_bytes
-from edgepilot.engine.inprocess import LlamaEngine
+from edgepilot.engine.choice import EngineInfo, choose_engine, open_engine
 from edgepilot.engine.preload import Preload, preload, skip_reason
 from edgepilot.engine.sampling import SamplerSettings
 from edgepilot.errors import UserError
@@ -15,6 +14,7 @@ from edgepilot.plan.commands import llama_cpp_command
 from edgepilot.plan.requested import RequestedSettings
 from edgepilot.plan.settings import EngineSettings
 from edgepilot.plan.types import DoesNotFit, FitResult
+from edgepilot.tuned.calibrate import learn_from_run
 from edgepilot.tuned.decide import decide
 from edgepilot.untrusted import read_user_file
 
@@ -43,6 +43,7 @@ class RunResult:
     ttft_ms: float | None = None
     preload: Preload | None = None  # the page-cache warm-up before loading (None: off or skipped)
     preload_skipped: str | None = None  # why it did not run, when it was asked for
+    engine: EngineInfo | None = None  # which llama.cpp ran it (in-process or its own programs)
     llama_log: list[str] = field(default_factory=list, repr=False, metadata={"json": False})
 
 
@@ -72,17 +73,20 @@ def run_model(
     budget_bytes: int | None = None,
     warm: bool = True,
     on_preload: Callable[[int, int], None] | None = None,
+    engine: str | None = None,
 ) -> RunResult:
-    """warm: read the model into the page cache before loading it, when it fits memory (engine.preload)."""
+    """warm: read the model into the page cache before loading it, when it fits memory (engine.preload).
+    engine: "auto", "inprocess" or "tools" (engine.choice)."""
     if n_predict < 0:
         raise UserError("-n must be 0 or more")
+    info = choose_engine(engine)
     stage = on_stage or (lambda _msg: None)
     stage("locating model")
     path = resolve_model(model)
     stage("planning memory")
     # A rough token count (about 3 bytes per token) so the context holds the prompt and the reply.
     ctx_needed = len(prompt.encode("utf-8")) // 3 + n_predict + 64
-    decision = decide(path, requested, ctx_needed=ctx_needed, budget_bytes=budget_bytes)
+    decision = decide(path, requested, ctx_needed=ctx_needed, budget_bytes=budget_bytes, engine=info)
     plan = decision.plan
     if not plan.fits and not force:
         raise DoesNotFit(plan)
@@ -100,11 +104,14 @@ def run_model(
         if on_text is not None:
             on_text(text)
 
-    with LlamaEngine(path, settings, verbose=verbose) as engine:
-        formatted = None if raw_prompt else engine.chat_prompt(prompt)
-        tokens = engine.tokenize(formatted if formatted is not None else prompt)
+    with open_engine(info, path, settings, verbose, decision.cpus, decision.prompt_cpus) as llama:
+        formatted = None if raw_prompt else llama.chat_prompt(prompt)
+        tokens = llama.tokenize(formatted if formatted is not None else prompt)
         stage("generating")
-        stats = engine.generate(tokens, n_predict, sampler=sampler, on_text=collect, on_phase=on_phase)
+        stats = llama.generate(tokens, n_predict, sampler=sampler, on_text=collect, on_phase=on_phase)
+        peak = llama.peak_rss_bytes()
+        if llama.kind == "tools":
+            learn_from_run(info, path, plan, llama, peak, stats.n_prompt + stats.n_gen)
         return RunResult(
             text="".join(pieces),
             n_prompt=stats.n_prompt,
@@ -113,13 +120,13 @@ def run_model(
             gen_tps=round(stats.gen_tps, 2),
             # llama.cpp pads the context (to 256 cells) and clamps the batch to it: report what it made.
             settings=replace(
-                settings, n_ctx=engine.load.n_ctx, n_batch=engine.load.n_batch, n_ubatch=engine.load.n_ubatch
+                settings, n_ctx=llama.load.n_ctx, n_batch=llama.load.n_batch, n_ubatch=llama.load.n_ubatch
             ),
-            peak_rss_bytes=peak_rss_bytes(),
+            peak_rss_bytes=peak,
             model=str(path),
             prompt_seconds=round(stats.prompt_seconds, 4),
             gen_seconds=round(stats.gen_seconds, 4),
-            load_seconds=round(engine.load.seconds, 4),
+            load_seconds=round(llama.load.seconds, 4),
             stopped_by=stats.stopped_by,
             chat_template=formatted is not None,
             llama_cpp_args=llama_cpp_command(
@@ -133,5 +140,6 @@ def run_model(
             ttft_ms=None if stats.first_token_seconds is None else round(stats.first_token_seconds * 1e3, 2),
             preload=warmed,
             preload_skipped=skipped,
-            llama_log=engine.load.log,
+            engine=info,
+            llama_log=llama.load.log,
         )

@@ -16,6 +16,7 @@ import signal
 from dataclasses import dataclass, field
 
 from edgepilot.engine.native_tools import find_tool
+from edgepilot.engine.tool_flags import adapt_args
 from edgepilot.plan.commands import llama_cpp_command
 from edgepilot.plan.settings import EngineSettings
 from edgepilot.serve.launch import WorkerLaunch
@@ -42,6 +43,7 @@ class NativeLaunch(WorkerLaunch):
 
     def argv(self, settings: EngineSettings) -> list[str]:
         extra = ["--host", self.socket_path, "-np", "1", "-n", str(self.max_tokens), "--no-webui"]
+        extra += ["--cache-ram", "0", "--fit", "off"]  # newer llama-servers: no RAM prompt cache, no auto-fit
         extra += ["-a", self.model_name]
         if self.cache_reuse is not None:
             extra += ["--cache-reuse", str(self.cache_reuse)]
@@ -49,4 +51,5 @@ class NativeLaunch(WorkerLaunch):
             extra += ["--rpc", ",".join(self.rpc), "-ngl", "999"]
         if self.tensor_split:
             extra += ["--tensor-split", ",".join(f"{v:g}" for v in self.tensor_split)]
-        return llama_cpp_command(self.model, settings, self.tool, self.cpus, self.prompt_cpus, extra)
+        argv = llama_cpp_command(self.model, settings, self.tool, self.cpus, self.prompt_cpus, extra)
+        return adapt_args(self.tool, argv)  # the installed llama.cpp's flags (engine/tool_flags.py)

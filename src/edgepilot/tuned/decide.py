@@ -8,17 +8,19 @@ saved fills in the speed choices the user left open; memory comes first.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from edgepilot.device.cpusets import cpulist
 from edgepilot.device.process import allowed_cpus
+from edgepilot.engine.choice import EngineInfo
 from edgepilot.plan.commands import llama_cpp_command
 from edgepilot.plan.fit import fit_model
 from edgepilot.plan.requested import RequestedSettings
 from edgepilot.plan.settings import EngineSettings
 from edgepilot.plan.types import FitResult
 from edgepilot.tuned import pinning
+from edgepilot.tuned.calibrate import arithmetic_for
 from edgepilot.tuned.profiles import Profile, load_profile
 
 # The context when none is asked for: enough for a conversation, without reserving the whole trained context
@@ -107,12 +109,14 @@ def decide(
     reserve_bytes: int = 0,
     profile: Profile | None = None,
     use_profile: bool = True,
+    engine: EngineInfo | None = None,
 ) -> Decision:
     """Settings and plan for one model on the device at `root`.
 
     ctx_needed: tokens the caller knows it needs (prompt + reply); the context is at least that, at least
     RUN_CTX, at most what fits. reserve_bytes: memory the process needs besides a run's (serve's HTTP stack).
     profile: the tuned profile to use; by default the one `tune` stored for this model and device.
+    engine: the engine that will run it: the plan is for its llama.cpp (tuned/calibrate.py).
     """
     requested = requested or RequestedSettings()
     path = Path(model_path)
@@ -129,6 +133,7 @@ def decide(
             root=root,
             ctx_target=ctx_target,
             reserve_bytes=reserve_bytes,
+            arithmetic=lambda arch: arithmetic_for(engine, path, arch),
         )
 
     plan = plan_for(tuned)
@@ -142,4 +147,6 @@ def decide(
         note = _profile_note(plan.settings, requested, profile, prompt_cpus)
         if note:
             plan.notes.append(note)
+    if engine is not None:
+        plan.engine = asdict(engine)
     return Decision(plan=plan, profile=profile, cpus=cpus, prompt_cpus=prompt_cpus)

@@ -1,0 +1,165 @@
+"""Which engine runs llama.cpp for a command: chosen once, shown by probe and fit, used by run/chat/serve.
+
+- "inprocess": llama-cpp-python in this process (the pinned llama.cpp the memory plan is calibrated on).
+  Installed by default on glibc Linux and macOS; on Android it is an extra (it compiles for many minutes).
+- "tools": llama.cpp's own programs (llama-server, llama-bench, llama-quantize...), built by `edgepilot build`
+  or installed by Termux (`pkg install llama-cpp`), Debian or Homebrew.
+"auto" (the default, or $EDGEPILOT_ENGINE) takes the in-process engine when it loads, else the tools.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from edgepilot.engine.native_tools import (
+    PINNED_BINDING,
+    ToolMissing,
+    find_tool,
+    tool_version,
+    where_to_get,
+)
+from edgepilot.errors import UserError
+
+if TYPE_CHECKING:
+    from edgepilot.engine.base import Engine
+    from edgepilot.plan.settings import EngineSettings
+
+ENGINE_CHOICES = ("auto", "inprocess", "tools")
+ENV_VAR = "EDGEPILOT_ENGINE"
+
+
+@dataclass(frozen=True)
+class EngineInfo:
+    """probe's and fit's `engine{kind, path, version}`."""
+
+    kind: str  # "inprocess" | "tools"
+    path: str | None  # libllama's directory (in-process) or llama-server's path (tools)
+    version: str | None  # "llama-cpp-python 0.3.36" or what llama-server --version says
+    why: str  # how it was chosen, in a few words
+    llama_cpp: str | None = (
+        None  # the llama.cpp build: "b6580 (abc123)", "0.7.0 (build 11669, commit Debian)"
+    )
+    pinned: bool = True  # the pinned llama.cpp the memory model is calibrated on (False: another version)
+
+
+def _binding() -> tuple[bool, str]:
+    from edgepilot.engine.llama_binding import binding_available
+
+    return binding_available()
+
+
+def _inprocess_info(why: str) -> EngineInfo:
+    from importlib.metadata import PackageNotFoundError, version
+
+    from edgepilot.engine.llama_binding import library_dir
+
+    try:
+        binding = version("llama-cpp-python")
+    except PackageNotFoundError:
+        binding = "unknown"
+    return EngineInfo(
+        kind="inprocess",
+        path=library_dir(),
+        version=f"llama-cpp-python {binding}",
+        why=why,
+        llama_cpp=f"vendored in llama-cpp-python {binding}",
+        pinned=binding == PINNED_BINDING,
+    )
+
+
+def _tools_info(tool: Path, why: str) -> EngineInfo:
+    v = tool_version(tool)
+    return EngineInfo(
+        kind="tools",
+        path=str(tool),
+        version=v.text if v else None,
+        why=why,
+        llama_cpp=v.text if v else None,
+        pinned=v is not None and v.source == "built",
+    )
+
+
+def requested_engine(requested: str | None) -> str:
+    choice = (requested or os.environ.get(ENV_VAR) or "auto").strip().lower()
+    if choice not in ENGINE_CHOICES:
+        source = "--engine" if requested else ENV_VAR
+        raise UserError(f"{source} {choice!r} is not an engine: choose one of {', '.join(ENGINE_CHOICES)}")
+    return choice
+
+
+def choose_engine(requested: str | None = None) -> EngineInfo:
+    """The engine for this command; UserError (one line) naming what to install when there is none."""
+    choice = requested_engine(requested)
+    reason = ""
+    if choice in ("auto", "inprocess"):
+        ok, reason = _binding()
+        if ok:
+            return _inprocess_info("asked for" if choice == "inprocess" else "llama-cpp-python loads")
+        if choice == "inprocess":
+            raise UserError(
+                f"the in-process engine is not available ({reason}): pip install 'edgepilot[inprocess]', "
+                "or use --engine tools"
+            )
+    try:
+        tool = find_tool("llama-server")
+    except ToolMissing:
+        if choice == "tools":
+            raise
+        raise UserError(
+            f"no llama.cpp to run: llama-cpp-python {reason}, and llama-server is not installed; "
+            f"{where_to_get('llama-server')}"
+        ) from None
+    return _tools_info(tool, "asked for" if choice == "tools" else f"llama-cpp-python {reason}")
+
+
+def describe_engine(requested: str | None = None) -> tuple[EngineInfo | None, str | None]:
+    """For probe and fit: the engine, or why there is none (never raises for a missing engine)."""
+    try:
+        return choose_engine(requested), None
+    except UserError as exc:
+        if requested:  # a bad --engine value is the user's to fix
+            raise
+        return None, str(exc)
+
+
+def engine_facts(requested: str | None = None) -> dict[str, Any]:
+    """probe's `engine{kind, path, version, ...}`; kind None with the reason when there is no engine."""
+    from dataclasses import asdict
+
+    info, problem = describe_engine(requested)
+    if info is not None:
+        return asdict(info)
+    return {"kind": None, "path": None, "version": None, "why": problem, "llama_cpp": None, "pinned": False}
+
+
+def open_engine(
+    info: EngineInfo,
+    model: Path,
+    settings: EngineSettings,
+    verbose: bool = False,
+    cpus: list[int] | None = None,
+    prompt_cpus: list[int] | None = None,
+) -> Engine:
+    """Load the model with these settings in the chosen engine."""
+    if info.kind == "inprocess":
+        from edgepilot.engine.inprocess import LlamaEngine
+
+        return LlamaEngine(model, settings, verbose=verbose)
+    from edgepilot.engine.server_engine import ServerEngine
+
+    tool = Path(info.path) if info.path else None
+    return ServerEngine(model, settings, verbose=verbose, cpus=cpus, prompt_cpus=prompt_cpus, tool=tool)
+
+
+def open_session(engine: Engine, reuse: bool = True) -> Any:
+    """The engine's multi-turn KV cache: only what is new in each prompt is processed."""
+    if engine.kind == "inprocess":
+        from edgepilot.engine.session import KVSession
+
+        return KVSession(engine, reuse=reuse)  # type: ignore[arg-type]
+    from edgepilot.engine.server_engine import ServerSession
+
+    return ServerSession(engine, reuse=reuse)  # type: ignore[arg-type]

@@ -1,0 +1,379 @@
+"""The tools engine: llama.cpp's own llama-server as a child process, on a private Unix socket.
+
+For users without llama-cpp-python (Termux's Python, where nothing compiles): the llama.cpp their package
+manager installed does the work, and edgepilot plans, drives and measures it. The server keeps one slot
+(`-np 1`) whose KV cache persists between requests: with `cache_prompt` it processes only what is new in
+each prompt, as the in-process engine's KVSession does. Timings come from the server's own `timings`.
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from edgepilot.engine.base import EngineError, GenerationStats, LoadInfo, TurnStats
+from edgepilot.engine.native_tools import find_tool, tool_version
+from edgepilot.engine.sampling import SamplerSettings
+from edgepilot.engine.tool_flags import adapt_args
+from edgepilot.engine.unix_http import UnixClient, WorkerUnavailable
+from edgepilot.errors import UserError
+from edgepilot.plan.commands import llama_cpp_command
+from edgepilot.plan.settings import EngineSettings
+
+LOG_LINES = 2000  # llama-server's stderr kept (the load log, for the doctor and the plan's calibration)
+READY_POLL = 0.05
+STOP_TYPES = {"eos": "eog", "limit": "limit", "word": "caller", "none": "limit"}
+
+
+class ServerEngine:
+    """llama-server with fixed settings. Use as a context manager: the child stops at the end."""
+
+    kind = "tools"
+
+    def __init__(
+        self,
+        model_path: Path,
+        settings: EngineSettings,
+        verbose: bool = False,
+        cpus: list[int] | None = None,
+        prompt_cpus: list[int] | None = None,
+        tool: Path | None = None,
+        load_timeout: float | None = None,
+    ) -> None:
+        settings.validate()
+        self.settings = settings
+        self.model_path = Path(model_path)
+        self.tool = tool or find_tool("llama-server")
+        self.version = tool_version(self.tool)
+        self._dir = tempfile.mkdtemp(prefix="edgepilot-engine-")
+        self.socket_path = os.path.join(self._dir, "llama.sock")
+        self.log: deque[str] = deque(maxlen=LOG_LINES)
+        self._verbose = verbose
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._peak_after_exit: int | None = None
+        self._template: str | None | bool = False  # False: not read yet
+        self.argv = self._argv(cpus, prompt_cpus)
+        t0 = time.perf_counter()
+        try:
+            self._start(load_timeout)
+            self.client = UnixClient(self.socket_path)
+            self.load = self._load_info(time.perf_counter() - t0)
+            self.load_peak_bytes = _hwm(self._proc.pid)  # loaded, before any request: the calibration's base
+        except BaseException:
+            self.close()
+            raise
+
+    # -- the child ------------------------------------------------------------------------------------------
+    def _argv(self, cpus: list[int] | None, prompt_cpus: list[int] | None) -> list[str]:
+        extra = ["--host", self.socket_path, "-np", "1", "--no-webui", "--cache-ram", "0", "--fit", "off"]
+        extra += [
+            "-lv",
+            "4",
+        ]  # newer llama-servers log the load (buffer sizes, for the plan) at this level only
+        argv = llama_cpp_command(self.model_path, self.settings, str(self.tool), cpus, prompt_cpus, extra)
+        if argv[0] == "taskset":  # this process is pinned already (tuned.decide): the child inherits it
+            argv = argv[3:]
+        return adapt_args(self.tool, argv)
+
+    def _start(self, load_timeout: float | None) -> None:
+        self._proc = subprocess.Popen(
+            self.argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            env=dict(os.environ, GGML_NO_BACKTRACE="1"),
+            start_new_session=True,  # Ctrl-C in the terminal reaches edgepilot, which stops the child itself
+        )
+        threading.Thread(target=self._pump, args=(self._proc.stderr,), daemon=True).start()
+        deadline = None if load_timeout is None else time.monotonic() + load_timeout
+        probe = UnixClient(self.socket_path, timeout=5)
+        while True:
+            if self._proc.poll() is not None:
+                raise EngineError(self._failure(f"llama-server exited with code {self._proc.returncode}"))
+            if deadline is not None and time.monotonic() > deadline:
+                raise EngineError(f"llama-server did not load {self.model_path.name} in {load_timeout:.0f} s")
+            if os.path.exists(self.socket_path):
+                try:
+                    status, _ = probe.get("/health")
+                    if status == 200:
+                        return
+                except WorkerUnavailable:
+                    pass
+            time.sleep(READY_POLL)
+
+    def _pump(self, pipe: Any) -> None:
+        for raw in pipe:
+            line = raw.decode("utf-8", errors="replace").rstrip("\n")
+            self.log.append(line)
+            if self._verbose:
+                os.write(2, raw)
+
+    def _failure(self, what: str) -> str:
+        time.sleep(0.1)  # the pump thread reads the last lines
+        errors = [
+            ln.strip() for ln in self.log if any(w in ln.lower() for w in ("error", "failed", "unable"))
+        ]
+        detail = "; ".join(errors[-2:])
+        return f"{what}: {detail}" if detail else f"{what} (see --verbose for its log)"
+
+    def _load_info(self, seconds: float) -> LoadInfo:
+        props = self._json("GET", "/props")
+        models = self._json("GET", "/v1/models")
+        meta = (models.get("data") or [{}])[0].get("meta") or {}
+        gen = props.get("default_generation_settings") or {}
+        n_ctx = int(gen.get("n_ctx") or self.settings.n_ctx)
+        return LoadInfo(
+            seconds=seconds,
+            n_ctx=n_ctx,
+            n_batch=min(self.settings.n_batch, n_ctx),
+            n_ubatch=min(self.settings.n_ubatch, self.settings.n_batch, n_ctx),
+            n_ctx_train=int(meta.get("n_ctx_train") or 0),
+            n_vocab=int(meta.get("n_vocab") or 0),
+            n_params=int(meta.get("n_params") or 0),
+            model_bytes=int(meta.get("size") or 0),
+            description=str(props.get("model_path") or self.model_path.name),
+            log=list(self.log),
+        )
+
+    def _json(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        try:
+            status, data = self.client.request(method, path, body)
+        except WorkerUnavailable as exc:
+            raise EngineError(self._failure(f"llama-server stopped answering ({exc})")) from None
+        if status != 200:
+            raise EngineError(f"llama-server answered {path} with HTTP {status}: {data[:200]!r}")
+        try:
+            out = json.loads(data)
+        except ValueError:
+            raise EngineError(f"llama-server's {path} answer is not JSON") from None
+        return out if isinstance(out, dict) else {"value": out}
+
+    def peak_rss_bytes(self) -> int:
+        """The peak resident memory of the process that holds the model: llama-server."""
+        if self._proc is not None and self._proc.poll() is None:
+            return _hwm(self._proc.pid)
+        return self._peak_after_exit or 0
+
+    def close(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            peak = _hwm(proc.pid)
+            usage = _stop(proc)
+            self._peak_after_exit = max(peak, usage.ru_maxrss * 1024 if usage else 0)
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+    def __enter__(self) -> ServerEngine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- text <-> tokens -------------------------------------------------------------------------------------
+    def _has_template(self) -> bool:
+        if self._template is False:
+            from edgepilot.model.gguf_header import read_header
+
+            try:
+                self._template = read_header(self.model_path).metadata.get("tokenizer.chat_template") or None
+            except (OSError, ValueError, UserError):
+                self._template = None
+        return bool(self._template)
+
+    def chat_prompt(self, user_text: str) -> str | None:
+        return self.chat_messages_prompt([("user", user_text)])
+
+    def chat_messages_prompt(self, messages: list[tuple[str, str]]) -> str | None:
+        """The conversation in the model's chat template (llama-server renders it); None without one."""
+        if not messages or not self._has_template():
+            return None
+        body = {"messages": [{"role": r, "content": c} for r, c in messages]}
+        prompt = self._json("POST", "/apply-template", body).get("prompt")
+        return prompt if isinstance(prompt, str) else None
+
+    def tokenize(self, text: str, add_special: bool = True, parse_special: bool = True) -> list[int]:
+        body = {"content": text, "add_special": add_special, "parse_special": parse_special}
+        tokens = self._json("POST", "/tokenize", body).get("tokens")
+        if not isinstance(tokens, list):
+            raise EngineError("llama-server's /tokenize answer has no tokens")
+        return [int(t) for t in tokens]
+
+    # -- evaluation ------------------------------------------------------------------------------------------
+    def generate(
+        self,
+        prompt_tokens: list[int],
+        n_predict: int,
+        sampler: SamplerSettings | None = None,
+        on_text: Callable[[str], bool | None] | None = None,
+        stop_at_eog: bool = True,
+        on_phase: Callable[[str], None] | None = None,
+        n_past: int = 0,
+        cache_prompt: bool = True,
+    ) -> GenerationStats:
+        """Process the prompt and generate up to n_predict tokens, streaming text to on_text (True from it
+        stops the answer). The server keeps the longest common prefix with its last sequence (cache_prompt):
+        the result's n_past says how many prompt tokens it did not process again. `n_past` and `on_phase`
+        are the in-process engine's: the server decides reuse itself and pins with -C/-Cb."""
+        del n_past, on_phase
+        if not prompt_tokens:
+            raise UserError("the prompt is empty")
+        n_ctx = self.load.n_ctx
+        if len(prompt_tokens) >= n_ctx:
+            raise UserError(
+                f"the prompt has {len(prompt_tokens)} tokens but the context holds {n_ctx}; "
+                f"use a larger --ctx or a shorter prompt"
+            )
+        chosen = (sampler or SamplerSettings()).validate()
+        budget = min(n_predict, n_ctx - len(prompt_tokens))
+        body: dict[str, Any] = {
+            "prompt": prompt_tokens,
+            "n_predict": budget,
+            "stream": True,
+            "cache_prompt": cache_prompt,
+            "ignore_eos": not stop_at_eog,
+            "temperature": chosen.temperature,
+            "top_k": chosen.top_k,
+            "top_p": chosen.top_p,
+            "min_p": chosen.min_p,
+            "seed": chosen.seed,
+            "samplers": ["top_k", "top_p", "min_p", "temperature"],
+            "return_tokens": True,
+        }
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        generated: list[int] = []
+        stopped_by, first, final = "limit", None, None
+        t0 = time.perf_counter()
+        try:
+            with self.client.stream("POST", "/completion", body) as events:
+                for event in events:
+                    tokens = event.get("tokens") or []
+                    generated.extend(int(t) for t in tokens if isinstance(t, int))
+                    content = event.get("content") or ""
+                    if first is None and (tokens or content):
+                        first = time.perf_counter() - t0
+                    if event.get("stop"):
+                        final = event
+                        break
+                    if on_text is not None and content:
+                        text = decoder.decode(content.encode("utf-8"))
+                        if text and on_text(text):
+                            stopped_by = "caller"
+                            break  # closing the connection stops the server's generation
+        except WorkerUnavailable as exc:
+            raise EngineError(self._failure(f"llama-server stopped answering ({exc})")) from None
+        elapsed = time.perf_counter() - t0
+        timings = (final or {}).get("timings") or {}
+        if final is not None:
+            content = final.get("content") or ""
+            if on_text is not None and content:
+                on_text(content)
+            stop_type = str(final.get("stop_type") or "limit")
+            stopped_by = STOP_TYPES.get(stop_type, "limit")
+            if stopped_by == "limit" and budget < n_predict:
+                stopped_by = "context"
+        n_gen = int(timings.get("predicted_n") or len(generated))
+        gen_seconds = float(timings.get("predicted_ms") or 0) / 1e3
+        prompt_seconds = float(timings.get("prompt_ms") or 0) / 1e3
+        n_cached = int(timings.get("cache_n") or 0)
+        if final is None:  # stopped by the caller: the server's timings never came
+            prompt_seconds = first or elapsed
+            gen_seconds = max(0.0, elapsed - prompt_seconds)
+            n_gen = len(generated)
+        return GenerationStats(
+            n_prompt=len(prompt_tokens),
+            n_gen=n_gen,
+            prompt_seconds=prompt_seconds,
+            gen_seconds=gen_seconds,
+            stopped_by=stopped_by,
+            first_token_seconds=first,
+            n_past=min(n_cached, len(prompt_tokens) - 1) if n_cached else 0,
+            tokens=generated,
+        )
+
+
+def _hwm(pid: int) -> int:
+    """A live process's peak resident memory (VmHWM), 0 when it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def _stop(proc: subprocess.Popen[bytes], grace: float = 10.0) -> Any:
+    """SIGTERM, SIGKILL after `grace` seconds; reaps the child, returns its rusage (None: already reaped)."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        while os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT | os.WNOHANG) is None:
+            if time.monotonic() > deadline:
+                proc.kill()
+                break
+            time.sleep(0.02)
+    try:
+        _, status, usage = os.wait4(proc.pid, 0)
+    except ChildProcessError:
+        return None
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return usage
+
+
+class ServerSession:
+    """A conversation's KV cache in llama-server's slot: the server keeps the longest common prefix of each
+    prompt with its last sequence (cache_prompt) and processes only the rest; the turn's figures come from
+    its timings (cache_n: the prompt tokens it kept)."""
+
+    def __init__(self, engine: ServerEngine, reuse: bool = True) -> None:
+        self.engine = engine
+        self.reuse = reuse
+        self.cached: list[int] = []
+
+    @property
+    def n_ctx(self) -> int:
+        return self.engine.load.n_ctx
+
+    def reset(self) -> None:
+        self.cached = []
+
+    def generate(
+        self,
+        tokens: list[int],
+        n_predict: int,
+        sampler: SamplerSettings | None = None,
+        on_text: Callable[[str], bool | None] | None = None,
+        on_phase: Callable[[str], None] | None = None,
+        stop_at_eog: bool = True,
+    ) -> tuple[GenerationStats, TurnStats]:
+        t0 = time.perf_counter()
+        self.cached = []
+        gen = self.engine.generate(
+            tokens, n_predict, sampler=sampler, on_text=on_text, stop_at_eog=stop_at_eog,
+            cache_prompt=self.reuse,
+        )  # fmt: skip
+        self.cached = [*tokens, *gen.tokens]
+        ttft = gen.first_token_seconds if gen.first_token_seconds is not None else time.perf_counter() - t0
+        return gen, TurnStats(
+            n_prompt=len(tokens),
+            n_prompt_new=len(tokens) - gen.n_past,
+            n_reused=gen.n_past,
+            n_gen=gen.n_gen,
+            ttft_seconds=ttft,
+            prompt_seconds=gen.prompt_seconds,
+            gen_seconds=gen.gen_seconds,
+            gen_tps=gen.gen_tps,
+            prompt_tps=gen.prompt_tps,
+            stopped_by=gen.stopped_by,
+        )

@@ -1,0 +1,81 @@
+"""Command lines for the llama.cpp that is installed, whichever version it is.
+
+A packaged llama.cpp (Termux, Debian, Homebrew) is months newer or older than the pinned one: some flags came
+later (`--cache-ram`, `--fit`, `--no-repack`), some were renamed. The program's own `--help` says which it
+knows; a flag it does not know is dropped (or replaced by its older spelling) rather than failing the load.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from functools import lru_cache
+from pathlib import Path
+
+HELP_SECONDS = 20
+FLAG = re.compile(r"(?<![\w-])(--?[A-Za-z][\w-]*)")
+# Flags edgepilot adds that a llama.cpp may lack, with how many values follow each.
+OPTIONAL = {
+    "--cache-ram": 1,
+    "--fit": 1,
+    "-lv": 1,
+    "--no-webui": 0,
+    "-lm": 1,
+    "--no-repack": 0,
+    "--swa-full": 0,
+    "--cpu-strict": 1,
+    "--cpu-strict-batch": 1,
+    "-C": 1,
+    "-Cb": 1,
+}
+# An older spelling to use when the newer one is missing: (new flag, its value) -> replacement argv
+OLDER = {("-lm", "none"): ["--no-mmap"]}
+
+
+@lru_cache(maxsize=16)
+def _known(path: str, mtime_ns: int) -> frozenset[str] | None:
+    try:
+        done = subprocess.run(
+            [path, "--help"],
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=HELP_SECONDS,
+            stdin=subprocess.DEVNULL,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    flags = frozenset(FLAG.findall(done.stdout + "\n" + done.stderr))
+    return flags if len(flags) > 10 else None  # too few: not a help text, keep the command as it is
+
+
+def known_flags(tool: Path | str) -> frozenset[str] | None:
+    """The flags the program's --help lists (None: it would not say)."""
+    try:
+        mtime = Path(tool).stat().st_mtime_ns
+    except OSError:
+        return None
+    return _known(str(tool), mtime)
+
+
+def adapt_args(tool: Path | str, argv: list[str]) -> list[str]:
+    known = known_flags(tool)
+    return argv if known is None else adapt_to(known, argv)
+
+
+def adapt_to(known: frozenset[str], argv: list[str]) -> list[str]:
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        n = OPTIONAL.get(arg)
+        if i == 0 or n is None or arg in known:
+            out.append(arg)
+            i += 1
+            continue
+        values = argv[i + 1 : i + 1 + n]
+        older = OLDER.get((arg, values[0] if values else ""))
+        if older and all(f in known for f in older):
+            out += older
+        i += 1 + n
+    return out

@@ -1,0 +1,27 @@
+"""How the llama.cpp that runs differs from the pinned one the memory model is calibrated on.
+
+The pinned arithmetic (memory_model.py, compute.py) is llama-cpp-python 0.3.36's llama.cpp in a Python
+process. Another engine changes some terms:
+- the process: llama-server carries no interpreter, but its own HTTP server, slots and sampler arrays;
+- the compute buffer: newer llama.cpp reserves the graph for the outputs it will really produce (one logits
+  row, `n_outputs_max = 1`) instead of one per ubatch token, and lays some graphs out differently.
+These terms are learned from what that llama.cpp logs and how much memory its process really used
+(tuned/calibrate.py records them per version and model); the planner applies them here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class EngineArithmetic:
+    """Corrections to the pinned memory model for one llama.cpp (None / 0: the pinned term)."""
+
+    engine: str  # what it is for, e.g. "llama-server 0.7.0 (build 11669, commit Debian)"
+    runtime_bytes: int | None = None  # the process without model buffers (replaces the pinned runtime)
+    running_extra_bytes: int = 0  # resident memory a context-filling run adds beyond the compute it touches
+    reserve_one_output: bool = False  # the compute graph is reserved for one logits row, not one per token
+    compute_reserved_delta_bytes: int = 0  # logged compute buffer minus the arithmetic's estimate
+    learned_from: int = 0  # measured runs behind these terms (0: an engine nobody has measured here yet)
+    notes: list[str] = field(default_factory=list)

@@ -1,0 +1,195 @@
+"""Learn how another llama.cpp's memory differs from the pinned one, per version, from its own runs.
+
+After each run through llama.cpp's programs (the tools engine), three facts are kept for that llama.cpp
+version and model (in the data dir's `calibration/`): the process's resident memory once loaded, minus the
+buffers it logged (its runtime); the compute buffer it logged against the two layouts the memory model
+knows (one logits row reserved, or one per ubatch token); and, for a run that filled its context, what it
+used beyond the load and the compute it touched. The next plan for that version applies them
+(plan/arithmetic.py).
+A model not measured yet on a version borrows from the models that were, scaled by vocabulary (the per-token
+structures are what differ most between models).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from edgepilot.datadir import data_dir
+from edgepilot.engine.choice import EngineInfo
+from edgepilot.engine.load_log import LoggedBuffers
+from edgepilot.engine.native_tools import tool_version
+from edgepilot.errors import UserError
+from edgepilot.model.arch import ArchParams
+from edgepilot.model.kv_cache import kv_cache_bytes
+from edgepilot.plan.arithmetic import EngineArithmetic
+from edgepilot.plan.compute import compute_buffer
+from edgepilot.plan.memory_model import VOCAB_BYTES_PER_TOKEN
+from edgepilot.plan.types import FitResult
+
+MAX_FILE_BYTES = 1 << 20
+KEEP_SAMPLES = 8
+FILLED = 0.9  # a run that processed this share of its context shows the running peak
+
+
+def version_key(info: EngineInfo) -> str | None:
+    if info.kind != "tools" or not info.path:
+        return None
+    v = tool_version(Path(info.path))
+    return f"llama-server-{v.key}" if v else None
+
+
+def _file(key: str) -> Path:
+    return data_dir() / "calibration" / f"{key}.json"
+
+
+def _read(key: str) -> dict[str, Any]:
+    path = _file(key)
+    try:
+        with open(path, "rb") as f:
+            if not os.path.isfile(path):
+                return {}
+            raw = f.read(MAX_FILE_BYTES + 1)
+        data = json.loads(raw) if len(raw) <= MAX_FILE_BYTES else {}
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) and isinstance(data.get("models"), dict) else {}
+
+
+def _write(key: str, data: dict[str, Any]) -> None:
+    path = _file(key)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".calibration-", suffix=".tmp")
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f, indent=1)
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a read-only data dir: the plan stays on the pinned figures, the run itself is unaffected
+
+
+def model_key(model: Path) -> str:
+    try:
+        size = model.stat().st_size
+    except OSError:
+        size = 0
+    return f"{model.name}:{size}"
+
+
+def _push(samples: Any, value: int) -> list[int]:
+    kept = [int(v) for v in samples if isinstance(v, int)] if isinstance(samples, list) else []
+    return [*kept, int(value)][-KEEP_SAMPLES:]
+
+
+def record_run(
+    info: EngineInfo,
+    model: Path,
+    arch: ArchParams,
+    plan: FitResult,
+    logged: LoggedBuffers,
+    load_peak_bytes: int,
+    peak_bytes: int,
+    n_processed: int,
+    n_ctx: int,
+) -> None:
+    """Keep what this run of the tools engine showed about its llama.cpp's memory."""
+    key = version_key(info)
+    if key is None or load_peak_bytes <= 0 or logged.lines == 0:
+        return
+    m, s = plan.memory, plan.settings
+    data = _read(key) or {"engine": info.version, "models": {}}
+    entry = data["models"].get(model_key(model))
+    entry = entry if isinstance(entry, dict) else {}
+    loaded = m.weights_bytes + m.repack_bytes + logged.kv_bytes + logged.output_bytes
+    entry["n_vocab"] = int(arch.n_vocab or 0)
+    entry["runtime"] = _push(entry.get("runtime"), load_peak_bytes - loaded)
+    n_batch = min(s.n_batch, n_ctx)
+    n_ubatch = min(s.n_ubatch, n_batch)
+    kv = kv_cache_bytes(
+        arch, n_ctx, s.type_k, s.type_v, n_seq=1, swa_full=s.swa_full, n_ubatch=n_ubatch, n_batch=n_batch,
+        flash_attn=s.flash_attn,
+    )  # fmt: skip
+    one, per_token = (
+        compute_buffer(arch, kv.n_ctx, n_ubatch, s.flash_attn, kv.cells_full, kv.cells_swa, flag)
+        for flag in (True, False)
+    )
+    entry["reserve_one_output"] = abs(logged.compute_bytes - one.reserved_bytes) < abs(
+        logged.compute_bytes - per_token.reserved_bytes
+    )
+    chosen = one if entry["reserve_one_output"] else per_token
+    entry["compute_delta"] = logged.compute_bytes - chosen.reserved_bytes
+    if n_processed >= FILLED * n_ctx:
+        entry["running_extra"] = _push(
+            entry.get("running_extra"), peak_bytes - load_peak_bytes - m.compute_touched_bytes
+        )
+    data["models"][model_key(model)] = entry
+    _write(key, data)
+
+
+def arithmetic_for(info: EngineInfo | None, model: Path, arch: ArchParams) -> EngineArithmetic | None:
+    """The learned corrections for this engine and model (None: the in-process, pinned llama.cpp)."""
+    if info is None or info.kind != "tools":
+        return None
+    key = version_key(info)
+    name = f"llama-server {info.version or '(version unknown)'}"
+    models = _read(key).get("models", {}) if key else {}
+    own = models.get(model_key(model))
+    if isinstance(own, dict) and own.get("runtime"):
+        return _from_entry(name, own, f"memory planned for {name} from its runs of this model here")
+    measured = [e for e in models.values() if isinstance(e, dict) and e.get("runtime") and e.get("n_vocab")]
+    if not measured:
+        return EngineArithmetic(
+            name,
+            notes=[
+                f"memory planned with the pinned llama.cpp's figures: {name} has not run here yet "
+                "(its first run calibrates the plan)"
+            ],
+        )
+    vocab = int(arch.n_vocab or 0)
+    runtime = max(max(e["runtime"]) - VOCAB_BYTES_PER_TOKEN * e["n_vocab"] for e in measured)
+    extra = max((max(e.get("running_extra") or [0]) / e["n_vocab"] for e in measured), default=0.0)
+    return EngineArithmetic(
+        name,
+        runtime_bytes=runtime + VOCAB_BYTES_PER_TOKEN * vocab,
+        running_extra_bytes=max(0, int(extra * vocab)),
+        reserve_one_output=any(e.get("reserve_one_output") for e in measured),
+        learned_from=sum(len(e["runtime"]) for e in measured),
+        notes=[f"memory planned for {name} from its runs of other models here"],
+    )
+
+
+def _from_entry(name: str, entry: dict[str, Any], note: str) -> EngineArithmetic:
+    runs = [int(v) for v in entry["runtime"]]
+    extra = [int(v) for v in entry.get("running_extra") or []]
+    a = EngineArithmetic(
+        name,
+        runtime_bytes=max(runs),
+        running_extra_bytes=max(extra) if extra else 0,
+        reserve_one_output=bool(entry.get("reserve_one_output")),
+        compute_reserved_delta_bytes=int(entry.get("compute_delta") or 0),
+        learned_from=len(runs),
+        notes=[f"{note} ({len(runs)} run{'s' if len(runs) != 1 else ''})"],
+    )
+    if not extra:
+        a = replace(a, notes=[*a.notes, "no context-filling run yet: a long prompt may use a little more"])
+    return a
+
+
+def learn_from_run(
+    info: EngineInfo, model: Path, plan: FitResult, engine: Any, peak: int, n_used: int
+) -> None:
+    """After a run on the tools engine (engine/server_engine.py): what its load log and peaks showed."""
+    from edgepilot.engine.load_log import logged_buffers
+    from edgepilot.model.arch import arch_params
+    from edgepilot.model.gguf_header import read_header
+
+    try:
+        arch = arch_params(read_header(model).metadata)
+    except (OSError, ValueError, UserError):
+        return
+    logged = logged_buffers(engine.log)
+    record_run(info, model, arch, plan, logged, engine.load_peak_bytes, peak, n_used, engine.load.n_ctx)
