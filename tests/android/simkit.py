@@ -36,16 +36,21 @@ def python(code: str, timeout: float = TIMEOUT) -> subprocess.CompletedProcess[s
 
 
 def edgepilot_cli(
-    *args: str, stdin: str | None = None, timeout: float = TIMEOUT
+    *args: str, stdin: str | None = None, timeout: float = TIMEOUT, engine: str | None = "inprocess"
 ) -> subprocess.CompletedProcess[str]:
-    """`python -m edgepilot ARGS` on the simulated Android interpreter."""
+    """`python -m edgepilot ARGS` on the simulated Android interpreter. The lane is about the in-process
+    engine loading there, so it is asked for ($EDGEPILOT_ENGINE) unless engine is None (auto)."""
+    env = android_env()
+    env.pop("EDGEPILOT_ENGINE", None)
+    if engine is not None:
+        env["EDGEPILOT_ENGINE"] = engine
     return subprocess.run(
         [sys.executable, "-m", "edgepilot", *args],
         input=stdin,
         capture_output=True,
         text=True,
         timeout=timeout,
-        env=android_env(),
+        env=env,
     )
 
 

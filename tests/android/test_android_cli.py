@@ -25,8 +25,10 @@ def _ok(done) -> dict:
 
 
 def test_probe(devices):
-    data = _ok(edgepilot_cli("probe", "--json"))
+    data = _ok(edgepilot_cli("probe", "--json", engine=None))
     assert data["cpu"]["cores"] >= 1 and data["memory"]["total_bytes"] > 0
+    # engine auto: the binding loads on Android's Python, so the in-process engine is the one found
+    assert data["engine"]["kind"] == "inprocess" and data["engine"]["why"] == "llama-cpp-python loads"
     # this machine is no phone: no getprop, so no Android facts, whatever Python says
     assert data["android"] is None
     phone = _ok(edgepilot_cli("probe", "--json", "--root", str(devices / "sd8gen2-xiaomi13pro")))
@@ -35,7 +37,7 @@ def test_probe(devices):
 
 def test_fit(smollm_path):
     data = _ok(edgepilot_cli("fit", str(smollm_path), "--ctx", "256", "--json"))
-    assert data["fits"] and data["settings"]["n_ctx"] == 256
+    assert data["fits"] and data["settings"]["n_ctx"] == 256 and data["engine"]["kind"] == "inprocess"
     assert data["memory"]["peak_rss_bytes"] > data["memory"]["weights_bytes"] > 0
 
 
@@ -45,6 +47,7 @@ def test_run(model, request):
     done = edgepilot_cli("run", str(path), "-p", "The capital of France is", "-n", "8", "--ctx", "256",
                          "--temp", "0", "--json")  # fmt: skip
     data = _ok(done)
+    assert data["engine"]["kind"] == "inprocess"
     assert data["text"].strip() and 0 < data["n_gen"] <= 8 and data["n_prompt"] > 0
     assert data["gen_tps"] > 0 and data["peak_rss_bytes"] > 0
     assert data["settings"]["n_ctx"] == 256
