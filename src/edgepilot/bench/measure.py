@@ -58,7 +58,7 @@ class Bencher:
     """Runs pp/tg repetitions on one engine; switching threads is free, the context stays."""
 
     def __init__(self, engine: LlamaEngine, seed: int = 1234) -> None:
-        import llama_cpp
+        from edgepilot.engine.llama_binding import llama_cpp
 
         self.engine = engine
         self.rng = random.Random(seed)

@@ -1,6 +1,6 @@
 """The thread sweep as a picture: tokens/s against threads, one line per core set (and per test).
 
-Terminal: plotext (pure Python). PNG: matplotlib, the optional `plot` extra.
+Terminal: plotext (6 compiles a C++ kernel; not installed on Android). PNG: matplotlib, the `plot` extra.
 """
 
 from __future__ import annotations

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from edgepilot.device.system import linux_kernel
 from edgepilot.errors import UserError
 
 CGROUP_V1_MEMORY = Path("/sys/fs/cgroup/memory")
@@ -21,8 +21,8 @@ CGROUP_V1_MEMORY = Path("/sys/fs/cgroup/memory")
 
 def cgroup_problem(root: Path = CGROUP_V1_MEMORY) -> str | None:
     """None when a memory group can be made under root; otherwise why not, with what to do."""
-    if sys.platform != "linux":
-        return "memory limits need Linux cgroups"
+    if not linux_kernel():  # Android's Python says "android": its kernel has the same cgroups
+        return "memory limits need Linux cgroups (Linux or Android)"
     if not (root / "memory.limit_in_bytes").exists():
         return (
             f"{root} is not a cgroup v1 memory hierarchy; on a cgroup v2 system use "

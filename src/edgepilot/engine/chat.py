@@ -5,7 +5,7 @@ from __future__ import annotations
 import ctypes
 from collections.abc import Sequence
 
-import llama_cpp
+from edgepilot.engine.llama_binding import llama_cpp
 
 
 def apply_chat_template(model: llama_cpp.llama_model_p, user_text: str) -> str | None:

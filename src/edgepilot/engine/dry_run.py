@@ -11,10 +11,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-import llama_cpp
-
 from edgepilot.engine import llama_log
 from edgepilot.engine.inprocess import EngineError, init_backend
+from edgepilot.engine.llama_binding import llama_cpp
 from edgepilot.engine.params import context_params, model_params
 from edgepilot.plan.settings import EngineSettings
 

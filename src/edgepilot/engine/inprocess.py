@@ -13,10 +13,9 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-import llama_cpp
-
 from edgepilot.engine import llama_log
 from edgepilot.engine.base import EngineError, GenerationStats, LoadInfo
+from edgepilot.engine.llama_binding import llama_cpp
 from edgepilot.engine.params import context_params, model_params
 from edgepilot.engine.sampling import GreedyPicker, SamplerSettings, build_chain
 from edgepilot.errors import UserError

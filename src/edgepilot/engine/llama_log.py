@@ -10,7 +10,7 @@ import sys
 import threading
 from collections import deque
 
-import llama_cpp
+from edgepilot.engine.llama_binding import llama_cpp
 
 _lock = threading.Lock()
 _MAX_LINES = 20_000  # a long-running server keeps the most recent lines only

@@ -10,9 +10,9 @@ from __future__ import annotations
 import ctypes
 from typing import TYPE_CHECKING
 
-import llama_cpp
 import numpy as np
 
+from edgepilot.engine.llama_binding import llama_cpp
 from edgepilot.errors import UserError
 
 if TYPE_CHECKING:

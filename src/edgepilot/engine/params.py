@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import llama_cpp
-
+from edgepilot.engine.llama_binding import llama_cpp
 from edgepilot.plan.settings import EngineSettings, kv_type_id
 
 

@@ -27,7 +27,7 @@ class SamplerSettings:
 
 
 def build_chain(settings: SamplerSettings) -> Any:
-    import llama_cpp  # imported on use: device-only commands work without llama.cpp installed
+    from edgepilot.engine.llama_binding import llama_cpp  # on use: device commands need no llama.cpp
 
     params = llama_cpp.llama_sampler_chain_default_params()
     params.no_perf = True
@@ -51,8 +51,9 @@ class GreedyPicker:
     that copy is ~0.4-0.8 ms a token here, several percent of a 270M model's generation time."""
 
     def __init__(self, ctx: Any, n_vocab: int) -> None:
-        import llama_cpp
         import numpy as np
+
+        from edgepilot.engine.llama_binding import llama_cpp
 
         self._ctx, self._n_vocab = ctx, n_vocab
         self._logits_ith, self._as_array = llama_cpp.llama_get_logits_ith, np.ctypeslib.as_array

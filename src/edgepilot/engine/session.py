@@ -16,10 +16,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-import llama_cpp
-
 from edgepilot.engine.base import GenerationStats, TurnStats, common_prefix
 from edgepilot.engine.inprocess import LlamaEngine
+from edgepilot.engine.llama_binding import llama_cpp
 from edgepilot.engine.sampling import SamplerSettings
 
 

@@ -16,8 +16,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-import llama_cpp
-
+from edgepilot.engine.llama_binding import llama_cpp
 from edgepilot.engine.session import KVSession
 from edgepilot.errors import UserError
 from edgepilot.untrusted import loads_json, open_regular, read_user_file

@@ -33,7 +33,7 @@ _TAG = re.compile(r"[-_.](?:[IT]?Q\d\w*|F16|F32|BF16|MXFP4\w*)$", re.IGNORECASE)
 def quant_types() -> dict[str, int]:
     """Type name (as llama-quantize spells it: Q4_K_M, IQ4_XS, F16) -> llama_ftype, from llama-cpp-python's
     constants for the vendored llama.h."""
-    import llama_cpp
+    from edgepilot.engine.llama_binding import llama_cpp
 
     names = {"F32": llama_cpp.LLAMA_FTYPE_ALL_F32}
     for key, value in vars(llama_cpp).items():
@@ -97,7 +97,7 @@ def describe_source(path: Path) -> tuple[str | None, str | None]:
 
 
 def _overrides(items: dict[str, str]) -> ctypes.Array:
-    import llama_cpp
+    from edgepilot.engine.llama_binding import llama_cpp
 
     array = (llama_cpp.llama_model_kv_override * (len(items) + 1))()  # zeroed: the last one ends the list
     for slot, (key, value) in zip(array, items.items(), strict=False):
@@ -118,10 +118,9 @@ def run_quantizer(
 ) -> int:
     """llama_model_quantize into target (written as target.part, renamed when complete); returns the number
     of fallback tensors llama.cpp reported. A UserError with llama.cpp's reason on failure."""
-    import llama_cpp
-
     from edgepilot.engine import llama_log
     from edgepilot.engine.inprocess import init_backend
+    from edgepilot.engine.llama_binding import llama_cpp
 
     init_backend(False)
     params = llama_cpp.llama_model_quantize_default_params()

@@ -105,7 +105,7 @@ def _read_gguf(path: Path) -> dict[str, np.ndarray]:
 
 
 def load_imatrix(file: str) -> Imatrix:
-    import llama_cpp
+    from edgepilot.engine.llama_binding import llama_cpp
 
     path = Path(file).expanduser()
     try:
