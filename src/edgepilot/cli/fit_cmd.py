@@ -35,6 +35,6 @@ def fit(
     from edgepilot.engine.choice import describe_engine
     from edgepilot.tuned.decide import decide
 
-    info = describe_engine(engine)[0] if root == "/" else None
+    info = describe_engine(engine, load=False)[0] if root == "/" else None
     decision = decide(model, requested, root=root, budget_bytes=flags.size_or_none(budget), engine=info)
     emit(decision.plan, as_json, render_fit)

@@ -45,7 +45,12 @@ class EngineInfo:
     pinned: bool = True  # the pinned llama.cpp the memory model is calibrated on (False: another version)
 
 
-def _binding() -> tuple[bool, str]:
+def _binding(load: bool) -> tuple[bool, str]:
+    """Whether the in-process engine is there; load=False looks without loading llama.cpp (planning)."""
+    if not load:
+        from importlib.util import find_spec
+
+        return (True, "") if find_spec("llama_cpp") is not None else (False, "is not installed")
     from edgepilot.engine.llama_binding import binding_available
 
     return binding_available()
@@ -90,12 +95,13 @@ def requested_engine(requested: str | None) -> str:
     return choice
 
 
-def choose_engine(requested: str | None = None) -> EngineInfo:
-    """The engine for this command; UserError (one line) naming what to install when there is none."""
+def choose_engine(requested: str | None = None, load: bool = True) -> EngineInfo:
+    """The engine for this command; UserError (one line) naming what to install when there is none.
+    load=False: decide without loading llama.cpp (fit plans without it; an installed binding counts)."""
     choice = requested_engine(requested)
     reason = ""
     if choice in ("auto", "inprocess"):
-        ok, reason = _binding()
+        ok, reason = _binding(load)
         if ok:
             return _inprocess_info("asked for" if choice == "inprocess" else "llama-cpp-python loads")
         if choice == "inprocess":
@@ -115,10 +121,12 @@ def choose_engine(requested: str | None = None) -> EngineInfo:
     return _tools_info(tool, "asked for" if choice == "tools" else f"llama-cpp-python {reason}")
 
 
-def describe_engine(requested: str | None = None) -> tuple[EngineInfo | None, str | None]:
+def describe_engine(
+    requested: str | None = None, load: bool = True
+) -> tuple[EngineInfo | None, str | None]:
     """For probe and fit: the engine, or why there is none (never raises for a missing engine)."""
     try:
-        return choose_engine(requested), None
+        return choose_engine(requested, load), None
     except UserError as exc:
         if requested:  # a bad --engine value is the user's to fix
             raise
