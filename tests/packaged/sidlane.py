@@ -14,6 +14,7 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 LANE_SCRIPT = REPO / "scripts" / "packaged-lane.sh"
@@ -44,7 +45,9 @@ def lane_root() -> tuple[Path, bool]:
 def command(root: Path, argv: list[str], env: dict[str, str] | None = None) -> list[str]:
     """The host command line that runs argv inside the root."""
     pairs = [f"{k}={v}" for k, v in {**BASE_ENV, **(env or {})}.items()]
-    return ["unshare", "--mount", "--fork", "sh", "-c", ENTER, "sh", str(root), "env", "-i", *pairs, *argv]
+    # --kill-child: when the test stops (or kills) unshare, the command inside gets SIGTERM too
+    enter = ["unshare", "--mount", "--fork", "--kill-child=SIGTERM", "sh", "-c", ENTER, "sh", str(root)]
+    return [*enter, "env", "-i", *pairs, *argv]
 
 
 def run(
@@ -59,10 +62,10 @@ def run(
     )
 
 
-def popen(root: Path, argv: list[str], env: dict[str, str] | None = None) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        command(root, argv, env), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
+def popen(
+    root: Path, argv: list[str], stderr: Any, env: dict[str, str] | None = None
+) -> subprocess.Popen[str]:
+    return subprocess.Popen(command(root, argv, env), stdout=subprocess.PIPE, stderr=stderr, text=True)
 
 
 def install_checkout(root: Path) -> None:
@@ -84,6 +87,38 @@ def install_checkout(root: Path) -> None:
     done = run(root, [f"{VENV}/bin/python", "-m", "pip", "install", "--quiet", "--no-deps", SRC_IN_ROOT])
     if done.returncode != 0:
         raise RuntimeError(f"pip install in the packaged lane failed: {done.stderr[-2000:]}")
+
+
+FILL = """
+import sys
+from pathlib import Path
+from edgepilot.engine.server_engine import ServerEngine
+from edgepilot.plan.settings import EngineSettings
+model, n_tokens, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+with ServerEngine(Path(model), EngineSettings(n_ctx=256, n_threads=2)) as engine:
+    words = "phone battery memory model token layer cache window " * (n_tokens // 4)
+    tokens = engine.tokenize(words, add_special=False)[:n_tokens]
+    text = engine._json("POST", "/detokenize", {"tokens": tokens})["content"]
+Path(out).write_text(text)
+"""
+
+
+def filling_prompt(root: Path, model: str, n_tokens: int) -> str:
+    """A prompt file in the root of about n_tokens tokens of this model (its own llama-server counts)."""
+    out = f"/tmp/ep-{CHECKOUT_ID}-fill-{Path(model).stem}-{n_tokens}.txt"
+    done = run(root, [f"{VENV}/bin/python", "-c", FILL, model, str(n_tokens), out])
+    if done.returncode != 0:
+        raise RuntimeError(done.stderr[-2000:])
+    return out
+
+
+def bundled_model(root: Path) -> str:
+    """The bundled Gemma 3 270M, assembled in the root as edgepilot does for a user."""
+    code = "from edgepilot.model.resolve import resolve_model; print(resolve_model(None))"
+    done = run(root, [f"{VENV}/bin/python", "-c", code])
+    if done.returncode != 0:
+        raise RuntimeError(done.stderr[-2000:])
+    return done.stdout.strip()
 
 
 def host_path(root: Path, inside: str) -> Path:
