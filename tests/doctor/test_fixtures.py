@@ -58,6 +58,17 @@ EXPECTED = {
     "accel-opencl-mali.txt": ("accelerator-unsupported", "unsupported GPU", "Adreno"),
     "accel-nnapi-tflite-27983.txt": ("accelerator-unsupported", "not delegated to NNAPI", "CPU"),
     "vllm-avx512-5317.txt": ("framework-needs-x86", "requires AVX512", "llama.cpp"),
+    "arch-unknown-local.txt": ("architecture-unsupported", "unknown model architecture", "--engine tools"),
+    "arch-unknown-llama-server-local.txt": (
+        "architecture-unsupported",
+        "'futurearch'",
+        "pkg upgrade llama-cpp",
+    ),
+    "engine-library-mismatch-local.txt": (
+        "engine-library-mismatch",
+        "undefined symbol: llama_max_devices",
+        "LLAMA_CPP_LIB_PATH",
+    ),
     "vllm-mavx2-aarch64-20523.txt": ("framework-needs-x86", "-mavx2", "GGUF"),
     "unknown-vulkan-ok-granite.txt": ("unknown", "log: 24 lines", "edgepilot doctor --"),
 }

@@ -68,13 +68,16 @@ def report_engine_failure(
     """For `run`/`serve`: print the engine's error, then the doctor's top cause and fix; exit code 2."""
     from edgepilot.doctor.command import resolve_default_model
     from edgepilot.doctor.diagnose import diagnose
-    from edgepilot.engine import llama_log
 
     err = err_console()
 
     err.print(f"edgepilot: error: {exc}", markup=False, soft_wrap=True)
     try:
-        lines = [str(exc), *llama_log.lines_since(0)]
+        lines = [str(exc), *getattr(exc, "log", [])]
+        if "llama_cpp" in sys.modules:  # the in-process engine ran: its captured log
+            from edgepilot.engine import llama_log
+
+            lines += llama_log.lines_since(0)
         d = diagnose(lines, model=model or resolve_default_model(), requested=requested)
     except Exception as doc_exc:  # the doctor must never hide the original error
         err.print(f"edgepilot: doctor could not diagnose this ({doc_exc})", markup=False, style="dim")

@@ -18,7 +18,12 @@ if TYPE_CHECKING:
 
 
 class EngineError(UserError):
-    """llama.cpp refused to load or run (the message carries its last error lines)."""
+    """llama.cpp refused to load or run (the message carries its last error lines; `log`, when the engine
+    is a child process, its output for the doctor)."""
+
+    def __init__(self, message: str, log: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.log = log or []
 
 
 @dataclass

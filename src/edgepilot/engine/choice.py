@@ -105,10 +105,10 @@ def choose_engine(requested: str | None = None, load: bool = True) -> EngineInfo
         if ok:
             return _inprocess_info("asked for" if choice == "inprocess" else "llama-cpp-python loads")
         if choice == "inprocess":
-            raise UserError(
-                f"the in-process engine is not available ({reason}): pip install 'edgepilot[inprocess]', "
-                "or use --engine tools"
-            )
+            fix = "pip install 'edgepilot[inprocess]', or use --engine tools"
+            if "another llama.cpp" in reason:
+                fix = "unset LLAMA_CPP_LIB_PATH, or use --engine tools to run that llama.cpp's own programs"
+            raise UserError(f"the in-process engine is not available (llama-cpp-python {reason}): {fix}")
     try:
         tool = find_tool("llama-server")
     except ToolMissing:

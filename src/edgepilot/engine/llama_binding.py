@@ -113,6 +113,8 @@ def binding_available() -> tuple[bool, str]:
         if exc.name == "llama_cpp":
             return False, "is not installed"
         return False, f"failed to load ({_one_line(exc)})"
+    except AttributeError as exc:  # ctypes: the libllama found lacks a function this binding declares
+        return False, f"failed to load: its libllama is another llama.cpp than its own ({_one_line(exc)})"
     except (ImportError, RuntimeError, OSError) as exc:
         return False, f"failed to load ({_one_line(exc)})"
     return True, ""

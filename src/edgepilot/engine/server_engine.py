@@ -100,7 +100,9 @@ class ServerEngine:
         probe = UnixClient(self.socket_path, timeout=5)
         while True:
             if self._proc.poll() is not None:
-                raise EngineError(self._failure(f"llama-server exited with code {self._proc.returncode}"))
+                raise EngineError(
+                    self._failure(f"llama-server exited with code {self._proc.returncode}"), list(self.log)
+                )
             if deadline is not None and time.monotonic() > deadline:
                 raise EngineError(f"llama-server did not load {self.model_path.name} in {load_timeout:.0f} s")
             if os.path.exists(self.socket_path):
@@ -150,7 +152,9 @@ class ServerEngine:
         try:
             status, data = self.client.request(method, path, body)
         except WorkerUnavailable as exc:
-            raise EngineError(self._failure(f"llama-server stopped answering ({exc})")) from None
+            raise EngineError(
+                self._failure(f"llama-server stopped answering ({exc})"), list(self.log)
+            ) from None
         if status != 200:
             raise EngineError(f"llama-server answered {path} with HTTP {status}: {data[:200]!r}")
         try:
@@ -270,7 +274,9 @@ class ServerEngine:
                             stopped_by = "caller"
                             break  # closing the connection stops the server's generation
         except WorkerUnavailable as exc:
-            raise EngineError(self._failure(f"llama-server stopped answering ({exc})")) from None
+            raise EngineError(
+                self._failure(f"llama-server stopped answering ({exc})"), list(self.log)
+            ) from None
         elapsed = time.perf_counter() - t0
         timings = (final or {}).get("timings") or {}
         if final is not None:
