@@ -66,6 +66,10 @@ def render_fit(plan: FitResult, out: Console) -> None:
         ),
         soft_wrap=True,
     )
+    if plan.engine is not None:
+        e = plan.engine
+        where = "in-process" if e.get("kind") == "inprocess" else "llama.cpp's programs"
+        out.print(f"engine: {where} · {e.get('version') or 'version unknown'}", soft_wrap=True, markup=False)
     for trade in plan.trade_offs:
         out.print(f"to fit: {trade}", style="yellow", soft_wrap=True, markup=False)
     out.print(f"largest context that fits: {plan.max_ctx or 'none'}")
