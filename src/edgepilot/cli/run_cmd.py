@@ -28,10 +28,15 @@ def render_summary(result: RunResult, out: Console) -> None:
         f"{ttft}[bold]prompt[/] {result.n_prompt} tok @ {result.prompt_tps:.1f} t/s · "
         f"[bold]generation[/] {result.n_gen} tok @ {result.gen_tps:.1f} t/s · "
         f"[bold]peak memory[/] {mib(result.peak_rss_bytes)} · "
-        f"ctx {s.n_ctx} · threads {s.n_threads} · kv {s.type_k}/{s.type_v}",
+        f"ctx {s.n_ctx} · threads {s.n_threads} · kv {s.type_k}/{s.type_v}" + _engine_note(result),
         style="dim",
         soft_wrap=True,
     )
+
+
+def _engine_note(result: RunResult) -> str:
+    e = result.engine
+    return f" · llama-server {e.version or '(version unknown)'}" if e and e.kind == "tools" else ""
 
 
 class ThrottledOut:
