@@ -93,10 +93,27 @@ def _loader_from_file() -> ModuleType | None:
     return module
 
 
+def _use_built_library() -> None:
+    """A llama-cpp-python built without its library (`CMAKE_ARGS=-DLLAMA_BUILD=OFF`: nothing compiled at
+    install) loads the libllama `edgepilot build` made from the same vendored llama.cpp: one compile serves
+    both engines. LLAMA_CPP_LIB_PATH, llama-cpp-python's own override, says where; a user's value wins."""
+    if os.environ.get("LLAMA_CPP_LIB_PATH"):
+        return
+    own = library_dir()
+    if own is None or (Path(own) / "libllama.so").exists():
+        return
+    from edgepilot.engine.native_tools import tools_dir
+
+    built = tools_dir("native") / "bin"
+    if (built / "libllama.so").exists():
+        os.environ["LLAMA_CPP_LIB_PATH"] = str(built)
+
+
 def load() -> ModuleType:
     """`llama_cpp`, imported (raises what the import raises: ImportError, RuntimeError, OSError)."""
     if sys.platform == "android":
         _register_android_loader()
+    _use_built_library()
     module = importlib.import_module("llama_cpp")
     if LOADER in sys.modules and not hasattr(module, "_ctypes_extensions"):
         module._ctypes_extensions = sys.modules[LOADER]  # what a normal import would have set
