@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from edgepilot.engine.choice import EngineInfo
 from edgepilot.errors import UserError
 from edgepilot.plan.budget import compute_budget
 from edgepilot.plan.fit import CTX_STEP, read_device
@@ -42,11 +43,22 @@ def device_budget(root: str | Path, override: int | None) -> Budget:
 
 
 def plan_serve(
-    model_path: Path, requested: RequestedSettings, budget_bytes: int | None = None, root: str | Path = "/"
+    model_path: Path,
+    requested: RequestedSettings,
+    budget_bytes: int | None = None,
+    root: str | Path = "/",
+    engine: EngineInfo | None = None,
 ) -> ServePlan:
-    """The same decision as `run`'s, with the server's HTTP stack counted in the worker's peak."""
+    """The same decision as `run`'s, with the server's HTTP stack counted in the worker's peak. engine: the
+    worker's llama.cpp when it is llama-server (its own HTTP stack is in its calibrated runtime)."""
+    tools = engine is not None and engine.kind == "tools"
     decision = decide(
-        model_path, requested, root=root, budget_bytes=budget_bytes, reserve_bytes=SERVER_RUNTIME_BYTES
+        model_path,
+        requested,
+        root=root,
+        budget_bytes=budget_bytes,
+        reserve_bytes=0 if tools else SERVER_RUNTIME_BYTES,
+        engine=engine,
     )
     fit = decision.plan
     return ServePlan(

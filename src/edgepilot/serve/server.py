@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from edgepilot.engine.choice import EngineInfo, choose_engine
 from edgepilot.engine.native_tools import find_tool
 from edgepilot.errors import UserError
 from edgepilot.model.resolve import resolve_model
@@ -134,9 +135,10 @@ def prepare(
     budget_bytes: int | None,
     force: bool,
     rpc: bool = False,
+    engine: EngineInfo | None = None,
 ) -> ServePlan:
     path = resolve_model(model)
-    plan = plan_serve(path, requested, budget_bytes)
+    plan = plan_serve(path, requested, budget_bytes, engine=engine)
     if rpc:  # the helpers hold the layers: `edgepilot cluster plan` checks their budgets
         plan.fit.notes.append(
             "layers on the --rpc helpers: see `edgepilot cluster plan` for each one's memory"
@@ -315,9 +317,11 @@ def serve(
     """Plan, listen, run until Ctrl-C / SIGTERM (or a worker that cannot start: ServeFailed).
     warm: read the model into the page cache first (the worker's mapping finds it there), when it fits."""
     config.validate()
+    engine = None
     if native is not None:
         find_tool("llama-server")  # one clear line now, not a worker that cannot start
-    plan = prepare(model, requested, budget_bytes, force, rpc=bool(native and native.rpc))
+        engine = choose_engine("tools")
+    plan = prepare(model, requested, budget_bytes, force, rpc=bool(native and native.rpc), engine=engine)
     if warm:
         warm_page_cache(plan, log)
     sock = bind_front(config.host, config.port)
