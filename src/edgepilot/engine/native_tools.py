@@ -68,17 +68,32 @@ def built_tool(name: str, target: str = "native") -> Path | None:
     return path if path.is_file() and os.access(path, os.X_OK) else None
 
 
+# Other names and places packagers use: Debian ships rpc-server as ggml-rpc-server, off PATH in libexec.
+ALIASES = {"rpc-server": ("ggml-rpc-server",)}
+LIBEXEC_GLOB = "/usr/libexec/*/llama/bin"
+
+
 def path_tool(name: str) -> Path | None:
-    found = shutil.which(name)
-    return Path(found) if found else None
+    for candidate in (name, *ALIASES.get(name, ())):
+        found = shutil.which(candidate)
+        if found:
+            return Path(found)
+        for directory in sorted(Path("/").glob(LIBEXEC_GLOB.lstrip("/"))):
+            path = directory / candidate
+            if path.is_file() and os.access(path, os.X_OK):
+                return path
+    return None
 
 
 def where_to_get(name: str) -> str:
     """Which package or build provides `name`, in one clause."""
     if name in PATH_ONLY:
-        return f"{PACKAGES['debian']} or {PACKAGES['homebrew']} (Termux's llama-cpp has none)"
+        return f"apt install llama.cpp-tools-extra or {PACKAGES['homebrew']} (Termux's llama-cpp has none)"
     if name in NOT_IN_TERMUX:
-        return f"run `edgepilot build` (Termux's llama-cpp package has no {name}; {PACKAGES['debian']} does)"
+        return (
+            f"run `edgepilot build` (Termux's llama-cpp package has no {name}; Debian's is ggml-rpc-server "
+            "in llama.cpp-tools-extra)"
+        )
     return (
         f"{PACKAGES['termux']} (Termux), {PACKAGES['debian']}, {PACKAGES['homebrew']}, or `edgepilot build`"
     )
