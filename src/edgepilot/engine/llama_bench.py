@@ -177,7 +177,7 @@ def bench_argv(tool: Path, job: BenchJob) -> list[str]:
 
 
 @contextlib.contextmanager
-def _affinity(cpus: list[int] | tuple[int, ...] | None) -> Iterator[None]:
+def start_on_cpus(cpus: list[int] | tuple[int, ...] | None) -> Iterator[None]:
     """This thread on `cpus` while a child is started: the child inherits it, other threads keep theirs."""
     if not cpus or not hasattr(os, "sched_setaffinity"):
         yield
@@ -219,7 +219,7 @@ def run_llama_bench(
     argv = bench_argv(tool, job)
     env = dict(os.environ, GGML_NO_BACKTRACE="1")
     t0 = time.perf_counter()
-    with _affinity(cpus):
+    with start_on_cpus(cpus):
         try:
             proc = subprocess.Popen(
                 argv,
@@ -290,6 +290,9 @@ def run_llama_bench(
         for record in records:
             if on_record:
                 on_record(record)
+    if not records:
+        tail = f": {log[-1].strip()}" if log else ""
+        raise EngineError(f"{tool.name} finished without a result{tail}")
     return BenchRun(records, argv, seconds, log=list(log))
 
 
