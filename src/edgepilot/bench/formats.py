@@ -23,9 +23,10 @@ EXTRA_FIELDS = [
 
 def _fixed(report: BenchReport) -> dict[str, str]:
     """Columns that are the same for every row: the build and what llama-bench would default."""
+    inprocess = f"llama-cpp-python-{report.build.get('llama-cpp-python', 'unknown')}"
     return {
-        "build_commit": f"llama-cpp-python-{report.build.get('llama-cpp-python', 'unknown')}",
-        "build_number": "0",
+        "build_commit": report.build.get("build_commit") or inprocess,  # llama-bench's own, when it measured
+        "build_number": report.build.get("build_number", "0"),
         "cpu_info": report.device.description,
         "gpu_info": "",
         "backends": "CPU",
