@@ -110,6 +110,7 @@ def render_compare(result: CompareResult, out: Console) -> None:
 @click.option("--imatrix", help="Importance matrix from llama-imatrix (GGUF or legacy .dat)")
 @click.option("--threads", "-t", type=int, help="Quantizer threads (default: every CPU this process may use)")
 @click.option("--force", is_flag=True, help="Overwrite output files that exist")
+@flags.ENGINE
 @flags.JSON
 @user_errors
 def quantize(
@@ -119,16 +120,19 @@ def quantize(
     imatrix: str | None,
     threads: int | None,
     force: bool,
+    engine: str | None,
     as_json: bool,
 ) -> None:
     """Quantize a model with llama.cpp's quantizer into MODEL-TYPE.gguf files.
 
     A source that is already quantized is first dequantized to F16 (the reference `compare` measures against).
     """
-    from edgepilot.models.quantize import parse_types, quantize_model
+    from edgepilot.models.quantize import quantize_model, split_types
 
-    types = parse_types(to)
-    result = quantize_model(model, types, out_dir, imatrix, threads, force, on_progress=_progress)
+    types = split_types(to)
+    result = quantize_model(
+        model, types, out_dir, imatrix, threads, force, on_progress=_progress, engine=engine
+    )
     emit(result, as_json, render_quantize)
 
 

@@ -75,8 +75,19 @@ def _inprocess_info(why: str) -> EngineInfo:
     )
 
 
+# Programs of the same package, one of which says its version when the one in use has no --version
+# (llama-quantize prints its usage instead).
+VERSIONED = ("llama-server", "llama-cli", "llama-bench", "llama-completion")
+
+
 def _tools_info(tool: Path, why: str) -> EngineInfo:
     v = tool_version(tool)
+    for name in VERSIONED if v is None else ():
+        sibling = tool.parent / name
+        if name != tool.name and sibling.is_file() and os.access(sibling, os.X_OK):
+            v = tool_version(sibling)
+            if v is not None:
+                break
     return EngineInfo(
         kind="tools",
         path=str(tool),
