@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from edgepilot.device.process import allowed_cpus
 from edgepilot.engine.choice import EngineInfo
@@ -26,6 +27,9 @@ from edgepilot.errors import UserError
 from edgepilot.model.gguf_header import read_header
 from edgepilot.model.gguf_info import file_type_name
 from edgepilot.model.resolve import resolve_model
+
+if TYPE_CHECKING:
+    from edgepilot.models.quantize_imatrix import Imatrix
 
 REFERENCE_KEY = "edgepilot.reference.source"
 PRECISE_TYPES = {"F32", "F16", "BF16"}  # a source in one of these is its own reference
@@ -174,13 +178,13 @@ class Quantizer:
 
             self.types = tool_quant_types(tool)
         self.imatrix_file: str | None = None
-        self.imatrix_array: ctypes.Array | None = None
+        self.imatrix: Imatrix | None = None  # kept: its array points into its entries
 
     def load_imatrix(self, file: str) -> None:
         from edgepilot.models.quantize_imatrix import load_imatrix, read_imatrix
 
         if self.tool is None:
-            self.imatrix_array = load_imatrix(file).array
+            self.imatrix = load_imatrix(file)
         else:
             read_imatrix(file)  # checked here, read again by llama-quantize
         self.imatrix_file = str(Path(file).expanduser())
@@ -196,7 +200,7 @@ class Quantizer:
     ) -> int:
         """Quantize source to target as type_name; the number of fallback tensors."""
         if self.tool is None:
-            array = self.imatrix_array if imatrix else None
+            array = self.imatrix.array if imatrix and self.imatrix else None
             return run_quantizer(source, target, self.types[type_name], threads, True, metadata, array)
         from edgepilot.models.quantize_tool import run_tool_quantizer
 
