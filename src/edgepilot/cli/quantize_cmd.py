@@ -149,6 +149,7 @@ def quantize(
 @click.option("--n-gen", type=int, default=32, show_default=True, help="Tokens generated for tg t/s")
 @flags.THREADS
 @click.option("--plot", help="Write a PNG (needs matplotlib: the `plot` extra)")
+@flags.ENGINE
 @flags.JSON
 @user_errors
 def compare(
@@ -160,6 +161,7 @@ def compare(
     n_gen: int,
     threads: int | None,
     plot: str | None,
+    engine: str | None,
     as_json: bool,
 ) -> None:
     """Size, predicted and measured peak memory, speed and quality (perplexity, KL divergence against the most
@@ -167,6 +169,15 @@ def compare(
     from edgepilot.models.compare import compare_models
 
     result = compare_models(
-        list(files), text_file, ctx, ppl_ctx, chunks, n_gen, threads, plot, on_progress=_progress
+        list(files),
+        text_file,
+        ctx,
+        ppl_ctx,
+        chunks,
+        n_gen,
+        threads,
+        plot,
+        on_progress=_progress,
+        engine=engine,
     )
     emit(result, as_json, render_compare)

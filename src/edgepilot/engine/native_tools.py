@@ -75,8 +75,8 @@ def path_tool(name: str) -> Path | None:
 
 def where_to_get(name: str) -> str:
     """Which package or build provides `name`, in one clause."""
-    if name in PATH_ONLY:
-        return f"{PACKAGES['debian']} or {PACKAGES['homebrew']} (Termux's llama-cpp has none)"
+    if name in PATH_ONLY:  # Debian ships it in the extra utilities (checked in sid's 0.7.0)
+        return f"{PACKAGES['debian']}-extra or {PACKAGES['homebrew']} (Termux's llama-cpp has none)"
     if name in NOT_IN_TERMUX:
         return f"run `edgepilot build` (Termux's llama-cpp package has no {name}; {PACKAGES['debian']} does)"
     return (
