@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import struct
 from pathlib import Path
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
@@ -54,6 +56,29 @@ def test_the_same_bytes_as_the_in_process_quantizer(quantized, llama_quantize_to
     variant = next(v for v in quantized["variants"] if v["type"] == "Q4_0")
     inprocess = quantize_model(quantized["reference"], ["Q4_0"], str(tmp_path), threads=2, engine="inprocess")
     assert _sha256(inprocess.variants[0].path) == _sha256(variant["path"])
+
+
+def _ones_imatrix(reference: str, path: Path) -> Path:
+    """A legacy .dat importance matrix with all-equal weights for every matrix (as tests/models builds it)."""
+    mats = [t for t in read_header(reference).tensors if len(t.shape) == 2 and t.name != "token_embd.weight"]
+    blob = struct.pack("<i", len(mats))
+    for t in mats:
+        name = t.name.encode()
+        blob += struct.pack("<i", len(name)) + name + struct.pack("<ii", 1, t.shape[0])
+        blob += np.ones(t.shape[0], dtype="<f4").tobytes()
+    path.write_bytes(blob)
+    return path
+
+
+def test_imatrix_reaches_llama_quantize(cli_app, quantized, tmp_path):
+    dat = _ones_imatrix(quantized["reference"], tmp_path / "ones.dat")
+    args = ["quantize", quantized["reference"], "--to", "Q4_0", "--out", str(tmp_path), "--imatrix", str(dat)]
+    res = runner.invoke(cli_app, [*args, "--engine", "tools", "--json"])
+    assert res.exit_code == 0, res.output
+    with_imatrix = json.loads(res.stdout)
+    assert with_imatrix["imatrix"] == str(dat) and with_imatrix["reference"] is None  # F16: its own reference
+    plain = next(v for v in quantized["variants"] if v["type"] == "Q4_0")
+    assert _sha256(with_imatrix["variants"][0]["path"]) != _sha256(plain["path"])
 
 
 def test_types_are_the_installed_quantizers(cli_app, smollm_path, llama_quantize_tool, tmp_path):
