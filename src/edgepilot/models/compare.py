@@ -21,7 +21,6 @@ from pathlib import Path
 
 from edgepilot.datadir import data_dir
 from edgepilot.engine.choice import EngineInfo, choose_engine
-from edgepilot.engine.native_tools import find_tool
 from edgepilot.errors import UserError
 from edgepilot.model.resolve import resolve_model
 from edgepilot.models import quality
@@ -70,9 +69,7 @@ class CompareResult:
     rows: list[Compared] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     plot: str | None = None
-    engine: EngineInfo | None = (
-        None  # in-process, or llama-perplexity (and llama-server for run) with its version
-    )
+    engine: EngineInfo | None = None  # in-process, or llama-perplexity with its version
 
 
 def _check_sizes(ctx: int, ppl_ctx: int, chunks: int, n_gen: int) -> None:
@@ -155,14 +152,17 @@ def compare_models(
         check_plot_target(plot)
     paths = [resolve_model(f) for f in files]
     info = choose_engine(engine, tool="llama-perplexity")
-    server = find_tool("llama-server") if info.kind == "tools" else None  # its tokenizer cuts the fill prompt
+    # without the binding, `edgepilot run` measures through llama-server: the plan is for its llama.cpp, and
+    # its tokenizer cuts the prompt that fills the context
+    runner = choose_engine("tools") if info.kind == "tools" else None
+    server = Path(str(runner.path)) if runner else None
     text_name, text = quality.read_text(text_file)
     kinds = [describe_source(p) for p in paths]
     bpw = [bits_per_weight(p) for p in paths]
     ref_index = max(range(len(paths)), key=lambda i: bpw[i])  # the first of equals
     order = [ref_index] + [i for i in range(len(paths)) if i != ref_index]
     requested = RequestedSettings(n_ctx=ctx, n_threads=threads)
-    decisions = [decide(p, requested) for p in paths]
+    decisions = [decide(p, requested, engine=runner) for p in paths]
     note = _reference_note(paths[ref_index], kinds[ref_index][0], kinds[ref_index][1])
     say(note)
     measured: dict[int, dict] = {}
