@@ -244,7 +244,7 @@ def run_llama_bench(
                 print(line, file=sys.stderr, flush=True)
             m = PROGRESS.search(line)
             if m and on_progress and UNIT.search(m.group(3)):
-                on_progress(m.group(3))
+                on_progress(f"test {m.group(1)}/{m.group(2)}, {m.group(3)}")
 
     def expire() -> None:
         expired.set()
