@@ -10,7 +10,7 @@ import pytest
 
 from edgepilot.bench.runner import BenchRequest
 from edgepilot.bench.tool_bench import bench_jobs, to_row, units
-from edgepilot.engine.llama_bench import BenchJob, parse_output, parse_record
+from edgepilot.engine.llama_bench import PROGRESS, UNIT, BenchJob, parse_output, parse_record
 
 SAMPLES = Path(__file__).resolve().parent / "samples"
 
@@ -38,6 +38,27 @@ def test_b5163_jsonl_lines():
     assert pp.repack is None  # older than --repack: it does not say
     assert tg.samples_ts == [120.038, 120.203, 118.624, 120.377, 119.982]
     assert tg.avg_ns == 1068078400 and tg.build_commit == "8cf427ff"
+
+
+def test_pinned_build_jsonl_with_flash_attention_as_numbers():
+    records = parse_output((SAMPLES / "llama-bench-0.5.0-dev-pinned.jsonl").read_text())
+    assert [(r.n_prompt, r.n_gen, r.flash_attn) for r in records] == [
+        (16, 0, False),
+        (0, 4, False),
+        (16, 0, True),
+        (0, 4, True),
+    ]
+    assert records[3].samples_ts == [63.465, 64.8851] and records[0].build_commit == "unknown"
+
+
+def test_progress_lines_announce_each_warm_up_and_repetition():
+    """What bench's progress counts: of llama-bench's --progress lines, the warm-ups and repetitions."""
+    lines = (SAMPLES / "llama-bench-0.5.0-dev-pinned.progress.txt").read_text().splitlines()
+    found = [m for m in map(PROGRESS.search, lines) if m]
+    assert len(found) == len(lines) == 16
+    units = [m for m in found if UNIT.search(m.group(3))]
+    assert len(units) == 4 * (2 + 1)  # 4 tests x (2 repetitions + warm-up); "starting" is not one
+    assert units[0].group(1, 2, 3) == ("1", "4", "warmup prompt run")
 
 
 def test_newer_spellings_of_the_same_settings():
