@@ -55,6 +55,8 @@ def test_bench_pinned_with_repack_sweep_and_csv(cli_app, gemma_path, llama_bench
     assert [(r["n_prompt"], r["repack"]) for r in table] == [("16", "0"), ("0", "0"), ("16", "1"), ("0", "1")]
     assert {r["cpu_mask"] for r in table} == {hex(1 << cpu)} and {r["cores"] for r in table} == {str(cpu)}
     assert all(r["build_commit"] and not r["build_commit"].startswith("llama-cpp-python") for r in table)
+    md = invoke(cli_app, "bench", str(gemma_path), *SHORT, "-t", "1", "--engine", "tools", "--md").stdout
+    assert "tg4" in md and "build: llama-bench " in md and "llama-cpp-python" not in md
 
 
 def test_a_child_inherits_the_cpu_set_and_this_process_keeps_its_own():

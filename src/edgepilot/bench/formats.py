@@ -120,8 +120,9 @@ def to_markdown(report: BenchReport) -> str:
     out = [line(cols), "| " + " | ".join("-" * (abs(w) - 1) + ("-" if w < 0 else ":") for w in widths) + " |"]
     out += [line([md_cell(r, c) for c in cols]) for r in report.rows]
     build = report.build
-    out += [
-        "",
-        f"build: llama-cpp-python {build.get('llama-cpp-python')} (edgepilot {build.get('edgepilot')})",
-    ]
+    if build.get("engine") == "tools":
+        llama = f"llama-bench {build.get('llama.cpp')}"  # its path is in --json
+    else:
+        llama = f"llama-cpp-python {build.get('llama-cpp-python')}"
+    out += ["", f"build: {llama} (edgepilot {build.get('edgepilot')})"]
     return "\n".join(out) + "\n"
