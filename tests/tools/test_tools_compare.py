@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from edgepilot.engine.native_tools import tool_version
 from edgepilot.models.compare_tool import parse_base, parse_kl
 from nativekit import native_tool
 
@@ -47,26 +48,51 @@ def test_output_without_the_statistics_is_a_value_error():
         parse_kl("Mean PPL(Q)                   :  27.129933 ±   5.895500\n")
 
 
-def test_compare_through_llama_perplexity(cli_app, smollm_path, tmp_path):
+SIZES = ["--ctx", "256", "--ppl-ctx", "128", "--chunks", "2", "--n-gen", "8", "-t", "1"]
+
+
+@pytest.fixture(scope="module")
+def through_tools(cli_app, smollm_path, tmp_path_factory):
     perplexity = native_tool("llama-perplexity")
     native_tool("llama-quantize")
     native_tool("llama-server")
-    out = tmp_path / "q"
-    out.mkdir()
+    out = tmp_path_factory.mktemp("q")
     args = ["quantize", str(smollm_path), "--to", "Q4_0", "--out", str(out), "--engine", "tools", "--json"]
     made = json.loads(runner.invoke(cli_app, args).stdout)
     files = [made["reference"], made["variants"][0]["path"]]
-    sizes = ["--ctx", "256", "--ppl-ctx", "128", "--chunks", "2", "--n-gen", "8", "-t", "1"]
-    res = runner.invoke(cli_app, ["compare", *files, *sizes, "--engine", "tools", "--json"])
+    res = runner.invoke(cli_app, ["compare", *files, *SIZES, "--engine", "tools", "--json"])
     assert res.exit_code == 0, res.output
-    data = json.loads(res.stdout)
+    return perplexity, files, json.loads(res.stdout)
+
+
+def test_compare_through_llama_perplexity(through_tools):
+    perplexity, _, data = through_tools
     assert data["engine"]["path"] == str(perplexity)
     ref, q4 = data["rows"]
-    assert ref["reference"] and ref["kl_mean"] is None and ref["perplexity"] > 1
+    assert ref["reference"] and ref["kl_mean"] == 0 and ref["same_top"] == 1 and ref["perplexity"] > 1
     assert q4["kl_mean"] > 0 and q4["kl_max"] >= q4["kl_mean"] and 0 < q4["same_top"] <= 1
     assert q4["perplexity"] > ref["perplexity"] * 0.9
     assert data["n_scored"] == 2 * (128 - 1 - 64)
     assert 200 <= ref["n_prompt"] <= 256 - 8 and ref["measured_peak_bytes"] > 50 << 20
+
+
+def test_llama_perplexity_agrees_with_the_in_process_measurement(cli_app, through_tools):
+    """The same llama.cpp scoring the same chunks: the same figures, up to llama-perplexity keeping the
+    reference's distributions in 16 bits."""
+    perplexity, files, tools = through_tools
+    version = tool_version(perplexity)
+    if version is None or version.source != "built":
+        pytest.skip("llama-perplexity is not the pinned llama.cpp: its figures may differ")
+    pytest.importorskip("llama_cpp")
+    res = runner.invoke(cli_app, ["compare", *files, *SIZES, "--engine", "inprocess", "--json"])
+    assert res.exit_code == 0, res.output
+    inproc = json.loads(res.stdout)
+    assert (tools["n_scored"], tools["text_tokens"]) == (inproc["n_scored"], inproc["text_tokens"])
+    for a, b in zip(tools["rows"], inproc["rows"], strict=True):
+        assert a["perplexity"] == pytest.approx(b["perplexity"], rel=0.01)
+        assert a["same_top"] == pytest.approx(b["same_top"], abs=0.02)
+        assert a["kl_mean"] == pytest.approx(b["kl_mean"], rel=0.1, abs=1e-6)
+        assert a["n_prompt"] == b["n_prompt"]
 
 
 def test_missing_llama_perplexity_names_the_package(cli_app, smollm_path, tmp_path, monkeypatch):

@@ -112,6 +112,7 @@ def measure(tool: Path, server_tool: Path, job: dict[str, Any], text_file: Path)
     if job["write_reference"]:
         argv = [*common, "-f", str(text_file), "--chunks", str(job["max_chunks"])]
         out = parse_base(_perplexity(tool, [*argv, "--kl-divergence-base", job["reference_logprobs"]], name))
+        out.update(kl_mean=0.0, kl_max=0.0, same_top=1.0)  # against itself, as in-process reports it
     else:
         argv = [*common, "--kl-divergence-base", job["reference_logprobs"], "--kl-divergence"]
         out = parse_kl(_perplexity(tool, argv, name))
