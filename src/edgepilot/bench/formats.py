@@ -23,9 +23,10 @@ EXTRA_FIELDS = [
 
 def _fixed(report: BenchReport) -> dict[str, str]:
     """Columns that are the same for every row: the build and what llama-bench would default."""
+    inprocess = f"llama-cpp-python-{report.build.get('llama-cpp-python', 'unknown')}"
     return {
-        "build_commit": f"llama-cpp-python-{report.build.get('llama-cpp-python', 'unknown')}",
-        "build_number": "0",
+        "build_commit": report.build.get("build_commit") or inprocess,  # llama-bench's own, when it measured
+        "build_number": report.build.get("build_number", "0"),
         "cpu_info": report.device.description,
         "gpu_info": "",
         "backends": "CPU",
@@ -119,8 +120,9 @@ def to_markdown(report: BenchReport) -> str:
     out = [line(cols), "| " + " | ".join("-" * (abs(w) - 1) + ("-" if w < 0 else ":") for w in widths) + " |"]
     out += [line([md_cell(r, c) for c in cols]) for r in report.rows]
     build = report.build
-    out += [
-        "",
-        f"build: llama-cpp-python {build.get('llama-cpp-python')} (edgepilot {build.get('edgepilot')})",
-    ]
+    if build.get("engine") == "tools":
+        llama = f"llama-bench {build.get('llama.cpp')}"  # its path is in --json
+    else:
+        llama = f"llama-cpp-python {build.get('llama-cpp-python')}"
+    out += ["", f"build: {llama} (edgepilot {build.get('edgepilot')})"]
     return "\n".join(out) + "\n"

@@ -8,6 +8,7 @@ speed here, the profile turns it off and the memory goes to the context instead.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,34 +36,38 @@ def repacked_bytes(path: Path) -> int:
     return plan.memory.repack_bytes
 
 
-def trial_repack(
-    path: Path, gen: Candidate, prompt: Candidate, n_prompt: int, n_gen: int, reps: int, verbose: bool = False
-) -> RepackTrial:
-    """The tuned generation and prompt settings, one model load per round and setting."""
-    from edgepilot.bench.measure import Bencher, bench_settings
-    from edgepilot.engine.inprocess import LlamaEngine
+# One round: (repack on?) -> (prompt samples, generation samples), t/s, with the tuned settings.
+Round = Callable[[bool], tuple[list[float], list[float]]]
 
+
+def trial_repack(
+    path: Path,
+    gen: Candidate,
+    prompt: Candidate,
+    n_prompt: int,
+    n_gen: int,
+    reps: int,
+    verbose: bool = False,
+    measure: Round | None = None,
+) -> RepackTrial:
+    """The tuned generation and prompt settings, one model load per round and setting (in-process unless
+    `measure` measures a round another way: llama-bench's, ToolLab.repack_round)."""
     trial = RepackTrial(repacked_bytes(path))
     if trial.repacked_bytes == 0:
         trial.note = "repacking not measured: this CPU repacks none of this model's weights"
         return trial
+    if measure is None:
+
+        def measure(repack: bool) -> tuple[list[float], list[float]]:
+            return _inprocess_round(path, gen, prompt, n_prompt, n_gen, reps, repack, verbose)
+
     pp: dict[str, list[float]] = {"on": [], "off": []}
     tg: dict[str, list[float]] = {"on": [], "off": []}
     for _ in range(ROUNDS):
         for label, repack in (("on", True), ("off", False)):
-            settings = bench_settings(
-                n_prompt, n_gen, prompt.n_threads, prompt.n_ubatch, gen.flash_attn, repack=repack
-            )
-            with LlamaEngine(path, settings, verbose=verbose) as engine:
-                bencher = Bencher(engine)
-                pin_process(prompt.cpus)
-                bencher.set_threads(prompt.n_threads)
-                bencher.pp(n_prompt)  # warm-up: the first full batch pays the compute buffer's page faults
-                pp[label] += [bencher.pp(n_prompt).ts for _ in range(reps)]
-                pin_process(gen.cpus)
-                bencher.set_threads(gen.n_threads)
-                bencher.tg(1)
-                tg[label] += [bencher.tg(n_gen).ts for _ in range(reps)]
+            pp_samples, tg_samples = measure(repack)
+            pp[label] += pp_samples
+            tg[label] += tg_samples
     trial.pp_ts = {k: round(statistics.median(v), 2) for k, v in pp.items()}
     trial.tg_ts = {k: round(statistics.median(v), 2) for k, v in tg.items()}
     faster = max(trial.pp_ts["on"] / trial.pp_ts["off"], trial.tg_ts["on"] / trial.tg_ts["off"])
@@ -75,3 +80,32 @@ def trial_repack(
         + (")" if trial.pays else ": the profile turns it off and saves that memory)")
     )
     return trial
+
+
+def _inprocess_round(
+    path: Path,
+    gen: Candidate,
+    prompt: Candidate,
+    n_prompt: int,
+    n_gen: int,
+    reps: int,
+    repack: bool,
+    verbose: bool,
+) -> tuple[list[float], list[float]]:
+    from edgepilot.bench.measure import Bencher, bench_settings
+    from edgepilot.engine.inprocess import LlamaEngine
+
+    settings = bench_settings(
+        n_prompt, n_gen, prompt.n_threads, prompt.n_ubatch, gen.flash_attn, repack=repack
+    )
+    with LlamaEngine(path, settings, verbose=verbose) as engine:
+        bencher = Bencher(engine)
+        pin_process(prompt.cpus)
+        bencher.set_threads(prompt.n_threads)
+        bencher.pp(n_prompt)  # warm-up: the first full batch pays the compute buffer's page faults
+        pp = [bencher.pp(n_prompt).ts for _ in range(reps)]
+        pin_process(gen.cpus)
+        bencher.set_threads(gen.n_threads)
+        bencher.tg(1)
+        tg = [bencher.tg(n_gen).ts for _ in range(reps)]
+    return pp, tg

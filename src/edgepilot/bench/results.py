@@ -5,6 +5,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field
 
+from edgepilot.engine.choice import EngineInfo
 from edgepilot.tuned.identity import DeviceId, MeasuredModel
 
 
@@ -82,3 +83,4 @@ class BenchReport:
     run_id: int | None = None
     db_path: str | None = None
     plot_png: str | None = None
+    engine: EngineInfo | None = None  # which llama.cpp measured: in-process, or llama-bench with its version

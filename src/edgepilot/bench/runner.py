@@ -1,4 +1,7 @@
-"""`edgepilot bench`: llama-bench's measurement through edgepilot's engine, pinned, with sensors."""
+"""`edgepilot bench`: llama-bench's measurement through edgepilot's engine, pinned, with sensors.
+
+In-process (llama-cpp-python) here; without it, llama.cpp's own llama-bench does the measuring (tool_bench.py)
+and the report is the same."""
 
 from __future__ import annotations
 
@@ -9,12 +12,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from edgepilot.bench.monitor import Recording, Sensors, cool_down, throttle_verdict
+from edgepilot.bench.monitor import Reading, Recording, Sensors, cool_down, throttle_verdict
 from edgepilot.bench.results import BenchReport, BenchRow
 from edgepilot.bench.roofline import bytes_per_token, measure_bandwidth, roofline_fraction
 from edgepilot.bench.store import save_report
 from edgepilot.device.cpu import read_cpu
 from edgepilot.device.cpusets import cpu_mask, cpulist
+from edgepilot.engine.choice import choose_engine
 from edgepilot.errors import UserError
 from edgepilot.tuned.identity import MeasuredModel, device_id, model_id, versions
 from edgepilot.tuned.pinning import allowed_cpus, pinned
@@ -66,12 +70,12 @@ def run_bench(
     progress: Progress | None = None,
     verbose: bool = False,
     store: bool = True,
+    engine: str | None = None,
 ) -> BenchReport:
-    """Measure every combination of the request; keep the results in the SQLite history unless store=False."""
-    from edgepilot.bench.measure import Bencher, bench_settings
-    from edgepilot.engine.inprocess import LlamaEngine
-
+    """Measure every combination of the request; keep the results in the SQLite history unless store=False.
+    engine: "auto", "inprocess" or "tools" (llama.cpp's llama-bench; engine.choice)."""
     req.validate()
+    info = choose_engine(engine, tool="llama-bench")
     if not req.threads:
         from edgepilot.tuned.decide import decide
 
@@ -96,6 +100,51 @@ def run_bench(
 
     bandwidth = measure_bandwidth(len(allowed)) if req.roofline else None
     bpt = bytes_per_token(path) if req.roofline else None
+
+    build = versions()
+    if info.kind == "tools":
+        from edgepilot.bench.tool_bench import measure_with_llama_bench
+
+        tool = Path(str(info.path))
+        rows, facts = measure_with_llama_bench(path, req, tool, sensors, baseline, report_progress, verbose)
+        build.update(facts)
+    else:
+        rows = _measure_inprocess(path, req, sensors, baseline, report_progress, verbose)
+    report_progress("done", 1, 1)
+    for row in rows:
+        if row.kind == "tg":
+            row.roofline = roofline_fraction(row.avg_ts, bpt, bandwidth)
+    report = BenchReport(
+        rows=rows,
+        model=MeasuredModel.of(
+            model, rows[0].model_type if rows else "", rows[0].model_n_params if rows else 0
+        ),
+        device=device,
+        build=build,
+        bandwidth_gbs=round(bandwidth.gb_per_s, 2) if bandwidth else None,
+        bandwidth_threads=bandwidth.threads if bandwidth else None,
+        bytes_per_token=bpt,
+        started=started,
+        seconds=round(time.perf_counter() - t_start, 2),
+        sensors=sensors.notes,
+        warnings=warnings,
+        engine=info,
+    )
+    if store:
+        save_report(report)
+    return report
+
+
+def _measure_inprocess(
+    path: Path,
+    req: BenchRequest,
+    sensors: Sensors,
+    baseline: float | None,
+    report_progress: Progress,
+    verbose: bool,
+) -> list[BenchRow]:
+    from edgepilot.bench.measure import Bencher, bench_settings
+    from edgepilot.engine.inprocess import LlamaEngine
 
     tests = req.tests
     per_test = req.reps + (1 if req.warmup else 0)
@@ -139,29 +188,7 @@ def run_bench(
                                 done += 1
                             reading = recording.stop()
                             rows.append(_row(engine, path, settings, t, kind, size, cores, samples, reading))
-    report_progress("done", total, total)
-    for row in rows:
-        if row.kind == "tg":
-            row.roofline = roofline_fraction(row.avg_ts, bpt, bandwidth)
-    build = versions()
-    report = BenchReport(
-        rows=rows,
-        model=MeasuredModel.of(
-            model, rows[0].model_type if rows else "", rows[0].model_n_params if rows else 0
-        ),
-        device=device,
-        build=build,
-        bandwidth_gbs=round(bandwidth.gb_per_s, 2) if bandwidth else None,
-        bandwidth_threads=bandwidth.threads if bandwidth else None,
-        bytes_per_token=bpt,
-        started=started,
-        seconds=round(time.perf_counter() - t_start, 2),
-        sensors=sensors.notes,
-        warnings=warnings,
-    )
-    if store:
-        save_report(report)
-    return report
+    return rows
 
 
 def sweep_points(report: BenchReport) -> list[tuple[str, str, str, int, float]]:
@@ -200,14 +227,21 @@ def _row(engine, path, settings, n_threads, kind, size, cores, samples, reading)
         samples_ns=[int(s.seconds * 1e9) for s in samples],
         samples_ts=ts,
         cores=list(cores) if cores else None,
-        temp_start_c=reading.temp_start_c,
-        temp_max_c=reading.temp_max_c,
-        temp_end_c=reading.temp_end_c,
-        watts=reading.watts,
     )
+    return with_reading(row, reading)
+
+
+def with_reading(row: BenchRow, reading: Reading) -> BenchRow:
+    """The sensors' figures of the row's test, its energy per token and the throttling verdict."""
+    row.temp_start_c, row.temp_max_c, row.temp_end_c = (
+        reading.temp_start_c,
+        reading.temp_max_c,
+        reading.temp_end_c,
+    )
+    row.watts = reading.watts
     if reading.watts is not None and row.avg_ts > 0:
         row.joules_per_token = round(reading.watts / row.avg_ts, 4)
-    row.throttled, note = throttle_verdict(ts, reading)
+    row.throttled, note = throttle_verdict(row.samples_ts, reading)
     if note:
         row.notes.append(note)
     return row

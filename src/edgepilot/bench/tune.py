@@ -6,6 +6,7 @@ import datetime as dt
 import math
 import time
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +20,10 @@ from edgepilot.bench.roofline import bytes_per_token, measure_bandwidth, rooflin
 from edgepilot.bench.runner import Progress
 from edgepilot.bench.search import Search, SearchConfig, Trial, ubatch_candidates
 from edgepilot.bench.store import save_report
+from edgepilot.bench.tool_lab import ToolLab
 from edgepilot.device.cpu import read_cpu
 from edgepilot.device.cpusets import cpu_mask, cpulist, parse_cpulist
+from edgepilot.engine.choice import EngineInfo, choose_engine
 from edgepilot.errors import UserError
 from edgepilot.tuned.decide import decide
 from edgepilot.tuned.identity import DeviceId, MeasuredModel, device_id, model_id, versions
@@ -90,6 +93,7 @@ class TuneReport:
     plot_png: str | None = None
     llama_cpp_args: list[str] = field(default_factory=list)  # the same settings for llama-cli / llama-server
     repack: RepackTrial | None = None  # with and without llama.cpp's weight repacking, if measured
+    engine: EngineInfo | None = None  # which llama.cpp measured: in-process, or llama-bench with its version
 
 
 def _trial(t: Trial) -> TuneTrial:
@@ -108,9 +112,15 @@ def _trial(t: Trial) -> TuneTrial:
 
 
 def run_tune(
-    path: Path, req: TuneRequest, progress: Progress | None = None, verbose: bool = False
+    path: Path,
+    req: TuneRequest,
+    progress: Progress | None = None,
+    verbose: bool = False,
+    engine: str | None = None,
 ) -> TuneReport:
+    """engine: "auto", "inprocess" or "tools" (each setting measured by llama.cpp's llama-bench)."""
     req.validate()
+    engine_info = choose_engine(engine, tool="llama-bench")
     started = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     t0 = time.perf_counter()
     report = progress or (lambda _d, _n, _t: None)
@@ -133,9 +143,13 @@ def run_tune(
     bandwidth = measure_bandwidth(len(allowed))
     bpt = bytes_per_token(path)
 
-    with EngineLab(
-        path, req.n_prompt, req.n_gen, verbose=verbose, cooldown=req.cooldown, repack=req.repack
-    ) as lab:
+    lab: EngineLab | ToolLab
+    if engine_info.kind == "tools":
+        tool = Path(str(engine_info.path))
+        lab = ToolLab(path, tool, req.n_prompt, req.n_gen, verbose, req.cooldown, repack=req.repack)
+    else:
+        lab = EngineLab(path, req.n_prompt, req.n_gen, verbose, req.cooldown, repack=req.repack)
+    with lab:
 
         def on_measure(cand, test):
             desc = (
@@ -151,11 +165,17 @@ def run_tune(
         measurements, loads, info = lab.reps, lab.loads, lab.model_info or {}
     gen, prompt = result.gen, result.prompt
     repack = None
-    if req.repack and req.repack_trial:
+    if req.repack and req.repack_trial and isinstance(lab, ToolLab) and not lab.can_repack():
+        notes.append(f"repacking not measured: {lab.tool} has no --repack (an older llama.cpp)")
+    elif req.repack and req.repack_trial:
         report("with and without weight repacking", lab.reps, lab.reps + 1)
-        repack = trial_repack(path, gen, prompt, req.n_prompt, req.n_gen, req.reps, verbose)
+        measure = partial(lab.repack_round, gen, prompt, req.reps) if isinstance(lab, ToolLab) else None
+        repack = trial_repack(path, gen, prompt, req.n_prompt, req.n_gen, req.reps, verbose, measure)
         notes.append(repack.note)
-        loads += 2 * ROUNDS if repack.pp_ts else 0
+        if isinstance(lab, ToolLab):
+            loads = lab.loads  # its runs counted themselves
+        elif repack.pp_ts:
+            loads += 2 * ROUNDS
     temp_end = sensors.temperature()
     if temp_start is not None and temp_end is not None and temp_end - temp_start >= 5:
         notes.append(
@@ -221,6 +241,7 @@ def run_tune(
         notes=notes,
         repack=repack,
         llama_cpp_args=decide(path, profile=profile).plan.llama_cpp_args,
+        engine=engine_info,
     )
     if req.store:
         stored = as_bench_report(tune)
@@ -262,13 +283,19 @@ def as_bench_report(tune: TuneReport) -> BenchReport:
         rows=rows,
         model=tune.model,
         device=tune.device,
-        build=versions(),
+        build=versions() | _tool_facts(tune.engine),
         bandwidth_gbs=tune.bandwidth_gbs,
         bandwidth_threads=None,
         bytes_per_token=tune.bytes_per_token,
         started=tune.started,
         seconds=tune.seconds,
     )
+
+
+def _tool_facts(info: EngineInfo | None) -> dict[str, str]:
+    if info is None or info.kind != "tools":
+        return {}
+    return {"engine": "tools", "llama-bench": str(info.path), "llama.cpp": info.version or "unknown"}
 
 
 SWEEP_PHASES = ("scan", "confirm", "prompt-threads")

@@ -78,6 +78,7 @@ def _output_format(as_json: bool, as_csv: bool, as_md: bool) -> str:
 @flags.JSON
 @click.option("--csv", "as_csv", is_flag=True, help="Print CSV with llama-bench's columns")
 @click.option("--md", "as_md", is_flag=True, help="Print a markdown table like llama-bench")
+@flags.ENGINE
 @flags.VERBOSE
 @user_errors
 def bench(
@@ -101,6 +102,7 @@ def bench(
     as_json: bool,
     as_csv: bool,
     as_md: bool,
+    engine: str | None,
     verbose: bool,
 ) -> None:
     """Measure prompt (pp) and generation (tg) speed like llama-bench, pinned to chosen cores."""
@@ -110,6 +112,9 @@ def bench(
     from edgepilot.tuned.pinning import allowed_cpus
 
     fmt = _output_format(as_json, as_csv, as_md)
+    from edgepilot.engine.choice import requested_engine
+
+    requested_engine(engine)  # a bad --engine is reported before anything is measured
     if history:
         if fmt in ("csv", "md"):
             raise UserError("--history prints a table or --json")
@@ -139,7 +144,7 @@ def bench(
     from edgepilot.bench.runner import run_bench
 
     with progress_bar("bench") as update:
-        report = run_bench(path, request, progress=update, verbose=verbose, store=not no_save)
+        report = run_bench(path, request, progress=update, verbose=verbose, store=not no_save, engine=engine)
     if plot is not None:
         from edgepilot.bench.plot import save_png, sweep_series
         from edgepilot.bench.runner import sweep_points
@@ -204,6 +209,7 @@ def _title(model: MeasuredModel) -> str:
     "--no-repack", is_flag=True, help="Tune without weight repacking (default: measure whether it pays)"
 )
 @flags.JSON
+@flags.ENGINE
 @flags.VERBOSE
 @user_errors
 def tune(
@@ -216,6 +222,7 @@ def tune(
     no_save: bool,
     no_repack: bool,
     as_json: bool,
+    engine: str | None,
     verbose: bool,
 ) -> None:
     """Find the fastest threads x cores, flash attention and ubatch here; save them for `run` and `serve`."""
@@ -230,7 +237,7 @@ def tune(
     if plot is not None:
         _check_png(plot)
     with progress_bar("tune") as update:
-        report = run_tune(path, request, progress=update, verbose=verbose)
+        report = run_tune(path, request, progress=update, verbose=verbose, engine=engine)
     if plot is not None:
         from edgepilot.bench.plot import save_png, sweep_series
 

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from edgepilot.bench.results import BenchReport
     from edgepilot.bench.store import History
     from edgepilot.bench.tune import TuneReport
+    from edgepilot.engine.choice import EngineInfo
 
 
 def _threads(n: int) -> str:
@@ -35,6 +36,14 @@ def _plot(points: list, title: str, out: Console) -> None:
     text = terminal_plot(series, title, width=width, color=out.is_terminal)
     if text:
         out.print(Text.from_ansi(text))
+
+
+def _engine_line(info: EngineInfo | None) -> str:
+    if info is None:
+        return ""
+    if info.kind == "inprocess":
+        return f" · in-process ({info.version})"
+    return f" · {info.path} ({info.version or 'version unknown'})"
 
 
 def _roofline_line(
@@ -102,7 +111,8 @@ def render_bench(report: BenchReport, out: Console) -> None:
     _plot(sweep_points(report), report.model.name, out)
     saved = f"saved as run #{report.run_id} in {report.db_path}" if report.run_id else "not saved"
     png = f" · plot: {report.plot_png}" if report.plot_png else ""
-    out.print(f"{saved} · {report.seconds:.0f} s{png}", style="dim", soft_wrap=True)
+    engine = _engine_line(report.engine)
+    out.print(f"{saved} · {report.seconds:.0f} s{engine}{png}", style="dim", soft_wrap=True, markup=False)
 
 
 def render_history(h: History, out: Console) -> None:
@@ -199,8 +209,10 @@ def render_tune(r: TuneReport, out: Console) -> None:
         out.print(f"edgepilot: {edgepilot}  (run and serve pick the profile up)", style="cyan", markup=False)
     out.print(
         f"{len(r.trials)} settings, {r.measurements} measurements, "
-        f"{r.loads} model load{'' if r.loads == 1 else 's'} in {r.seconds:.0f} s",
+        f"{r.loads} model load{'' if r.loads == 1 else 's'} in {r.seconds:.0f} s{_engine_line(r.engine)}",
         style="dim",
+        soft_wrap=True,
+        markup=False,
     )
     if r.profile_path:
         out.print(

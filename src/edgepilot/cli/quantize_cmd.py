@@ -110,6 +110,7 @@ def render_compare(result: CompareResult, out: Console) -> None:
 @click.option("--imatrix", help="Importance matrix from llama-imatrix (GGUF or legacy .dat)")
 @click.option("--threads", "-t", type=int, help="Quantizer threads (default: every CPU this process may use)")
 @click.option("--force", is_flag=True, help="Overwrite output files that exist")
+@flags.ENGINE
 @flags.JSON
 @user_errors
 def quantize(
@@ -119,16 +120,19 @@ def quantize(
     imatrix: str | None,
     threads: int | None,
     force: bool,
+    engine: str | None,
     as_json: bool,
 ) -> None:
     """Quantize a model with llama.cpp's quantizer into MODEL-TYPE.gguf files.
 
     A source that is already quantized is first dequantized to F16 (the reference `compare` measures against).
     """
-    from edgepilot.models.quantize import parse_types, quantize_model
+    from edgepilot.models.quantize import quantize_model, split_types
 
-    types = parse_types(to)
-    result = quantize_model(model, types, out_dir, imatrix, threads, force, on_progress=_progress)
+    types = split_types(to)
+    result = quantize_model(
+        model, types, out_dir, imatrix, threads, force, on_progress=_progress, engine=engine
+    )
     emit(result, as_json, render_quantize)
 
 
@@ -145,6 +149,7 @@ def quantize(
 @click.option("--n-gen", type=int, default=32, show_default=True, help="Tokens generated for tg t/s")
 @flags.THREADS
 @click.option("--plot", help="Write a PNG (needs matplotlib: the `plot` extra)")
+@flags.ENGINE
 @flags.JSON
 @user_errors
 def compare(
@@ -156,6 +161,7 @@ def compare(
     n_gen: int,
     threads: int | None,
     plot: str | None,
+    engine: str | None,
     as_json: bool,
 ) -> None:
     """Size, predicted and measured peak memory, speed and quality (perplexity, KL divergence against the most
@@ -163,6 +169,15 @@ def compare(
     from edgepilot.models.compare import compare_models
 
     result = compare_models(
-        list(files), text_file, ctx, ppl_ctx, chunks, n_gen, threads, plot, on_progress=_progress
+        list(files),
+        text_file,
+        ctx,
+        ppl_ctx,
+        chunks,
+        n_gen,
+        threads,
+        plot,
+        on_progress=_progress,
+        engine=engine,
     )
     emit(result, as_json, render_compare)

@@ -36,7 +36,7 @@ class EngineInfo:
     """probe's and fit's `engine{kind, path, version}`."""
 
     kind: str  # "inprocess" | "tools"
-    path: str | None  # libllama's directory (in-process) or llama-server's path (tools)
+    path: str | None  # libllama's directory (in-process) or the program's path (tools)
     version: str | None  # "llama-cpp-python 0.3.36" or what llama-server --version says
     why: str  # how it was chosen, in a few words
     llama_cpp: str | None = (
@@ -75,8 +75,19 @@ def _inprocess_info(why: str) -> EngineInfo:
     )
 
 
+# Programs of the same package, one of which says its version when the one in use has no --version
+# (llama-quantize prints its usage instead).
+VERSIONED = ("llama-server", "llama-cli", "llama-bench", "llama-completion")
+
+
 def _tools_info(tool: Path, why: str) -> EngineInfo:
     v = tool_version(tool)
+    for name in VERSIONED if v is None else ():
+        sibling = tool.parent / name
+        if name != tool.name and sibling.is_file() and os.access(sibling, os.X_OK):
+            v = tool_version(sibling)
+            if v is not None:
+                break
     return EngineInfo(
         kind="tools",
         path=str(tool),
@@ -95,9 +106,11 @@ def requested_engine(requested: str | None) -> str:
     return choice
 
 
-def choose_engine(requested: str | None = None, load: bool = True) -> EngineInfo:
+def choose_engine(requested: str | None = None, load: bool = True, tool: str = "llama-server") -> EngineInfo:
     """The engine for this command; UserError (one line) naming what to install when there is none.
-    load=False: decide without loading llama.cpp (fit plans without it; an installed binding counts)."""
+    load=False: decide without loading llama.cpp (fit plans without it; an installed binding counts).
+    `tool`: the llama.cpp program the command runs through without the in-process engine (bench:
+    llama-bench, quantize: llama-quantize ...); the tools engine's path and version are that program's."""
     choice = requested_engine(requested)
     reason = ""
     if choice in ("auto", "inprocess"):
@@ -110,15 +123,15 @@ def choose_engine(requested: str | None = None, load: bool = True) -> EngineInfo
                 fix = "unset LLAMA_CPP_LIB_PATH, or use --engine tools to run that llama.cpp's own programs"
             raise UserError(f"the in-process engine is not available (llama-cpp-python {reason}): {fix}")
     try:
-        tool = find_tool("llama-server")
+        path = find_tool(tool)
     except ToolMissing:
         if choice == "tools":
             raise
         raise UserError(
-            f"no llama.cpp to run: llama-cpp-python {reason}, and llama-server is not installed; "
-            f"{where_to_get('llama-server')}"
+            f"no llama.cpp to run: llama-cpp-python {reason}, and {tool} is not installed; "
+            f"{where_to_get(tool)}"
         ) from None
-    return _tools_info(tool, "asked for" if choice == "tools" else f"llama-cpp-python {reason}")
+    return _tools_info(path, "asked for" if choice == "tools" else f"llama-cpp-python {reason}")
 
 
 def describe_engine(

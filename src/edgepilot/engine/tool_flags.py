@@ -27,13 +27,15 @@ OPTIONAL = {
     "--cpu-strict-batch": 1,
     "-C": 1,
     "-Cb": 1,
+    "--progress": 0,
+    "--no-warmup": 0,
 }
 # An older spelling to use when the newer one is missing: (new flag, its value) -> replacement argv
 OLDER = {("-lm", "none"): ["--no-mmap"]}
 
 
 @lru_cache(maxsize=16)
-def _known(path: str, mtime_ns: int) -> frozenset[str] | None:
+def _help(path: str, mtime_ns: int) -> str | None:
     try:
         done = subprocess.run(
             [path, "--help"],
@@ -45,17 +47,25 @@ def _known(path: str, mtime_ns: int) -> frozenset[str] | None:
         )
     except (OSError, subprocess.SubprocessError):
         return None
-    flags = frozenset(FLAG.findall(done.stdout + "\n" + done.stderr))
-    return flags if len(flags) > 10 else None  # too few: not a help text, keep the command as it is
+    return done.stdout + "\n" + done.stderr
 
 
-def known_flags(tool: Path | str) -> frozenset[str] | None:
-    """The flags the program's --help lists (None: it would not say)."""
+def help_text(tool: Path | str) -> str | None:
+    """What `TOOL --help` prints (stdout and stderr), cached per binary (None: it would not run)."""
     try:
         mtime = Path(tool).stat().st_mtime_ns
     except OSError:
         return None
-    return _known(str(tool), mtime)
+    return _help(str(tool), mtime)
+
+
+def known_flags(tool: Path | str) -> frozenset[str] | None:
+    """The flags the program's --help lists (None: it would not say)."""
+    text = help_text(tool)
+    if text is None:
+        return None
+    flags = frozenset(FLAG.findall(text))
+    return flags if len(flags) > 10 else None  # too few: not a help text, keep the command as it is
 
 
 def adapt_args(tool: Path | str, argv: list[str]) -> list[str]:

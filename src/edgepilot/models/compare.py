@@ -1,6 +1,7 @@
 """`edgepilot compare FILES...`: size, predicted vs measured peak memory, speed and quality of model variants.
 
-Each file is measured in processes of its own: its quality in compare_child.py, its memory and speed by
+Each file is measured in processes of its own: its quality in compare_child.py (without llama-cpp-python:
+llama.cpp's llama-perplexity in its KL-divergence mode, compare_tool.py), its memory and speed by
 `edgepilot run` itself with a prompt that fills --ctx (the settings decision, tuned.decide, is the one `fit`
 uses, so the measured peak is the very thing `fit` predicts; pp and tg are run's prompt and generation
 speed). Quality is measured against the most precise file (highest bits per weight: the F16
@@ -19,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from edgepilot.datadir import data_dir
+from edgepilot.engine.choice import EngineInfo, choose_engine
 from edgepilot.errors import UserError
 from edgepilot.model.resolve import resolve_model
 from edgepilot.models import quality
@@ -67,6 +69,7 @@ class CompareResult:
     rows: list[Compared] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     plot: str | None = None
+    engine: EngineInfo | None = None  # in-process, or llama-perplexity with its version
 
 
 def _check_sizes(ctx: int, ppl_ctx: int, chunks: int, n_gen: int) -> None:
@@ -104,11 +107,13 @@ def _child(args: list[str], name: str, stdin: str | None = None) -> dict:
     return result
 
 
-def _memory_run(path: Path, prompt_file: Path, ctx: int, n_gen: int, threads: int | None) -> dict:
+def _memory_run(
+    path: Path, prompt_file: Path, ctx: int, n_gen: int, threads: int | None, engine: str
+) -> dict:
     """`edgepilot run` itself with a prompt that fills the context: the process `fit` predicts the peak of.
     --force: a variant that does not fit the budget is still measured (the table marks it)."""
     args = ["-m", "edgepilot", "run", str(path), "--prompt-file", str(prompt_file), "-n", str(n_gen)]
-    args += ["--ctx", str(ctx), "--raw", "--temp", "0", "--force", "--json"]
+    args += ["--ctx", str(ctx), "--raw", "--temp", "0", "--force", "--json", "--engine", engine]
     if threads is not None:
         args += ["--threads", str(threads)]
     return _child(args, path.name)
@@ -131,7 +136,10 @@ def compare_models(
     threads: int | None = None,
     plot: str | None = None,
     on_progress: Callable[[str], None] | None = None,
+    engine: str | None = None,
 ) -> CompareResult:
+    """engine: "auto", "inprocess" or "tools" (quality by llama-perplexity, memory and speed by
+    `edgepilot run --engine tools`)."""
     say = on_progress or (lambda _msg: None)
     if not files:
         raise UserError("give at least one model file")
@@ -143,20 +151,27 @@ def compare_models(
 
         check_plot_target(plot)
     paths = [resolve_model(f) for f in files]
+    info = choose_engine(engine, tool="llama-perplexity")
+    # without the binding, `edgepilot run` measures through llama-server: the plan is for its llama.cpp, and
+    # its tokenizer cuts the prompt that fills the context
+    runner = choose_engine("tools") if info.kind == "tools" else None
+    server = Path(str(runner.path)) if runner else None
     text_name, text = quality.read_text(text_file)
     kinds = [describe_source(p) for p in paths]
     bpw = [bits_per_weight(p) for p in paths]
     ref_index = max(range(len(paths)), key=lambda i: bpw[i])  # the first of equals
     order = [ref_index] + [i for i in range(len(paths)) if i != ref_index]
     requested = RequestedSettings(n_ctx=ctx, n_threads=threads)
-    decisions = [decide(p, requested) for p in paths]
+    decisions = [decide(p, requested, engine=runner) for p in paths]
     note = _reference_note(paths[ref_index], kinds[ref_index][0], kinds[ref_index][1])
     say(note)
     measured: dict[int, dict] = {}
     data_dir().mkdir(parents=True, exist_ok=True)
     # On disk, not in RAM (on Linux /tmp is often tmpfs): n_vocab x 4 bytes per scored position
     with tempfile.TemporaryDirectory(prefix="compare-", dir=data_dir()) as tmp:
-        ref_file = str(Path(tmp) / "reference-logprobs.npy")
+        ref_file = str(Path(tmp) / ("reference.kld" if server else "reference-logprobs.npy"))
+        text_path = Path(tmp) / "text.txt"
+        text_path.write_text(text, encoding="utf-8")
         for step, i in enumerate(order, 1):
             say(f"[{step}/{len(paths)}] {paths[i].name}: memory, speed, quality")
             job = {
@@ -169,10 +184,16 @@ def compare_models(
                 "reference_logprobs": ref_file,
                 "write_reference": i == ref_index,
             }
-            m = _child(["-m", "edgepilot.models.compare_child"], paths[i].name, json.dumps(job))
+            if server is not None:
+                from edgepilot.models.compare_tool import measure
+
+                m = measure(Path(str(info.path)), server, job, text_path)
+            else:
+                m = _child(["-m", "edgepilot.models.compare_child"], paths[i].name, json.dumps(job))
             prompt_file = Path(tmp) / "fill-prompt.txt"
             prompt_file.write_text(m.pop("fill_prompt"), encoding="utf-8")
-            m["run"] = _memory_run(paths[i], prompt_file, decisions[i].settings.n_ctx, n_gen, threads)
+            n_ctx = decisions[i].settings.n_ctx
+            m["run"] = _memory_run(paths[i], prompt_file, n_ctx, n_gen, threads, info.kind)
             measured[i] = m
             kl = f", KL {m['kl_mean']:.5f}" if i != ref_index and "kl_mean" in m else ""
             say(f"  peak {m['run']['peak_rss_bytes'] / 2**20:.1f} MiB, PPL {m['perplexity']:.3f}{kl}")
@@ -214,6 +235,7 @@ def compare_models(
         n_ctx=decisions[ref_index].settings.n_ctx,
         n_gen=n_gen,
         rows=rows,
+        engine=info,
     )
     if any(not r.fits for r in rows):
         result.notes.append(

@@ -1,4 +1,5 @@
-"""`edgepilot quantize`: llama.cpp's quantizer (llama_model_quantize, src/llama-quant.cpp) in this process.
+"""`edgepilot quantize`: llama.cpp's quantizer (llama_model_quantize, src/llama-quant.cpp) in this process,
+or without llama-cpp-python the installed llama-quantize (quantize_tool.py), which is a thin CLI over it.
 
 A source that is already quantized cannot give better variants than itself. Where no F16/BF16/F32 source
 exists, a reference is made first: the shipped model dequantized to F16 by the same quantizer (ftype
@@ -18,12 +19,17 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from edgepilot.device.process import allowed_cpus
+from edgepilot.engine.choice import EngineInfo
 from edgepilot.errors import UserError
 from edgepilot.model.gguf_header import read_header
 from edgepilot.model.gguf_info import file_type_name
 from edgepilot.model.resolve import resolve_model
+
+if TYPE_CHECKING:
+    from edgepilot.models.quantize_imatrix import Imatrix
 
 REFERENCE_KEY = "edgepilot.reference.source"
 PRECISE_TYPES = {"F32", "F16", "BF16"}  # a source in one of these is its own reference
@@ -42,16 +48,25 @@ def quant_types() -> dict[str, int]:
     return names
 
 
-def parse_types(text: str) -> list[str]:
-    """`Q4_K_M,q3_k_m` -> ["Q4_K_M", "Q3_K_M"]; a UserError naming the valid types for an unknown one."""
-    known = quant_types()
+def split_types(text: str) -> list[str]:
+    """`Q4_K_M,q3_k_m` -> ["Q4_K_M", "Q3_K_M"] (checked against the quantizer's types by quantize_model)."""
     wanted = [t.strip().upper() for t in text.split(",") if t.strip()]
     if not wanted:
         raise UserError("--to needs at least one type, e.g. --to Q4_K_M,Q3_K_M")
+    return list(dict.fromkeys(wanted))
+
+
+def parse_types(text: str) -> list[str]:
+    """split_types, checked against the in-process quantizer's types."""
+    wanted = split_types(text)
+    _check_types(wanted, quant_types())
+    return wanted
+
+
+def _check_types(wanted: list[str], known: dict[str, int]) -> None:
     bad = [t for t in wanted if t not in known]
     if bad:
         raise UserError(f"unknown quantization type {bad[0]}; valid types: {', '.join(sorted(known))}")
-    return list(dict.fromkeys(wanted))
 
 
 @dataclass
@@ -72,6 +87,7 @@ class QuantizeResult:
     reference_note: str | None
     variants: list[Variant] = field(default_factory=list)
     imatrix: str | None = None
+    engine: EngineInfo | None = None  # the quantizer: in-process, or llama-quantize with its version
 
 
 def output_stem(path: Path) -> str:
@@ -150,6 +166,48 @@ def run_quantizer(
     return next((int(m.group(1)) for m in found if m), 0)
 
 
+class Quantizer:
+    """llama.cpp's quantizer in this process (llama-cpp-python), or the installed llama-quantize."""
+
+    def __init__(self, tool: Path | None = None) -> None:
+        self.tool = tool
+        if tool is None:
+            self.types = quant_types()
+        else:
+            from edgepilot.models.quantize_tool import tool_quant_types
+
+            self.types = tool_quant_types(tool)
+        self.imatrix_file: str | None = None
+        self.imatrix: Imatrix | None = None  # kept: its array points into its entries
+
+    def load_imatrix(self, file: str) -> None:
+        from edgepilot.models.quantize_imatrix import load_imatrix, read_imatrix
+
+        if self.tool is None:
+            self.imatrix = load_imatrix(file)
+        else:
+            read_imatrix(file)  # checked here, read again by llama-quantize
+        self.imatrix_file = str(Path(file).expanduser())
+
+    def run(
+        self,
+        source: Path,
+        target: Path,
+        type_name: str,
+        threads: int,
+        metadata: dict[str, str] | None = None,
+        imatrix: bool = False,
+    ) -> int:
+        """Quantize source to target as type_name; the number of fallback tensors."""
+        if self.tool is None:
+            array = self.imatrix.array if imatrix and self.imatrix else None
+            return run_quantizer(source, target, self.types[type_name], threads, True, metadata, array)
+        from edgepilot.models.quantize_tool import run_tool_quantizer
+
+        file = self.imatrix_file if imatrix else None
+        return run_tool_quantizer(self.tool, source, target, type_name, threads, metadata, file)
+
+
 def _check_free(targets: list[Path], force: bool) -> None:
     existing = [p for p in targets if p.exists() or p.is_symlink()]
     if existing and not force:
@@ -166,12 +224,15 @@ def quantize_model(
     threads: int | None = None,
     force: bool = False,
     on_progress: Callable[[str], None] | None = None,
+    engine: str | None = None,
 ) -> QuantizeResult:
+    """engine: "auto", "inprocess" or "tools" (llama.cpp's llama-quantize; engine.choice)."""
+    from edgepilot.engine.choice import choose_engine
+
     say = on_progress or (lambda _msg: None)
-    ftypes = quant_types()
-    unknown = [t for t in types if t not in ftypes]
-    if unknown:
-        raise UserError(f"unknown quantization type {unknown[0]}; valid types: {', '.join(sorted(ftypes))}")
+    info = choose_engine(engine, tool="llama-quantize")
+    quantizer = Quantizer(Path(str(info.path)) if info.kind == "tools" else None)
+    _check_types(types, quantizer.types)
     source = resolve_model(model)
     out = Path(out_dir).expanduser() if out_dir else source.parent
     if not out.is_dir():
@@ -187,13 +248,11 @@ def quantize_model(
     reference = out / f"{stem}-F16.gguf" if need_reference else None
     targets = [out / f"{stem}-{t}.gguf" for t in types]
     _check_free(([reference] if reference else []) + targets, force)
-    imatrix = None
     if imatrix_file is not None:
-        from edgepilot.models.quantize_imatrix import load_imatrix
-
-        imatrix = load_imatrix(imatrix_file)
+        quantizer.load_imatrix(imatrix_file)
     result = QuantizeResult(str(source), source_type, str(reference) if reference else None, None)
     result.imatrix = imatrix_file
+    result.engine = info
     base = source
     if reference is not None:
         note = (
@@ -201,7 +260,7 @@ def quantize_model(
         )
         say(f"reference: {note}")
         t0 = time.perf_counter()
-        run_quantizer(source, reference, ftypes["F16"], n_threads, True, {REFERENCE_KEY: note})
+        quantizer.run(source, reference, "F16", n_threads, {REFERENCE_KEY: note})
         seconds = time.perf_counter() - t0
         say(f"  {reference.name}: {reference.stat().st_size / 2**20:.1f} MiB in {seconds:.1f} s")
         result.reference_note = f"reference = {note}"
@@ -209,9 +268,7 @@ def quantize_model(
     for i, (name, target) in enumerate(zip(types, targets, strict=True), 1):
         say(f"[{i}/{len(types)}] {name} from {base.name}")
         t0 = time.perf_counter()
-        fallback = run_quantizer(
-            base, target, ftypes[name], n_threads, True, imatrix=imatrix.array if imatrix else None
-        )
+        fallback = quantizer.run(base, target, name, n_threads, imatrix=imatrix_file is not None)
         seconds = time.perf_counter() - t0
         size = target.stat().st_size
         say(f"  {target.name}: {size / 2**20:.1f} MiB in {seconds:.1f} s")

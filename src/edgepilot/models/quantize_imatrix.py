@@ -105,8 +105,21 @@ def _read_gguf(path: Path) -> dict[str, np.ndarray]:
 
 
 def load_imatrix(file: str) -> Imatrix:
+    """read_imatrix, with the array llama_model_quantize takes."""
     from edgepilot.engine.llama_binding import llama_cpp
 
+    result = read_imatrix(file)
+    array = (llama_cpp.llama_model_imatrix_data * (len(result.entries) + 1))()
+    for slot, (name, values) in zip(array, result.entries.items(), strict=False):
+        slot.name = name.encode()
+        slot.data = values.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
+        slot.size = len(values)
+    result.array = array
+    return result
+
+
+def read_imatrix(file: str) -> Imatrix:
+    """The matrix's entries, read and checked (a UserError saying why when it is not usable)."""
     path = Path(file).expanduser()
     try:
         with open_regular(path) as f:
@@ -121,11 +134,4 @@ def load_imatrix(file: str) -> Imatrix:
     entries = _read_gguf(path) if magic == b"GGUF" else _read_legacy(path, size)
     if any(not np.isfinite(v).all() for v in entries.values()):
         raise _bad(path, "it holds non-finite values")
-    result = Imatrix(str(path), entries)
-    array = (llama_cpp.llama_model_imatrix_data * (len(entries) + 1))()
-    for slot, (name, values) in zip(array, entries.items(), strict=False):
-        slot.name = name.encode()
-        slot.data = values.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
-        slot.size = len(values)
-    result.array = array
-    return result
+    return Imatrix(str(path), entries)

@@ -1,0 +1,105 @@
+"""`edgepilot quantize` through llama.cpp's own llama-quantize (the tools engine: no llama-cpp-python needed).
+
+The same quantizer as the in-process llama_model_quantize (llama-quantize is a thin CLI over it), in the
+version that is installed: its types are the ones its --help lists ("allowed quantization types"), which
+a newer llama.cpp extends. What the in-process path passes as parameters goes on its command line:
+--allow-requantize, --override-kv KEY=str:VALUE for the reference's origin, --imatrix FILE, nthreads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import subprocess
+from collections import deque
+from pathlib import Path
+
+from edgepilot.engine.base import EngineError
+from edgepilot.engine.tool_flags import help_text, known_flags
+from edgepilot.errors import UserError
+
+TYPE_LINE = re.compile(r"^\s*(\d+)\s+or\s+([A-Z][A-Z0-9_]*)\s*:", re.M)
+FALLBACK = re.compile(r"(\d+) of \d+ tensor\(s\) required fallback")
+FAILED = re.compile(r"failed to quantize:\s*(.*)$")
+KV_VALUE_BYTES = 127  # llama_model_kv_override.val_str holds 128 bytes with its terminator
+LOG_LINES = 400
+
+
+def tool_quant_types(tool: Path) -> dict[str, int]:
+    """Type name -> llama_ftype, as this llama-quantize lists them (not COPY: it quantizes nothing)."""
+    text = help_text(tool) or ""
+    types = {name: int(ftype) for ftype, name in TYPE_LINE.findall(text)}
+    if not types:
+        raise EngineError(f"{tool} did not list its quantization types (is it llama.cpp's llama-quantize?)")
+    return types
+
+
+def kv_value(text: str) -> str:
+    """The longest prefix of `text` that fits an override's value, cut on a character boundary."""
+    return text.encode()[:KV_VALUE_BYTES].decode("utf-8", errors="ignore")
+
+
+def quantize_argv(
+    tool: Path,
+    source: Path,
+    target: Path,
+    type_name: str,
+    threads: int,
+    metadata: dict[str, str] | None = None,
+    imatrix: str | None = None,
+) -> list[str]:
+    argv = [str(tool), "--allow-requantize"]
+    if metadata:
+        known = known_flags(tool)
+        if known is None or "--override-kv" in known:  # older ones: the reference's origin is not recorded
+            for key, value in metadata.items():
+                argv += ["--override-kv", f"{key}=str:{kv_value(value)}"]
+    if imatrix is not None:
+        argv += ["--imatrix", imatrix]
+    return argv + [str(source), str(target), type_name, str(threads)]
+
+
+def run_tool_quantizer(
+    tool: Path,
+    source: Path,
+    target: Path,
+    type_name: str,
+    threads: int,
+    metadata: dict[str, str] | None = None,
+    imatrix: str | None = None,
+) -> int:
+    """llama-quantize into target (written as target.part, renamed when complete); returns the number of
+    fallback tensors it reported. A UserError with llama.cpp's reason on failure."""
+    part = target.with_name(target.name + ".part")
+    argv = quantize_argv(tool, source, part, type_name, threads, metadata, imatrix)
+    log: deque[str] = deque(maxlen=LOG_LINES)
+    try:
+        try:
+            done = subprocess.run(
+                argv,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                errors="replace",
+                env=dict(os.environ, GGML_NO_BACKTRACE="1"),
+            )
+        except OSError as exc:
+            raise EngineError(f"cannot start {tool}: {exc.strerror or exc}") from None
+        log.extend((done.stderr + "\n" + done.stdout).splitlines())
+        if done.returncode != 0:
+            raise UserError(f"llama.cpp could not quantize {source.name}: {_reason(done.returncode, log)}")
+        os.replace(part, target)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            part.unlink()
+    found = [FALLBACK.search(line) for line in log]
+    return next((int(m.group(1)) for m in found if m), 0)
+
+
+def _reason(rc: int, log: deque[str]) -> str:
+    if rc < 0:
+        return f"llama-quantize was killed by signal {-rc}" + (" (out of memory?)" if rc == -9 else "")
+    failed = [m.group(1).strip() for m in map(FAILED.search, log) if m and m.group(1).strip()]
+    errors = [line.strip() for line in log if "error" in line.lower()]
+    return (failed or errors or [f"llama-quantize exit code {rc}"])[-1]
