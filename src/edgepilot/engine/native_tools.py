@@ -23,9 +23,18 @@ from pathlib import Path
 
 from edgepilot.errors import UserError
 
-TOOL_NAMES = ("llama-server", "llama-bench", "llama-completion", "rpc-server", "llama-quantize")
-# Programs found on PATH only (edgepilot build does not make them): compare's KL-divergence mode.
-PATH_ONLY = ("llama-perplexity",)
+TOOL_NAMES = (
+    "llama-server",
+    "llama-bench",
+    "llama-completion",
+    "rpc-server",
+    "llama-quantize",
+    "llama-perplexity",  # compare's KL-divergence mode through the tools
+)
+# Programs found on PATH only (edgepilot build does not make them).
+PATH_ONLY: tuple[str, ...] = ()
+# Packaged elsewhere than the rest (Termux's llama-cpp has it not; Debian ships it in llama.cpp-tools-extra).
+EXTRA_PACKAGE = ("llama-perplexity",)
 TARGETS = ("native", "aarch64")
 # The llama-cpp-python release whose vendored llama.cpp the memory plan is calibrated on and `build` compiles;
 # pyproject.toml pins the same.
@@ -87,8 +96,11 @@ def path_tool(name: str) -> Path | None:
 
 def where_to_get(name: str) -> str:
     """Which package or build provides `name`, in one clause."""
-    if name in PATH_ONLY:
-        return f"apt install llama.cpp-tools-extra or {PACKAGES['homebrew']} (Termux's llama-cpp has none)"
+    if name in EXTRA_PACKAGE:
+        return (
+            f"apt install llama.cpp-tools-extra, {PACKAGES['homebrew']} or `edgepilot build` (Termux's "
+            "llama-cpp has none)"
+        )
     if name in NOT_IN_TERMUX:
         return (
             f"run `edgepilot build` (Termux's llama-cpp package has no {name}; Debian's is ggml-rpc-server "
