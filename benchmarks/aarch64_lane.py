@@ -1,8 +1,9 @@
 """The aarch64 lane (scripts/aarch64-lane.sh sets it up): find it, run llama.cpp's tools under qemu-user.
 
-The lane is llama.cpp from llama-cpp-python 0.3.36's own vendored source, cross-built for
-armv8.2-a+dotprod+i8mm, in $EDGEPILOT_AARCH64_LANE or ~/.cache/edgepilot/aarch64-lane, plus libggml-cpu
-alone for a dotprod CPU without i8mm and for a NEON-only one. In this llama.cpp the repack layouts follow the
+The lane is llama.cpp's tools from the engine's own vendored source (llama-cpp-python 0.3.36), cross-built for
+armv8.2-a+dotprod+i8mm by `edgepilot build --target aarch64` (the same build tests/build use: one compile),
+plus libggml-cpu alone for a dotprod CPU without i8mm and for a NEON-only one, which the lane keeps in
+$EDGEPILOT_AARCH64_LANE or ~/.cache/edgepilot/aarch64-lane. In this llama.cpp the repack layouts follow the
 compile flags (ggml_cpu_has_matmul_int8 / _dotprod are compile-time on ARM), so a feature set is a CPU
 library: the `cpu` argument below picks it (LD_LIBRARY_PATH puts the variant first). QEMU_CPU chooses the
 emulated CPU: `max` has dotprod and i8mm, `cortex-a53` neither (the i8mm library dies there with SIGILL, the
@@ -13,6 +14,8 @@ launcher so this process's own peak does not leak into it). It includes qemu-use
 the guest's libraries, and its translation cache (the anonymous executable mappings, sampled from smaps while
 the process runs), which grows with the code the guest runs. `baseline()` measures the same binary under
 qemu doing nothing (`--version`); `LaneRun.engine_peak_bytes` takes both off.
+
+`python benchmarks/aarch64_lane.py` says whether the lane is ready (exit 0) or what is missing (exit 1).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from edgepilot.build.builder import BuildResult, build_tools  # noqa: E402
 from edgepilot.plan.settings import EngineSettings  # noqa: E402
 from memlab import parse_llama_log, run_measured  # noqa: E402
 
@@ -33,11 +37,11 @@ LANE_ENV = "EDGEPILOT_AARCH64_LANE"
 SYSROOT = Path("/usr/aarch64-linux-gnu")
 QEMU = "qemu-aarch64-static"
 SETUP_SCRIPT = "scripts/aarch64-lane.sh"
-# What the setup script writes once the build and a smoke run under qemu succeeded.
-STAMP = (
-    "llama-cpp-python=0.3.36 arch=armv8.2-a+dotprod+i8mm targets=llama-completion llama-bench "
-    "cpu=dotprod:armv8.2-a+dotprod neon:armv8-a"
-)
+# The tools' CPU (edgepilot build's default aarch64 target; the setup script asks for it by name).
+ARM_ARCH = "armv8.2-a+dotprod+i8mm"
+# The first line of LANE/cpu.stamp, which the setup script writes once the CPU libraries are built and one ran
+# under qemu; the rest is the tools' build.stamp they were built against.
+CPU_STAMP = "cpu=dotprod:armv8.2-a+dotprod neon:armv8-a"
 # CPU library -> the capabilities device/isa.py's repack rules take for it.
 CPU_VARIANTS: dict[str, set[str]] = {"i8mm": {"i8mm", "dotprod"}, "dotprod": {"dotprod"}, "neon": set()}
 # The emulated CPU each library runs on: one that has its features and not the next ones.
@@ -53,13 +57,16 @@ def lane_dir() -> Path:
     return Path(cache) / "edgepilot" / "aarch64-lane"
 
 
+def tools_build() -> BuildResult:
+    """`edgepilot build --target aarch64 --arm-arch ARM_ARCH --print-only`: the tools, built or not."""
+    return build_tools("aarch64", arm_arch=ARM_ARCH, print_only=True)
+
+
 @dataclass
 class Lane:
-    root: Path
-
-    @property
-    def bin_dir(self) -> Path:
-        return self.root / "build" / "bin"
+    root: Path  # the CPU library variants (root/cpu-NAME/bin) and cpu.stamp
+    # the tools and their shared libraries (the i8mm CPU library among them)
+    bin_dir: Path = field(default_factory=lambda: Path(tools_build().bin_dir))
 
     def tool(self, name: str) -> Path:
         return self.bin_dir / name
@@ -70,7 +77,7 @@ class Lane:
             raise ValueError(f"unknown CPU library {cpu!r}; choose one of {', '.join(CPU_VARIANTS)}")
         dirs = [str(self.bin_dir)]
         if cpu != "i8mm":
-            dirs.insert(0, str(self.root / f"build-{cpu}" / "bin"))
+            dirs.insert(0, str(self.root / f"cpu-{cpu}" / "bin"))
         env = dict(os.environ)
         env.update(QEMU_LD_PREFIX=str(SYSROOT), LD_LIBRARY_PATH=":".join(dirs), QEMU_CPU=qemu_cpu)
         return env
@@ -83,14 +90,18 @@ def lane_problem(root: Path | None = None) -> str | None:
         return f"{QEMU} is not installed (set the lane up: {SETUP_SCRIPT})"
     if not (SYSROOT / "lib").is_dir():
         return f"no aarch64 sysroot at {SYSROOT} (set the lane up: {SETUP_SCRIPT})"
-    stamp = root / "lane.stamp"
-    if not stamp.is_file() or stamp.read_text().strip() != STAMP:
-        return f"no finished aarch64 lane in {root} (set it up: {SETUP_SCRIPT})"
-    for tool in ("build/bin/llama-completion", "build/bin/llama-bench"):
-        if not os.access(root / tool, os.X_OK):
-            return f"{tool} is missing from {root} (rerun {SETUP_SCRIPT})"
+    tools = tools_build()
+    if not tools.cached:
+        return f"the aarch64 tools ({ARM_ARCH}) are not built or not up to date (set up: {SETUP_SCRIPT})"
+    try:
+        stamp = (root / "cpu.stamp").read_text()
+        built_against = Path(tools.stamp).read_text()
+    except OSError:
+        stamp, built_against = "", None
+    if stamp != f"{CPU_STAMP}\n{built_against}":
+        return f"no CPU libraries for these aarch64 tools in {root} (set the lane up: {SETUP_SCRIPT})"
     for cpu in CPU_VARIANTS:
-        if cpu != "i8mm" and not (root / f"build-{cpu}" / "bin" / "libggml-cpu.so").is_file():
+        if cpu != "i8mm" and not (root / f"cpu-{cpu}" / "bin" / "libggml-cpu.so").is_file():
             return f"the {cpu} CPU library is missing from {root} (rerun {SETUP_SCRIPT})"
     return None
 
@@ -204,3 +215,9 @@ def baseline(lane: Lane, qemu_cpu: str = "max", cpu: str = "i8mm") -> LaneRun:
     if child.returncode != 0:
         raise RuntimeError(f"llama-completion --version under qemu failed: exit {child.returncode}")
     return LaneRun(argv, child.returncode, child.ru_maxrss_bytes, child.wall_seconds, code)
+
+
+if __name__ == "__main__":  # the setup script's readiness check
+    problem = lane_problem()
+    print(problem or f"aarch64 lane ready: {lane_dir()}")
+    sys.exit(1 if problem else 0)

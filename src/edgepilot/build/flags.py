@@ -11,7 +11,7 @@
   A 32-bit userland (armv7/armv8l) keeps the compiler's default NEON target.
 - Android (Termux): GGML_OPENMP=OFF (no libomp at run time there; ggml's own threadpool is used).
 - `--target aarch64` cross-builds with aarch64-linux-gnu-gcc/g++ for a phone (no OpenMP), default
-  armv8.2-a+dotprod+i8mm, the aarch64 lane's target (scripts/aarch64-lane.sh).
+  armv8.2-a+dotprod+i8mm: also the aarch64 lane's build (scripts/aarch64-lane.sh runs it; tests/arm use it).
 """
 
 from __future__ import annotations
