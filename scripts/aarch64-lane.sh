@@ -39,6 +39,8 @@ HERE="$(cd "$(dirname "$0")" && pwd)"
 lane_problem() { "$PY" "$HERE/../benchmarks/aarch64_lane.py"; }
 json_field() { "$PY" -c 'import json, sys; print(json.load(sys.stdin)[sys.argv[1]])' "$1"; }
 
+"$PY" -c 'import edgepilot' 2>/dev/null \
+    || { echo "aarch64 lane: $PY cannot import edgepilot (activate its venv, or set PYTHON)" >&2; exit 1; }
 if [[ "${1:-}" == "--print" ]]; then
     echo "$LANE"
     lane_problem >/dev/null
