@@ -22,6 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from edgepilot.device.process import rss_bytes
 from edgepilot.engine.base import EngineError, GenerationStats, LoadInfo, TurnStats
 from edgepilot.engine.native_tools import find_tool, tool_version
 from edgepilot.engine.sampling import SamplerSettings
@@ -309,14 +310,7 @@ class ServerEngine:
 
 def _hwm(pid: int) -> int:
     """A live process's peak resident memory (VmHWM), 0 when it cannot be read."""
-    try:
-        with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0
+    return rss_bytes(pid)[1] or 0
 
 
 def _stop(proc: subprocess.Popen[bytes], grace: float = 10.0) -> Any:
