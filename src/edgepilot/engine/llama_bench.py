@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from edgepilot.device.process import allowed_cpus
 from edgepilot.engine.base import EngineError
 from edgepilot.engine.tool_flags import adapt_args, help_text, known_flags
 from edgepilot.errors import UserError
@@ -182,7 +183,7 @@ def start_on_cpus(cpus: list[int] | tuple[int, ...] | None) -> Iterator[None]:
     if not cpus or not hasattr(os, "sched_setaffinity"):
         yield
         return
-    before = os.sched_getaffinity(0)
+    before = set(allowed_cpus())
     try:
         os.sched_setaffinity(0, set(cpus))
     except OSError as exc:
