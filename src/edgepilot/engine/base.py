@@ -75,6 +75,23 @@ class TurnStats:
     stopped_by: str
     reuse_note: str = ""  # why the cache could not be reused, when it could not
 
+    @classmethod
+    def of(cls, gen: GenerationStats, ttft_seconds: float, reuse_note: str = "") -> TurnStats:
+        """A turn's figures from its generation (gen.n_past: the prompt tokens the cache kept)."""
+        return cls(
+            n_prompt=gen.n_prompt,
+            n_prompt_new=gen.n_prompt - gen.n_past,
+            n_reused=gen.n_past,
+            n_gen=gen.n_gen,
+            ttft_seconds=ttft_seconds,
+            prompt_seconds=gen.prompt_seconds,
+            gen_seconds=gen.gen_seconds,
+            gen_tps=gen.gen_tps,
+            prompt_tps=gen.prompt_tps,
+            stopped_by=gen.stopped_by,
+            reuse_note=reuse_note,
+        )
+
 
 def common_prefix(a: list[int], b: list[int]) -> int:
     n = min(len(a), len(b))

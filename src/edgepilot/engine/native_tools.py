@@ -172,11 +172,11 @@ def tool_source(path: Path) -> str:
     return "built" if inside else "path"
 
 
-@lru_cache(maxsize=16)
-def _version_of(path: str, mtime_ns: int) -> ToolVersion | None:
+@lru_cache(maxsize=32)
+def _output(path: str, mtime_ns: int, flag: str) -> str | None:
     try:
         done = subprocess.run(
-            [path, "--version"],
+            [path, flag],
             capture_output=True,
             text=True,
             errors="replace",
@@ -185,13 +185,20 @@ def _version_of(path: str, mtime_ns: int) -> ToolVersion | None:
         )
     except (OSError, subprocess.SubprocessError):
         return None
-    return parse_version(done.stdout + "\n" + done.stderr, tool_source(Path(path)))
+    return done.stdout + "\n" + done.stderr
+
+
+def tool_output(tool: Path | str, flag: str) -> str | None:
+    """What `TOOL FLAG` prints (stdout and stderr; `--version`, `--help`), cached per binary; None when it
+    would not run."""
+    try:
+        mtime = Path(tool).stat().st_mtime_ns
+    except OSError:
+        return None
+    return _output(str(tool), mtime, flag)
 
 
 def tool_version(path: Path) -> ToolVersion | None:
     """The llama.cpp version a program was built from (None: it would not say)."""
-    try:
-        mtime = path.stat().st_mtime_ns
-    except OSError:
-        return None
-    return _version_of(str(path), mtime)
+    text = tool_output(path, "--version")
+    return None if text is None else parse_version(text, tool_source(Path(path)))

@@ -365,15 +365,4 @@ class ServerSession:
         )  # fmt: skip
         self.cached = [*tokens, *gen.tokens]
         ttft = gen.first_token_seconds if gen.first_token_seconds is not None else time.perf_counter() - t0
-        return gen, TurnStats(
-            n_prompt=len(tokens),
-            n_prompt_new=len(tokens) - gen.n_past,
-            n_reused=gen.n_past,
-            n_gen=gen.n_gen,
-            ttft_seconds=ttft,
-            prompt_seconds=gen.prompt_seconds,
-            gen_seconds=gen.gen_seconds,
-            gen_tps=gen.gen_tps,
-            prompt_tps=gen.prompt_tps,
-            stopped_by=gen.stopped_by,
-        )
+        return gen, TurnStats.of(gen, ttft)

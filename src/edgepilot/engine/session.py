@@ -91,17 +91,5 @@ class KVSession:
         )
         ttft = (time.perf_counter() - t0) - gen.gen_seconds
         self.cached = [*tokens, *gen.tokens]
-        turn = TurnStats(
-            n_prompt=len(tokens),
-            n_prompt_new=len(tokens) - n_keep,
-            n_reused=n_keep,
-            n_gen=gen.n_gen,
-            ttft_seconds=ttft,
-            prompt_seconds=gen.prompt_seconds,
-            gen_seconds=gen.gen_seconds,
-            gen_tps=gen.gen_tps,
-            prompt_tps=gen.prompt_tps,
-            stopped_by=gen.stopped_by,
-            reuse_note=note,
-        )
+        turn = TurnStats.of(gen, ttft, note)
         return gen, turn

@@ -8,11 +8,10 @@ knows; a flag it does not know is dropped (or replaced by its older spelling) ra
 from __future__ import annotations
 
 import re
-import subprocess
-from functools import lru_cache
 from pathlib import Path
 
-HELP_SECONDS = 20
+from edgepilot.engine.native_tools import tool_output
+
 FLAG = re.compile(r"(?<![\w-])(--?[A-Za-z][\w-]*)")
 # Flags edgepilot adds that a llama.cpp may lack, with how many values follow each.
 OPTIONAL = {
@@ -34,29 +33,9 @@ OPTIONAL = {
 OLDER = {("-lm", "none"): ["--no-mmap"]}
 
 
-@lru_cache(maxsize=16)
-def _help(path: str, mtime_ns: int) -> str | None:
-    try:
-        done = subprocess.run(
-            [path, "--help"],
-            capture_output=True,
-            text=True,
-            errors="replace",
-            timeout=HELP_SECONDS,
-            stdin=subprocess.DEVNULL,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return done.stdout + "\n" + done.stderr
-
-
 def help_text(tool: Path | str) -> str | None:
     """What `TOOL --help` prints (stdout and stderr), cached per binary (None: it would not run)."""
-    try:
-        mtime = Path(tool).stat().st_mtime_ns
-    except OSError:
-        return None
-    return _help(str(tool), mtime)
+    return tool_output(tool, "--help")
 
 
 def known_flags(tool: Path | str) -> frozenset[str] | None:
