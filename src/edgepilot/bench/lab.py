@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from edgepilot.bench.monitor import Sensors, cool_down
 from edgepilot.bench.search import Candidate
@@ -19,7 +20,9 @@ MIN_TG_SECONDS = 2.0
 FIRST_TG_SECONDS = 8.0  # before any reference: enough tokens for a rate even on a slow phone
 
 
-class EngineLab:
+class MeasuringLab:
+    """What every lab the tuner drives is set up with (the model, the test sizes, how to measure)."""
+
     def __init__(
         self,
         path: Path,
@@ -37,6 +40,13 @@ class EngineLab:
         self.cooldown = cooldown
         self.on_measure = on_measure
         self.repack = repack
+        self.sensors = Sensors.find() if cooldown else None
+        self.baseline = self.sensors.temperature() if self.sensors else None
+
+
+class EngineLab(MeasuringLab):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         self.engine = None
         self.bencher = None
         self.loaded: tuple[int, bool] | None = None
@@ -48,8 +58,6 @@ class EngineLab:
         self.contexts = 0  # fresh contexts on the loaded model (ubatch / flash attention switches)
         self.cold = False  # the current context has not run a full-size batch yet
         self.original_cpus = allowed_cpus()
-        self.sensors = Sensors.find() if cooldown else None
-        self.baseline = self.sensors.temperature() if self.sensors else None
         self.model_info: dict | None = None
 
     def _ensure(self, cand: Candidate) -> None:

@@ -9,11 +9,11 @@ stalled little cores can be 100x slower, and a full run would teach nothing more
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from edgepilot.bench.lab import SLOW_FACTOR
-from edgepilot.bench.monitor import Sensors, cool_down
+from edgepilot.bench.lab import SLOW_FACTOR, MeasuringLab
+from edgepilot.bench.monitor import cool_down
 from edgepilot.bench.search import Candidate
 from edgepilot.engine.llama_bench import BenchJob, BenchRun, run_llama_bench
 from edgepilot.engine.tool_flags import known_flags
@@ -21,34 +21,16 @@ from edgepilot.engine.tool_flags import known_flags
 MIN_TIMEOUT = 5.0  # seconds, on top of what a load and warm-up took before
 
 
-class ToolLab:
-    def __init__(
-        self,
-        path: Path,
-        tool: Path,
-        n_prompt: int,
-        n_gen: int,
-        verbose: bool = False,
-        cooldown: float = 0.0,
-        on_measure: Callable[[Candidate, str], None] | None = None,
-        repack: bool = True,
-    ) -> None:
-        self.path = path
+class ToolLab(MeasuringLab):
+    def __init__(self, path: Path, tool: Path, *args: Any, **kwargs: Any) -> None:
+        super().__init__(path, *args, **kwargs)
         self.tool = tool
-        self.n_prompt = n_prompt
-        self.n_gen = n_gen
-        self.verbose = verbose
-        self.cooldown = cooldown
-        self.on_measure = on_measure
-        self.repack = repack
         self.best_tg = 0.0
         self.overhead = 0.0  # the longest load + warm-up seen (a run's time outside its repetitions)
         self.reps = 0  # repetitions measured
         self.loads = 0  # llama-bench runs (each loads the model)
         self.stopped = 0  # generation runs stopped for being far slower than the best
         self.state: tuple | None = None
-        self.sensors = Sensors.find() if cooldown else None
-        self.baseline = self.sensors.temperature() if self.sensors else None
         self.model_info: dict | None = None
 
     def job(self, cand: Candidate, test: str, reps: int, repack: bool | None = None) -> BenchJob:
