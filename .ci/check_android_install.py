@@ -38,6 +38,9 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from check_no_rust import trimmed as trimmed_closure  # noqa: E402  (.ci/ is not a package)
+
 SIM = ROOT / "tests" / "android" / "sim"
 # Compiled, but installed by Termux's package manager before pip runs (README's Termux section).
 TERMUX_SHIPS = {"numpy": "python-numpy", "psutil": "python-psutil"}
@@ -128,18 +131,9 @@ def resolve(project: Path) -> dict:
 
 
 def trimmed(report: dict) -> dict:
-    """The report with only what the check reads, and no path of this machine."""
-    items = []
-    for item in report.get("install", []):
-        info = item.get("download_info", {})
-        if "dir_info" in info:
-            where = {"url": "file:///project", "dir_info": {}}
-        else:
-            where = {"url": PYPI_FILES + info.get("url", "").rsplit("/", 1)[-1]}
-        meta = {"name": item["metadata"]["name"], "version": item["metadata"]["version"]}
-        items.append({"metadata": meta, "download_info": where})
+    """check_no_rust's trimmed report (no path of this machine), with the environment it was resolved for."""
     env = {k: v for k, v in report.get("environment", {}).items() if k in MARKERS_KEPT}
-    return {"version": report.get("version"), "environment": env, "install": items}
+    return {**trimmed_closure(report), "environment": env}
 
 
 def main(argv: list[str] | None = None) -> int:
