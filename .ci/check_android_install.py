@@ -47,7 +47,6 @@ TERMUX_SHIPS = {"numpy": "python-numpy", "psutil": "python-psutil"}
 # Projects published as an sdist only whose build was checked to compile nothing (pure Python): none so far.
 PURE_SDISTS: set[str] = set()
 MARKERS_KEPT = ("sys_platform", "platform_system", "os_name", "python_version", "platform_machine")
-PYPI_FILES = "https://files.pythonhosted.org/packages/"
 
 
 def normalize(name: str) -> str:
