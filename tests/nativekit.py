@@ -18,7 +18,7 @@ def native_tool(name: str) -> Path:
     try:
         return find_tool(name)
     except ToolMissing as exc:
-        # `edgepilot build` does not make the PATH-only ones (llama-perplexity): CI cannot require them
+        # `edgepilot build` does not make the PATH-only ones: CI cannot require them
         if os.environ.get(REQUIRE_ENV) == "1" and name not in PATH_ONLY:
             pytest.fail(str(exc))
         pytest.skip(str(exc))
