@@ -78,7 +78,12 @@ def report_engine_failure(
             from edgepilot.engine import llama_log
 
             lines += llama_log.lines_since(0)
-        d = diagnose(lines, model=model or resolve_default_model(), requested=requested)
+        d = diagnose(
+            lines,
+            exit_code=getattr(exc, "exit_code", None),
+            model=model or resolve_default_model(),
+            requested=requested,
+        )
     except Exception as doc_exc:  # the doctor must never hide the original error
         err.print(f"edgepilot: doctor could not diagnose this ({doc_exc})", markup=False, style="dim")
         return click.exceptions.Exit(2)

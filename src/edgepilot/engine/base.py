@@ -21,9 +21,10 @@ class EngineError(UserError):
     """llama.cpp refused to load or run (the message carries its last error lines; `log`, when the engine
     is a child process, its output for the doctor)."""
 
-    def __init__(self, message: str, log: list[str] | None = None) -> None:
+    def __init__(self, message: str, log: list[str] | None = None, exit_code: int | None = None) -> None:
         super().__init__(message)
         self.log = log or []
+        self.exit_code = exit_code  # the child's, as a shell reports it (137: SIGKILL), when it ended
 
 
 @dataclass

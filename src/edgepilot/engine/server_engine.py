@@ -9,6 +9,7 @@ each prompt, as the in-process engine's KVSession does. Timings come from the se
 from __future__ import annotations
 
 import codecs
+import contextlib
 import json
 import os
 import shutil
@@ -101,9 +102,7 @@ class ServerEngine:
         probe = UnixClient(self.socket_path, timeout=5)
         while True:
             if self._proc.poll() is not None:
-                raise EngineError(
-                    self._failure(f"llama-server exited with code {self._proc.returncode}"), list(self.log)
-                )
+                raise self._error("llama-server stopped while loading")
             if deadline is not None and time.monotonic() > deadline:
                 raise EngineError(f"llama-server did not load {self.model_path.name} in {load_timeout:.0f} s")
             if os.path.exists(self.socket_path):
@@ -122,13 +121,26 @@ class ServerEngine:
             if self._verbose:
                 os.write(2, raw)
 
-    def _failure(self, what: str) -> str:
+    def _error(self, what: str) -> EngineError:
+        """The failure with llama-server's last error lines, its log and how it ended (SIGKILL: the
+        system's memory killer, most likely), for the doctor."""
+        exit_code = None
+        if self._proc is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._proc.wait(1.0)  # a process killed mid-answer is reaped in a moment
+            code = self._proc.returncode
+            if code is not None:
+                exit_code = 128 - code if code < 0 else code  # as a shell reports it: 137 for SIGKILL
+                what += f"; it exited with status {exit_code}" + (
+                    f" ({signal.Signals(-code).name})" if code < 0 and -code in signal.valid_signals() else ""
+                )
         time.sleep(0.1)  # the pump thread reads the last lines
         errors = [
             ln.strip() for ln in self.log if any(w in ln.lower() for w in ("error", "failed", "unable"))
         ]
         detail = "; ".join(errors[-2:])
-        return f"{what}: {detail}" if detail else f"{what} (see --verbose for its log)"
+        message = f"{what}: {detail}" if detail else f"{what} (see --verbose for its log)"
+        return EngineError(message, list(self.log), exit_code)
 
     def _load_info(self, seconds: float) -> LoadInfo:
         props = self._json("GET", "/props")
@@ -153,9 +165,7 @@ class ServerEngine:
         try:
             status, data = self.client.request(method, path, body)
         except WorkerUnavailable as exc:
-            raise EngineError(
-                self._failure(f"llama-server stopped answering ({exc})"), list(self.log)
-            ) from None
+            raise self._error(f"llama-server stopped answering ({exc})") from None
         if status != 200:
             raise EngineError(f"llama-server answered {path} with HTTP {status}: {data[:200]!r}")
         try:
@@ -275,9 +285,9 @@ class ServerEngine:
                             stopped_by = "caller"
                             break  # closing the connection stops the server's generation
         except WorkerUnavailable as exc:
-            raise EngineError(
-                self._failure(f"llama-server stopped answering ({exc})"), list(self.log)
-            ) from None
+            raise self._error(f"llama-server stopped answering ({exc})") from None
+        if final is None and stopped_by != "caller":  # the stream ended without its last event
+            raise self._error("llama-server's answer broke off")
         elapsed = time.perf_counter() - t0
         timings = (final or {}).get("timings") or {}
         if final is not None:
