@@ -13,12 +13,11 @@ REQUIRE_ENV = "EDGEPILOT_REQUIRE_NATIVE_TOOLS"
 
 
 def native_tool(name: str) -> Path:
-    from edgepilot.engine.native_tools import PATH_ONLY, ToolMissing, find_tool
+    from edgepilot.engine.native_tools import ToolMissing, find_tool
 
     try:
         return find_tool(name)
     except ToolMissing as exc:
-        # `edgepilot build` does not make the PATH-only ones: CI cannot require them
-        if os.environ.get(REQUIRE_ENV) == "1" and name not in PATH_ONLY:
+        if os.environ.get(REQUIRE_ENV) == "1":
             pytest.fail(str(exc))
         pytest.skip(str(exc))

@@ -31,8 +31,6 @@ TOOL_NAMES = (
     "llama-quantize",
     "llama-perplexity",  # compare's KL-divergence mode through the tools
 )
-# Programs found on PATH only (edgepilot build does not make them).
-PATH_ONLY: tuple[str, ...] = ()
 # Packaged elsewhere than the rest (Termux's llama-cpp has it not; Debian ships it in llama.cpp-tools-extra).
 EXTRA_PACKAGE = ("llama-perplexity",)
 TARGETS = ("native", "aarch64")
@@ -114,7 +112,7 @@ def where_to_get(name: str) -> str:
 def find_tool(name: str, target: str = "native", built_only: bool = False) -> Path:
     """The program's path: the one `edgepilot build` made, else (native target) the one on PATH.
     ToolMissing (one line, exit 2) says which package or build provides it."""
-    path = built_tool(name, target) if name not in PATH_ONLY else None
+    path = built_tool(name, target)
     if path is not None:
         return path
     if target != "native" or built_only:
