@@ -12,6 +12,9 @@ from edgepilot.device.android import AndroidFacts
 from edgepilot.device.memory import MemoryFacts
 from edgepilot.errors import UserError
 from edgepilot.plan.types import Budget
+from edgepilot.sizes import parse_size
+
+__all__ = ["compute_budget", "parse_size"]
 
 MIB = 1 << 20
 GIB = 1 << 30
@@ -19,39 +22,6 @@ LINUX_MARGIN = (256 * MIB, 0.05)  # (at least, share of total RAM)
 ANDROID_MARGIN = (768 * MIB, 0.15)
 CGROUP_FLOOR_SHARE = 0.10  # inside a small cgroup the fixed floor shrinks to this share of its limit
 PRESSURE_PSI = 10.0  # memory PSI some avg10 (%) above which the system is already reclaiming hard
-
-_UNITS = {
-    "": 1,
-    "b": 1,
-    "k": 1 << 10,
-    "kb": 1000,
-    "kib": 1 << 10,
-    "m": MIB,
-    "mb": 1000**2,
-    "mib": MIB,
-    "g": GIB,
-    "gb": 1000**3,
-    "gib": GIB,
-    "t": 1 << 40,
-    "tib": 1 << 40,
-    "tb": 1000**4,
-}
-
-
-def parse_size(text: str) -> int:
-    """Bytes from '123', '512MiB', '2GiB', '2G', '1.5GB' (K/M/G alone are binary, as in llama.cpp)."""
-    raw = text.strip().lower().replace(" ", "")
-    number = raw.rstrip("abcdefghijklmnopqrstuvwxyz")
-    unit = raw[len(number) :]
-    try:
-        value = float(number)
-    except ValueError:
-        raise UserError(f"cannot read size '{text}': use bytes or a unit, e.g. 512MiB, 2GiB, 2G") from None
-    if unit not in _UNITS:
-        raise UserError(f"unknown size unit in '{text}': use B, KiB, MiB, GiB (or K, M, G)")
-    if value <= 0:
-        raise UserError(f"size must be positive: '{text}'")
-    return int(value * _UNITS[unit])
 
 
 def compute_budget(memory: MemoryFacts, android: AndroidFacts | None, override: int | None = None) -> Budget:
