@@ -19,10 +19,42 @@ from edgepilot.errors import UserError
 if TYPE_CHECKING:
     from rich.console import Console
 
+
+def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    """edgepilot's version and the llama.cpp the engine would run (`auto`: as run would choose it)."""
+    if not value or ctx.resilient_parsing:
+        return
+    from edgepilot import __version__
+    from edgepilot.engine.choice import describe_engine
+
+    click.echo(f"edgepilot {__version__}")
+    info, problem = describe_engine(load=False)
+    if info is None:
+        click.echo(f"llama.cpp: none found ({problem})")
+    else:
+        engine = "in-process" if info.kind == "inprocess" else f"tools, {info.path}"
+        click.echo(f"llama.cpp: {info.llama_cpp or 'version unknown'} ({engine})")
+    ctx.exit()
+
+
+# Inherited by every command: -h as well as --help, and each option's default shown in its help.
+CONTEXT = {"help_option_names": ["-h", "--help"], "show_default": True}
+
 app = click.Group(
     name="edgepilot",
     help="Run local LLMs well on phones and small ARM boards (llama.cpp underneath).",
     no_args_is_help=True,
+    context_settings=CONTEXT,
+    params=[
+        click.Option(
+            ["--version", "-V"],
+            is_flag=True,
+            expose_value=False,
+            is_eager=True,
+            callback=_print_version,
+            help="Show edgepilot's version and the llama.cpp it runs.",
+        )
+    ],
 )
 
 F = TypeVar("F", bound=Callable[..., Any])

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 
 @app.command()
-@flags.MODEL
+@flags.DEFAULT_MODEL
 @flags.settings_flags
 @flags.BUDGET
 @click.option("--root", default="/", show_default=True, help="Device tree or snapshot to plan for")
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 @flags.JSON
 @user_errors
 def fit(
-    model: str,
+    model: str | None,
     requested: RequestedSettings,
     budget: str | None,
     root: str,
@@ -33,8 +33,10 @@ def fit(
     The plan is for the llama.cpp that will run it here (--engine; a device tree gets the pinned one's)."""
     from edgepilot.cli.fit_render import render_fit
     from edgepilot.engine.choice import describe_engine
+    from edgepilot.model.resolve import bundled_model_path
     from edgepilot.tuned.decide import decide
 
     info = describe_engine(engine, load=False)[0] if root == "/" else None
-    decision = decide(model, requested, root=root, budget_bytes=flags.size_or_none(budget), engine=info)
+    path = model if model is not None else bundled_model_path()
+    decision = decide(path, requested, root=root, budget_bytes=flags.size_or_none(budget), engine=info)
     emit(decision.plan, as_json, render_fit)

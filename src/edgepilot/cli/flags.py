@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 
 import click
 
+from edgepilot.defaults import DEFAULT_CTX
 from edgepilot.errors import UserError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -39,7 +40,9 @@ DEFAULT_MODEL = click.argument(
     "model", required=False, help="GGUF file (default: the bundled Gemma 3 270M Q4_K_M)"
 )
 MODEL = click.argument("model", help="GGUF file")
-CTX = click.option("--ctx", "-c", type=int, help="Context size in tokens (default: 4096, or what fits)")
+CTX = click.option(
+    "--ctx", "-c", type=int, help=f"Context size in tokens (default: {DEFAULT_CTX}, or what fits)"
+)
 BATCH = click.option("--batch", "-b", type=int, help="Logical batch size")
 UBATCH = click.option("--ubatch", "-ub", type=int, help="Physical batch size")
 KV = click.option("--kv", help="KV cache type: f16, q8_0, q4_0, ...")

@@ -11,6 +11,7 @@ import click
 from edgepilot.cli import flags
 from edgepilot.cli.app import app, emit, err_console, user_errors
 from edgepilot.cli.format import mib
+from edgepilot.defaults import DEFAULT_PROMPT
 from edgepilot.errors import UserError
 
 if TYPE_CHECKING:
@@ -62,7 +63,7 @@ class ThrottledOut:
 
 @app.command()
 @flags.DEFAULT_MODEL
-@click.option("-p", "--prompt", help="Prompt text")
+@click.option("-p", "--prompt", help=f"Prompt text (default: {DEFAULT_PROMPT!r})")
 @click.option("--prompt-file", help="Read the prompt from a file")
 @click.option("-n", "--n-predict", default=128, help="Tokens to generate at most")
 @flags.settings_flags

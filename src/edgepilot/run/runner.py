@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from edgepilot.defaults import DEFAULT_PROMPT
 from edgepilot.engine.choice import EngineInfo, choose_engine, open_engine
 from edgepilot.engine.preload import Preload, preload, skip_reason
 from edgepilot.engine.sampling import SamplerSettings
@@ -18,7 +19,6 @@ from edgepilot.tuned.calibrate import learn_from_run
 from edgepilot.tuned.decide import decide
 from edgepilot.untrusted import read_user_file
 
-DEFAULT_PROMPT = "Here are three things a phone can do without an internet connection:"
 MAX_PROMPT_FILE_BYTES = 16 << 20  # far beyond any context window (128k tokens is ~0.5 MiB of text)
 
 

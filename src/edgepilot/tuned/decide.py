@@ -11,6 +11,7 @@ import os
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+from edgepilot.defaults import DEFAULT_CTX
 from edgepilot.device.cpusets import cpulist
 from edgepilot.device.process import allowed_cpus
 from edgepilot.engine.choice import EngineInfo
@@ -25,7 +26,7 @@ from edgepilot.tuned.profiles import Profile, load_profile
 
 # The context when none is asked for: enough for a conversation, without reserving the whole trained context
 # (its KV cache is cleared at creation, so every cell costs resident memory). A longer prompt raises it.
-RUN_CTX = 4096
+RUN_CTX = DEFAULT_CTX
 
 
 @dataclass
