@@ -87,3 +87,28 @@ def test_cgroup_kill_is_killed_by_system_with_a_context_that_fits(tmp_path, smol
     assert f"--ctx {plan.max_ctx}" in top["fix"] and str(smollm_path) in top["fix"]
     assert data["plan"]["max_ctx"] == plan.max_ctx
     assert "context-too-large" in [c["id"] for c in data["causes"]]
+
+
+def test_sigterm_to_the_doctor_ends_the_child_and_removes_its_memory_group():
+    import signal
+    import time
+
+    from edgepilot.doctor.cgroup import CGROUP_V1_MEMORY
+
+    doctor = subprocess.Popen(
+        [EDGEPILOT, "doctor", "--memory-limit", "200MiB", "--", "sleep", "60"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    group = f"edgepilot-doctor-{doctor.pid}-"
+    deadline = time.monotonic() + 30
+    while not any(p.name.startswith(group) for p in CGROUP_V1_MEMORY.iterdir()):
+        assert time.monotonic() < deadline and doctor.poll() is None, "the doctor made no memory group"
+        time.sleep(0.05)
+    time.sleep(0.3)  # the child is in it
+    doctor.send_signal(signal.SIGTERM)
+    out, err = doctor.communicate(timeout=30)
+    assert doctor.returncode == 128 + signal.SIGTERM, err
+    assert "killed by SIGTERM" in out and "Traceback" not in err
+    assert not [p for p in CGROUP_V1_MEMORY.iterdir() if p.name.startswith(group)]

@@ -56,3 +56,34 @@ def test_a_sigkilled_child_is_diagnosed_as_killed():
     # no memory pressure anywhere: killed from outside, not by the system for memory (test_memory_evidence)
     assert d.causes[0].id == "unknown" and "SIGKILL from outside" in d.causes[0].title
     assert d.exit_code == 137 and d.signal == 9 and d.run is ran.record
+
+
+def test_a_silent_child_gets_progress_lines(monkeypatch):
+    import edgepilot.doctor.supervise as sup
+
+    monkeypatch.setattr(sup, "QUIET_SECONDS", 0.5)
+    seen = []
+    code = "import time; b = bytearray(64 << 20); time.sleep(2)"
+    ran = supervise([PY, "-c", code], progress=seen.append)
+    assert ran.record.exit_code == 0 and 2 <= len(seen) <= 5
+    last = seen[-1]
+    assert last.elapsed_seconds >= 1 and last.rss_bytes >= 64 << 20 and last.page_ins_per_second is not None
+    assert last.line().startswith("doctor: ") and "RSS" in last.line() and "page-ins/s" in last.line()
+
+
+def test_a_chatty_child_gets_none(monkeypatch):
+    import edgepilot.doctor.supervise as sup
+
+    monkeypatch.setattr(sup, "QUIET_SECONDS", 0.5)
+    seen = []
+    supervise(["sh", "-c", "for i in 1 2 3 4 5 6 7 8; do echo $i; sleep 0.2; done"], progress=seen.append)
+    assert seen == []
+
+
+def test_a_success_reads_as_a_success():
+    from edgepilot.doctor.diagnose import diagnose
+
+    ran = supervise(["sh", "-c", "echo all good"])
+    d = diagnose(ran.lines, command=ran.record.command, run=ran.record, root=None)
+    assert d.causes[0].id == "succeeded" and d.causes[0].fix == "nothing to fix"
+    assert "exit status 0" in d.causes[0].evidence[0]

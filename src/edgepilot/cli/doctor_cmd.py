@@ -148,10 +148,14 @@ def doctor(
         emit(diagnose(lines, exit_code=exit_code, model=model, root=root), as_json, render_diagnosis)
         return
 
-    from edgepilot.doctor.supervise import supervise
+    from edgepilot.doctor.supervise import Progress, supervise
 
     sink_out = sys.stderr.buffer if as_json else sys.stdout.buffer
-    ran = supervise(command, memory_limit=limit, stdout=sink_out, stderr=sys.stderr.buffer)
+    def show(progress: Progress) -> None:
+        sys.stderr.write(progress.line() + "\n")
+        sys.stderr.flush()
+
+    ran = supervise(command, memory_limit=limit, stdout=sink_out, stderr=sys.stderr.buffer, progress=show)
     d = diagnose(ran.lines, command=command, model=model, root=root, run=ran.record, budget_bytes=limit)
     if not as_json:
         err_console().print()

@@ -33,8 +33,10 @@ RULES: tuple[Rule, ...] = (
 )
 MAX_EVIDENCE = 8
 
+
 def _rule_name(rule: Rule) -> str:
     return getattr(rule, "__name__", "rule").replace("_", "-")
+
 
 def rank(found: list[Cause]) -> list[Cause]:
     merged: dict[str, Cause] = {}
@@ -51,6 +53,7 @@ def rank(found: list[Cause]) -> list[Cause]:
     # Ties keep the rule order: memory first, as on phones it is the most common cause.
     return sorted(merged.values(), key=lambda c: -c.score)
 
+
 def order(ranked: list[Cause], generic_unknown: Callable[[], Cause]) -> list[Cause]:
     """Matched causes (LIKELY or more) first, then `unknown`, then weak hints (device facts, guesses).
 
@@ -63,6 +66,7 @@ def order(ranked: list[Cause], generic_unknown: Callable[[], Cause]) -> list[Cau
     if unknown is None and not matched:
         unknown = generic_unknown()
     return [*matched, *([unknown] if unknown is not None else []), *hints]
+
 
 def _unknown_fix(ev: Evidence) -> str:
     if ev.run is not None and ev.exit_code == 0:
@@ -78,6 +82,18 @@ def _unknown_fix(ev: Evidence) -> str:
         "`edgepilot doctor -- <command>` (add -v/--verbose to llama.cpp for its full log)"
     )
 
+
+def _no_match(ev: Evidence, checked: list[str]) -> Cause:
+    """`succeeded` for a supervised command that exited 0 with nothing wrong found, else `unknown`."""
+    if ev.run is not None and ev.exit_code == 0:
+        run = ev.run
+        evidence = [f"exit status 0 after {run.wall_seconds:.1f} s"]
+        if run.peak_rss_bytes:
+            evidence[0] += f", peak RSS {run.peak_rss_bytes / 2**20:.1f} MiB"
+        return cause("succeeded", 0, evidence, "nothing to fix")
+    return cause("unknown", 0, checked, _unknown_fix(ev))
+
+
 def diagnose_evidence(ev: Evidence) -> Diagnosis:
     found: list[Cause] = []
     for rule in RULES:
@@ -86,7 +102,7 @@ def diagnose_evidence(ev: Evidence) -> Diagnosis:
         except Exception as exc:  # one broken rule must not take the others down
             ev.checked.append(f"rule {_rule_name(rule)} failed: {type(exc).__name__}: {exc}")
     checked = ev.checked + [f"rules: {', '.join(_rule_name(r) for r in RULES)}"]
-    causes = order(rank(found), lambda: cause("unknown", 0, checked, _unknown_fix(ev)))
+    causes = order(rank(found), lambda: _no_match(ev, checked))
     plan = ev.__dict__.get("plan")  # only if a rule computed it
     return Diagnosis(
         causes=causes,
@@ -98,6 +114,7 @@ def diagnose_evidence(ev: Evidence) -> Diagnosis:
         run=ev.run,
         plan=plan,
     )
+
 
 def diagnose(
     lines: list[str] | None = None,

@@ -12,6 +12,7 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -25,6 +26,41 @@ from edgepilot.errors import UserError
 
 SAMPLE_SECONDS = 0.02
 KEEP_BYTES = 16 << 20  # per stream: the first and the last 16 MiB of output are kept for the diagnosis
+QUIET_SECONDS = 5.0  # a child silent this long gets a progress line (a run crawling at a memory limit)
+
+
+@dataclass
+class Progress:
+    """How a silent child is doing: shown every QUIET_SECONDS of silence."""
+
+    elapsed_seconds: float
+    rss_bytes: int | None
+    limit_bytes: int | None
+    page_ins_per_second: float | None  # major faults: pages read back from the model file or swap
+
+    def line(self) -> str:
+        parts = [f"doctor: {self.elapsed_seconds:.0f} s"]
+        if self.rss_bytes is not None:
+            rss = f"RSS {self.rss_bytes / 2**20:.0f} MiB"
+            if self.limit_bytes:
+                rss += f" of {self.limit_bytes / 2**20:.0f} MiB"
+            parts.append(rss)
+        if self.page_ins_per_second is not None:
+            parts.append(f"{self.page_ins_per_second:.0f} page-ins/s")
+        return " · ".join(parts)
+
+
+ProgressSink = Callable[[Progress], None]
+
+
+def major_faults(pid: int) -> int | None:
+    """The process's major page faults so far (/proc/PID/stat field 12), None if unreadable."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read(4096).decode("ascii", "replace")
+        return int(stat.rsplit(")", 1)[1].split()[9])
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def device_state(root: Path = fs.LIVE_ROOT) -> DeviceState:
@@ -51,6 +87,7 @@ class _Capture:
         self.head = bytearray()
         self.tail = bytearray()
         self.dropped = 0
+        self.last_output = time.monotonic()
         self.thread = threading.Thread(target=self._pump, daemon=True)
         self.thread.start()
 
@@ -62,6 +99,7 @@ class _Capture:
                 break
             if not chunk:
                 break
+            self.last_output = time.monotonic()
             if self.sink is not None:
                 try:
                     self.sink.write(chunk)
@@ -104,7 +142,27 @@ def _spawn(argv: list[str], display: str) -> subprocess.Popen[bytes]:
         raise UserError(f"cannot run {display}: {exc.strerror or exc}") from None
 
 
-def _reap(proc: subprocess.Popen[bytes]) -> tuple[int, int | None]:
+class _Watch:
+    """Progress lines while the child is silent: elapsed time, RSS against the limit, page-in rate."""
+
+    def __init__(self, pid: int, limit: int | None, quiet: list[_Capture], show: ProgressSink | None) -> None:
+        self.pid, self.limit, self.quiet, self.show = pid, limit, quiet, show
+        self.t0 = self.shown = time.monotonic()
+        self.faults = (self.t0, major_faults(pid))
+
+    def tick(self, rss: int | None) -> None:
+        now = time.monotonic()
+        last = max([self.shown, *(c.last_output for c in self.quiet)])
+        if self.show is None or now - last < QUIET_SECONDS:
+            return
+        t_before, before = self.faults
+        faults = major_faults(self.pid)
+        rate = (faults - before) / (now - t_before) if faults is not None and before is not None else None
+        self.faults, self.shown = (now, faults), now
+        self.show(Progress(now - self.t0, rss, self.limit, rate))
+
+
+def _reap(proc: subprocess.Popen[bytes], watch: _Watch | None = None) -> tuple[int, int | None]:
     """(wait status, peak RSS bytes). Ctrl-C is passed on to the child and we keep waiting for it.
 
     The peak is the child's VmHWM, sampled until it exits: wait4's ru_maxrss would also count the pages the
@@ -119,9 +177,11 @@ def _reap(proc: subprocess.Popen[bytes]) -> tuple[int, int | None]:
                 if peak is None:  # gone before the first sample: ru_maxrss is an upper bound
                     peak = usage.ru_maxrss * 1024 or None
                 return status, peak
-            hwm = rss_bytes(proc.pid)[1]
+            rss, hwm = rss_bytes(proc.pid)
             if hwm is not None:
                 peak = max(peak or 0, hwm)
+            if watch is not None:
+                watch.tick(rss)
             time.sleep(SAMPLE_SECONDS)
         except ChildProcessError:
             return 0, peak
@@ -132,15 +192,64 @@ def _reap(proc: subprocess.Popen[bytes]) -> tuple[int, int | None]:
                     proc.send_signal(signal.SIGINT)
 
 
+class _PassOnTerm:
+    """SIGTERM to the doctor is passed on to the child (a second one kills it) and the doctor goes on
+    waiting, so its memory group is removed once the child is gone: Python's default SIGTERM ends the process
+    without running any `finally`, which left `edgepilot-doctor-PID-N` behind. A SIGTERM that comes before
+    the child exists (while the page cache is dropped) is passed on as soon as it does."""
+
+    def __init__(self) -> None:
+        self.child: subprocess.Popen[bytes] | None = None
+        self.count = 0
+
+    def _send(self) -> None:
+        if self.child is not None and self.count:
+            with contextlib.suppress(OSError):
+                self.child.send_signal(signal.SIGTERM if self.count == 1 else signal.SIGKILL)
+
+    def on_term(self, _signum: int, _frame: object) -> None:
+        self.count += 1
+        self._send()
+
+    def started(self, child: subprocess.Popen[bytes]) -> None:
+        self.child = child
+        self._send()
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[_PassOnTerm]:
+        if threading.current_thread() is not threading.main_thread():
+            yield self
+            return
+        previous = signal.signal(signal.SIGTERM, self.on_term)
+        try:
+            yield self
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+
+
 def supervise(
     argv: list[str],
     memory_limit: int | None = None,
     stdout: BinaryIO | None = None,
     stderr: BinaryIO | None = None,
+    progress: ProgressSink | None = None,
 ) -> Supervised:
-    """Run argv to the end. stdout/stderr: where to stream the child's output (None: keep it quiet)."""
+    """Run argv to the end. stdout/stderr: where to stream the child's output (None: keep it quiet).
+    progress: called with a Progress every QUIET_SECONDS the child stays silent."""
     if not argv:
         raise UserError("give a command after `--`, e.g. `edgepilot doctor -- llama-cli -m model.gguf`")
+    with _PassOnTerm().installed() as term:
+        return _supervise(argv, memory_limit, stdout, stderr, progress, term)
+
+
+def _supervise(
+    argv: list[str],
+    memory_limit: int | None,
+    stdout: BinaryIO | None,
+    stderr: BinaryIO | None,
+    progress: ProgressSink | None,
+    term: _PassOnTerm,
+) -> Supervised:
     notes: list[str] = []
     limit = MemoryLimit(memory_limit) if memory_limit else None
     if limit is not None:
@@ -153,9 +262,10 @@ def supervise(
         before = device_state()
         t0 = time.perf_counter()
         proc = _spawn(limit.wrap(argv) if limit else argv, argv[0])
+        term.started(proc)
         out = _Capture(proc.stdout.fileno() if proc.stdout else -1, stdout)
         err = _Capture(proc.stderr.fileno() if proc.stderr else -1, stderr)
-        status, peak = _reap(proc)
+        status, peak = _reap(proc, _Watch(proc.pid, memory_limit, [out, err], progress))
         wall = time.perf_counter() - t0
         returncode = os.waitstatus_to_exitcode(status)
         proc.returncode = returncode  # reaped by wait4: tell Popen so it does not wait again

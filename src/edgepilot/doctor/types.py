@@ -28,6 +28,7 @@ TITLES: dict[str, str] = {
     "engine-library-mismatch": "llama-cpp-python loaded a libllama from another llama.cpp than its own",
     "architecture-unsupported": "The llama.cpp in use does not know this model's architecture",
     "unknown": "No known cause matched",
+    "succeeded": "The command succeeded: it exited with status 0",
 }
 
 STRONG = 70  # a message that names the cause
