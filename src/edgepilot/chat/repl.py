@@ -142,6 +142,8 @@ def chat_loop(chat: ChatSession, term: Terminal, read: Callable[[str], str] | No
     if term.interactive:
         _readline_ready()
         term.say(f"chatting with {chat.path.name} (ctx {chat.n_ctx}); /help for commands")
+    if chat.plan.profile:
+        term.say(chat.plan.profile)
     for line in _lines(term, read or (input if term.interactive else _stdin_line)):
         text = line.strip()
         if not text:

@@ -208,6 +208,8 @@ def _title(model: MeasuredModel) -> str:
 @click.option(
     "--no-repack", is_flag=True, help="Tune without weight repacking (default: measure whether it pays)"
 )
+@click.option("--show", is_flag=True, help="Show the saved profile for this model here (nothing is measured)")
+@click.option("--forget", is_flag=True, help="Remove the saved profile: run, chat and serve plan without it")
 @flags.JSON
 @flags.ENGINE
 @flags.VERBOSE
@@ -221,6 +223,8 @@ def tune(
     plot: Path | None,
     no_save: bool,
     no_repack: bool,
+    show: bool,
+    forget: bool,
     as_json: bool,
     engine: str | None,
     verbose: bool,
@@ -229,6 +233,16 @@ def tune(
     from edgepilot.bench.tune import TuneRequest, run_tune, sweep_points
     from edgepilot.cli.bench_render import render_tune
     from edgepilot.model.resolve import resolve_model
+
+    if show or forget:
+        from edgepilot.cli.bench_render import render_profile
+        from edgepilot.tuned.profiles import forget_profile, show_profile
+
+        if show and forget:
+            raise UserError("give --show or --forget, not both")
+        path = resolve_model(model)
+        emit((forget_profile if forget else show_profile)(path), as_json, render_profile)
+        return
 
     request = TuneRequest(
         n_prompt, n_gen, reps, cooldown, save=not no_save, store=not no_save, repack=not no_repack

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from edgepilot.bench.store import History
     from edgepilot.bench.tune import TuneReport
     from edgepilot.engine.choice import EngineInfo
+    from edgepilot.tuned.profiles import ProfileView
 
 
 def _threads(n: int) -> str:
@@ -221,3 +222,35 @@ def render_tune(r: TuneReport, out: Console) -> None:
         )
     if r.plot_png:
         out.print(f"plot: {r.plot_png}", style="dim")
+
+
+def render_profile(view: ProfileView, out: Console) -> None:
+    """`tune --show` / `--forget`: short lines that read on a 40-column screen."""
+    from pathlib import Path
+
+    p = view.profile
+    name = Path(view.model).name
+    if view.forgotten:
+        when = f" of {p.created[:10]}" if p else ""
+        out.print(f"forgot the tuned profile{when} for {name}", markup=False)
+        out.print("run, chat and serve now plan without it", style="dim")
+        return
+    if p is None:
+        out.print(f"no tuned profile for {name} on this device", markup=False)
+        out.print(f"make one: edgepilot tune {shlex.quote(view.model)}", style="dim", markup=False)
+        return
+    out.print(f"tuned profile of {p.created[:10]}", markup=False)
+    cpus = ",".join(str(c) for c in p.cpus)
+    for label, value in (
+        ("model", name),
+        ("threads", f"{p.n_threads} on CPUs {cpus}"),
+        ("prompt threads", str(p.n_threads_batch)),
+        ("ubatch", str(p.n_ubatch)),
+        ("flash attention", "on" if p.flash_attn else "off"),
+        ("weight repacking", "on" if p.repack else "off"),
+        ("measured", f"tg {p.gen_tps:.1f}, pp {p.prompt_tps:.1f} t/s"),
+    ):
+        out.print(f"  {label}: {value}", markup=False, soft_wrap=True)
+    out.print(f"file: {view.path}", style="dim", markup=False, soft_wrap=True)
+    out.print("--no-profile leaves it out", style="dim")
+    out.print("tune --forget removes it", style="dim")

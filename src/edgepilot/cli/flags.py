@@ -54,6 +54,11 @@ NO_REPACK = click.option(
     is_flag=True,
     help="No CPU_REPACK copies of weights (less memory, slower prompt processing)",
 )
+NO_PROFILE = click.option(
+    "--no-profile",
+    is_flag=True,
+    help="Leave out the profile `edgepilot tune` saved for this model (threads, ubatch, flash attention)",
+)
 NO_PRELOAD = click.option(
     "--no-preload",
     is_flag=True,
@@ -78,8 +83,8 @@ VERBOSE = click.option("--verbose", "-v", is_flag=True, help="Show llama.cpp's o
 
 
 def settings_flags(func: F) -> F:
-    """--ctx, --batch, --ubatch, --kv, --flash-attn, --threads, --no-mmap and --no-repack, in that order,
-    handed to the command as one `requested` (a RequestedSettings) argument."""
+    """--ctx, --batch, --ubatch, --kv, --flash-attn, --threads, --no-mmap, --no-repack and --no-profile, in
+    that order, handed to the command as one `requested` (a RequestedSettings) argument."""
 
     @functools.wraps(func)
     def with_request(
@@ -92,16 +97,17 @@ def settings_flags(func: F) -> F:
         threads: int | None,
         no_mmap: bool,
         no_repack: bool,
+        no_profile: bool,
         **kwargs: Any,
     ) -> Any:
         from edgepilot.plan.requested import RequestedSettings  # at run time: --help stays light
 
         requested = RequestedSettings.from_flags(
-            ctx, batch, ubatch, kv, flash_attn, no_mmap, threads, no_repack
+            ctx, batch, ubatch, kv, flash_attn, no_mmap, threads, no_repack, no_profile
         )
         return func(*args, requested=requested, **kwargs)
 
     command: Any = with_request
-    for flag in reversed((CTX, BATCH, UBATCH, KV, FLASH_ATTN, THREADS, NO_MMAP, NO_REPACK)):
+    for flag in reversed((CTX, BATCH, UBATCH, KV, FLASH_ATTN, THREADS, NO_MMAP, NO_REPACK, NO_PROFILE)):
         command = flag(command)
     return command

@@ -24,6 +24,8 @@ if TYPE_CHECKING:
 def render_summary(result: RunResult, out: Console) -> None:
     s = result.settings
     out.print()
+    if result.plan is not None and result.plan.profile:
+        out.print(result.plan.profile, style="dim", markup=False, soft_wrap=True)
     ttft = f"[bold]first token[/] {result.ttft_ms:.0f} ms · " if result.ttft_ms is not None else ""
     out.print(
         f"{ttft}[bold]prompt[/] {result.n_prompt} tok @ {result.prompt_tps:.1f} t/s · "

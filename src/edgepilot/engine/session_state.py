@@ -106,10 +106,8 @@ def load_session(session: KVSession, path: str | Path, max_state_bytes: int) -> 
         raise SessionFileError(f"{path} was saved with another model file; load it with that model")
     want = context_identity(session)
     if header.get("context") != want:
-        raise SessionFileError(
-            f"{path} was saved with other context settings ({_differs(header.get('context'), want)}); "
-            "start the chat with the same --ctx and --kv"
-        )
+        differs = _differs(header.get("context"), want)
+        raise SessionFileError(f"{path} was saved with other settings: {differs}")
     tokens = header.get("tokens")
     n_vocab = session.engine.load.n_vocab
     if (
@@ -132,8 +130,29 @@ def load_session(session: KVSession, path: str | Path, max_state_bytes: int) -> 
     return header
 
 
+# the chat flag that sets each recorded setting to the saved value
+_FLAG_FOR = {
+    "n_ctx": lambda v: f"--ctx {v}",
+    "type_k": lambda v: f"--kv {v}",
+    "type_v": lambda v: f"--kv {v}",
+    "flash_attn": lambda v: "--flash-attn" if v else "--no-flash-attn",
+}
+_NAMES = {"n_ctx": "context", "type_k": "K cache", "type_v": "V cache", "flash_attn": "flash attention"}
+
+
+def _shown(key: str, value: Any) -> str:
+    if key == "flash_attn" and isinstance(value, bool):
+        return "on" if value else "off"
+    return str(value)[:40]
+
+
 def _differs(saved: Any, now: dict[str, Any]) -> str:
+    """Which settings differ, and the flags that would load it: 'flash attention on (here off); start the
+    chat with --flash-attn' (a tuned profile may have changed one: --no-profile leaves it out)."""
     if not isinstance(saved, dict):
-        return "none recorded"
+        return "none recorded; it cannot be loaded here"
     keys = [k for k in now if saved.get(k) != now[k]]
-    return ", ".join(f"{k} {saved.get(k)} here {now[k]}" for k in keys[:3]) or "unknown"
+    parts = [f"{_NAMES.get(k, k)} {_shown(k, saved.get(k))} (here {_shown(k, now[k])})" for k in keys[:4]]
+    fixes = dict.fromkeys(_FLAG_FOR[k](saved[k]) for k in keys if k in _FLAG_FOR and saved.get(k) is not None)
+    how = f"; start the chat with {' '.join(fixes)}" if fixes else ""
+    return (", ".join(parts) or "unknown") + how

@@ -23,6 +23,7 @@ class RequestedSettings:
     n_threads: int | None = None
     n_threads_batch: int | None = None  # prompt processing (None: the tuned profile's, else n_threads)
     repack: bool | None = None  # llama.cpp's CPU_REPACK of weights (None: on, as llama.cpp does)
+    profile: bool | None = None  # False: leave the tuned profile out (--no-profile); None: use it if any
 
     @classmethod
     def from_flags(
@@ -35,6 +36,7 @@ class RequestedSettings:
         no_mmap: bool = False,
         threads: int | None = None,
         no_repack: bool = False,
+        no_profile: bool = False,
     ) -> RequestedSettings:
         """The command-line flags `run`, `fit` and `serve` share (one --kv sets both K and V)."""
         return cls(
@@ -47,6 +49,7 @@ class RequestedSettings:
             use_mmap=False if no_mmap else None,
             n_threads=threads,
             repack=False if no_repack else None,
+            profile=False if no_profile else None,
         )
 
 
@@ -63,8 +66,10 @@ def merged(base: RequestedSettings, *overrides: RequestedSettings | None) -> Req
 
 
 def as_requested(settings: object) -> RequestedSettings:
-    """Every field of an EngineSettings that a request can carry: 'run exactly these'."""
-    return RequestedSettings(**{f.name: getattr(settings, f.name) for f in fields(RequestedSettings)})
+    """Every field of an EngineSettings that a request can carry: 'run exactly these' (no profile)."""
+    names = [f.name for f in fields(RequestedSettings) if hasattr(settings, f.name)]
+    carried = {name: getattr(settings, name) for name in names}
+    return RequestedSettings(**{**carried, "profile": False})
 
 
 def default_threads(cpu: CpuFacts, allowed_cpus: int | None) -> int:

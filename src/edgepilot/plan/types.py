@@ -57,6 +57,8 @@ class FitResult:
     trade_offs: list[str] = field(default_factory=list)  # settings given up to fit, and what each costs
     # the engine the plan is for: {kind, path, version, ...} (engine/choice.py); None when not chosen
     engine: dict[str, Any] | None = None
+    # the tuned profile's choices in these settings, one line with its date (None: no profile applied)
+    profile: str | None = None
 
 
 class DoesNotFit(UserError):

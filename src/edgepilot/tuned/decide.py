@@ -97,7 +97,9 @@ def _profile_note(
         used.append(f"flash attention {'on' if settings.flash_attn else 'off'}")
     if requested.repack is None and not profile.repack:
         used.append("no weight repacking (it bought no speed here)")
-    return f"tuned profile of {profile.created[:10]}: " + ", ".join(used) if used else None
+    if not used:
+        return None
+    return f"tuned profile of {profile.created[:10]}: " + ", ".join(used) + " (--no-profile leaves it out)"
 
 
 def decide(
@@ -121,7 +123,7 @@ def decide(
     """
     requested = requested or RequestedSettings()
     path = Path(model_path)
-    if profile is None and use_profile:
+    if profile is None and use_profile and requested.profile is not False:
         profile = load_profile(path, Path(root))
     tuned = apply_profile(requested, profile)
     ctx_target = max(RUN_CTX, ctx_needed)
@@ -145,9 +147,9 @@ def decide(
     if cpus:
         plan.llama_cpp_args = llama_cpp_command(path, plan.settings, cpus=cpus, prompt_cpus=prompt_cpus)
     if profile is not None:
-        note = _profile_note(plan.settings, requested, profile, prompt_cpus)
-        if note:
-            plan.notes.append(note)
+        plan.profile = _profile_note(plan.settings, requested, profile, prompt_cpus)
+        if plan.profile:
+            plan.notes.append(plan.profile)
     if engine is not None:
         plan.engine = asdict(engine)
     return Decision(plan=plan, profile=profile, cpus=cpus, prompt_cpus=prompt_cpus)

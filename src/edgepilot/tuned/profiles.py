@@ -97,6 +97,35 @@ def read_profile(path: Path) -> Profile | None:
     return profile if ok else None
 
 
+@dataclass
+class ProfileView:
+    """`tune --show` / `tune --forget`: the profile of a model on this device, where it is, what happened."""
+
+    model: str
+    path: str  # where this device's profile for the model is (or would be)
+    profile: Profile | None
+    forgotten: bool = False
+
+
+def show_profile(model_path: Path | str, root: Path = Path("/")) -> ProfileView:
+    path = Path(model_path)
+    where = profile_path(model_id(path).key, device_id(root).fingerprint)
+    return ProfileView(model=str(path), path=str(where), profile=load_profile(path, root))
+
+
+def forget_profile(model_path: Path | str, root: Path = Path("/")) -> ProfileView:
+    """Remove this device's profile for the model (a damaged one too): later runs plan without it."""
+    view = show_profile(model_path, root)
+    try:
+        os.unlink(view.path)
+        view.forgotten = True
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        raise UserError(f"cannot remove the profile {view.path}: {exc.strerror or exc}") from None
+    return view
+
+
 def load_profile(model_path: Path | str, root: Path = Path("/")) -> Profile | None:
     """The tuned profile for this model on this device, or None (no tune yet, other device, damaged file)."""
     path = Path(model_path)
