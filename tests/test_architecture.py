@@ -15,6 +15,9 @@ LAYERS = {
     "jsonable": 0,
     "datadir": 0,
     "untrusted": 0,  # bounded reads of user- and tree-supplied files
+    "sizes": 0,  # the one bounded size and number parser
+    "safe_write": 0,  # every file edgepilot writes
+    "defaults": 0,  # the prompt and context every command shares
     "device": 1,
     "model": 2,
     "plan": 3,
