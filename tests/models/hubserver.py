@@ -13,6 +13,7 @@ import json
 import re
 import sys
 import threading
+import time
 import urllib.parse
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -49,6 +50,8 @@ class Hub:
     corrupt_at: int | None = None  # this byte offset of every served file is flipped
     requests: list[tuple[str, str | None]] = field(default_factory=list)  # (path, Range header)
     authorization: list[str | None] = field(default_factory=list)  # the Authorization header of each request
+    gate: threading.Barrier | None = None  # file transfers wait here until this many are under way together
+    hold: float = 0.0  # seconds each file transfer waits before its body (concurrent pulls overlap)
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -140,6 +143,9 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Accept-Ranges", "bytes")
         self.end_headers()
         cut, self.hub.cut_after = self.hub.cut_after, None
+        if self.hub.gate is not None:
+            self.hub.gate.wait(timeout=60)
+        time.sleep(self.hub.hold)
         sent = 0
         with f.path.open("rb") as src:
             src.seek(start)

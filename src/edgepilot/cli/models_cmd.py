@@ -60,7 +60,12 @@ def render_pull(r: PullResult, out: Console) -> None:
     if r.resumed_from:
         how += f" (resumed from {human_bytes(r.resumed_from)})"
     out.print(f"{how}: {r.path}", markup=False, soft_wrap=True)
-    out.print(f"{human_bytes(r.size)} · sha256 {r.sha256} (matches the hub)", style="dim", soft_wrap=True)
+    out.print(
+        f"{human_bytes(r.size)} · sha256 {r.sha256} (matches the hub)",
+        style="dim",
+        markup=False,
+        soft_wrap=True,
+    )
     out.print(f"run it: edgepilot run {r.path}", style="dim", markup=False, soft_wrap=True)
 
 
@@ -170,9 +175,8 @@ def render_models(listing: StoreListing, out: Console) -> None:
             table.add_column(col, justify="right" if col == "size" else "left")
         for m in listing.models:
             verdict = "[green]ok[/]" if m.verdict == "ok" else f"[red]{escape(m.verdict)}[/]"
-            table.add_row(
-                escape(m.name), human_bytes(m.size), escape(m.quant or "?"), verdict, (m.pulled or "-")[:10]
-            )
+            pulled = escape((m.pulled or "-")[:10])
+            table.add_row(escape(m.name), human_bytes(m.size), escape(m.quant or "?"), verdict, pulled)
         out.print(table)
     for name in listing.partial:
         out.print(f"unfinished download: {name} (the same pull resumes it)", style="dim", markup=False)
@@ -196,7 +200,11 @@ def render_removed(r: Removed, out: Console) -> None:
 
 
 @app.command()
-@click.argument("name", help="A stored model: OWNER__REPO/FILE, OWNER/REPO:FILE or a unique file name")
+@click.argument(
+    "name",
+    help="A pulled model, exactly: OWNER__REPO/FILE as `models` lists it, OWNER/REPO:FILE, or a unique file "
+    "name (no patterns)",
+)
 @STORE
 @flags.JSON
 @user_errors

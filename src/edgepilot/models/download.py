@@ -15,8 +15,10 @@ import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from edgepilot.models.hub import HubClient, HubError, RepoFile
+from edgepilot.safe_write import write_failure
 
 CHUNK = 1 << 20
 Progress = Callable[[int, int], None]  # (bytes done, bytes total)
@@ -35,22 +37,27 @@ def part_path(target: Path) -> Path:
     return target.with_name(target.name + ".part")
 
 
-def _hash_existing(part: Path, n: int, hasher: hashlib._Hash, progress: Progress, total: int) -> None:
+def _hash_existing(part: BinaryIO, n: int, hasher: hashlib._Hash, progress: Progress, total: int) -> None:
     done = 0
-    with part.open("rb") as f:
-        while done < n:
-            chunk = f.read(min(CHUNK, n - done))
-            if not chunk:
-                raise HubError(f"{part} became shorter while being read")
-            hasher.update(chunk)
-            done += len(chunk)
-            progress(done, total)
+    part.seek(0)
+    while done < n:
+        chunk = part.read(min(CHUNK, n - done))
+        if not chunk:
+            raise HubError(f"{part.name} became shorter while being read")
+        hasher.update(chunk)
+        done += len(chunk)
+        progress(done, total)
 
 
 def content_range(value: str | None) -> tuple[int, int] | None:
     """(first byte, total size) of a `Content-Range: bytes A-B/TOTAL` header."""
-    match = re.fullmatch(r"\s*bytes\s+(\d+)-(\d+)/(\d+)\s*", value or "")
+    match = re.fullmatch(r"\s*bytes\s+([0-9]{1,19})-([0-9]{1,19})/([0-9]{1,19})\s*", value or "")
     return (int(match.group(1)), int(match.group(3))) if match else None
+
+
+def _count(header: str) -> int | None:
+    """A byte count from a header: ASCII digits only (str.isdigit takes '²', int() chokes on 5000 digits)."""
+    return int(header) if re.fullmatch(r"\s*[0-9]{1,19}\s*", header) else None
 
 
 def check_space(folder: Path, needed: int) -> None:
@@ -69,16 +76,20 @@ def download(
     repo: str,
     file: RepoFile,
     target: Path,
+    part: BinaryIO,
     revision: str = "main",
     progress: Progress | None = None,
 ) -> Downloaded:
+    """Fill `part` (the target's `.part`, opened and locked by locks.claim_part) and rename it to `target`."""
     tick = progress or (lambda _done, _total: None)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    part = part_path(target)
-    have = part.stat().st_size if part.is_file() else 0
-    if have > file.size:  # not a prefix of this file: start again
-        part.unlink()
-        have = 0
+    part_name = part_path(target)
+    try:
+        have = os.fstat(part.fileno()).st_size
+        if have > file.size:  # not a prefix of this file: start again
+            part.truncate(0)
+            have = 0
+    except OSError as exc:
+        raise write_failure(exc, "the download", part_name) from None
     check_space(target.parent, file.size - have)
     hasher = hashlib.sha256()
     if have:
@@ -102,52 +113,64 @@ def download(
                 hasher, have = hashlib.sha256(), 0
             elif resp.status != 200:
                 raise HubError(f"{file.path}: unexpected HTTP {resp.status}")
-            announced = resp.headers.get("Content-Length")
-            if announced is not None and announced.isdigit() and int(announced) != file.size - have:
+            announced = _count(resp.headers.get("Content-Length") or "")
+            if announced is not None and announced != file.size - have:
                 raise HubError(
                     f"{file.path}: the server announces {announced} bytes but {file.size - have} are due"
                 )
-            have = _receive(resp, part, have, file, hasher, tick)
+            have = _receive(resp, part, part_name, have, file, hasher, tick)
     if have != file.size:
         raise HubError(
             f"{file.path}: the transfer stopped at {have} of {file.size} bytes; "
             "run the same pull again to resume"
         )
     digest = hasher.hexdigest()
-    if file.sha256 is not None and digest != file.sha256:
-        part.unlink(missing_ok=True)
-        raise HubError(
-            f"{file.path}: sha256 {digest} does not match the hub's {file.sha256}: "
-            "the download is corrupt and was deleted; pull again"
-        )
-    os.replace(part, target)
+    try:
+        if file.sha256 is not None and digest != file.sha256:
+            part_name.unlink(missing_ok=True)  # ours to delete: we hold its lock
+            raise HubError(
+                f"{file.path}: sha256 {digest} does not match the hub's {file.sha256}: "
+                "the download is corrupt and was deleted; pull again"
+            )
+        os.replace(part_name, target)
+    except OSError as exc:
+        raise write_failure(exc, "the model", target) from None
     return Downloaded(target, digest, file.size, resumed_from, commit)
 
 
-def _receive(resp, part: Path, have: int, file: RepoFile, hasher, tick: Progress) -> int:  # type: ignore[no-untyped-def]
-    """Append the body to the part (truncated to `have` first); returns the bytes the part now holds."""
-    fd = os.open(part, os.O_WRONLY | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
-    with os.fdopen(fd, "wb") as out:
-        out.truncate(have)
-        out.seek(have)
-        try:
-            while True:
+def _receive(  # type: ignore[no-untyped-def]
+    resp, part: BinaryIO, part_name: Path, have: int, file: RepoFile, hasher, tick: Progress
+) -> int:
+    """Append the body to the part (truncated to `have` first); returns the bytes the part now holds.
+
+    A network failure keeps what arrived (the next pull resumes); a write failure (a full or read-only
+    disk) is one line naming the part."""
+    try:
+        part.truncate(have)
+        part.seek(have)
+        while True:
+            try:
                 chunk = resp.read(CHUNK)
-                if not chunk:
-                    break
-                if have + len(chunk) > file.size:
-                    raise HubError(f"{file.path}: the server sent more than the {file.size} bytes listed")
-                out.write(chunk)
-                hasher.update(chunk)
-                have += len(chunk)
-                tick(have, file.size)
-        except (http.client.HTTPException, OSError) as exc:
-            out.flush()
-            os.fsync(out.fileno())
-            raise HubError(
-                f"{file.path}: the transfer broke at {have} of {file.size} bytes ({type(exc).__name__}); "
-                "run the same pull again to resume"
-            ) from None
-        out.flush()
-        os.fsync(out.fileno())
+            except (http.client.HTTPException, OSError) as exc:
+                _sync(part)
+                raise HubError(
+                    f"{file.path}: the transfer broke at {have} of {file.size} bytes ({type(exc).__name__}); "
+                    "run the same pull again to resume"
+                ) from None
+            if not chunk:
+                break
+            if have + len(chunk) > file.size:
+                raise HubError(f"{file.path}: the server sent more than the {file.size} bytes listed")
+            part.write(chunk)
+            hasher.update(chunk)
+            have += len(chunk)
+            tick(have, file.size)
+        _sync(part)
+    except OSError as exc:
+        raise write_failure(exc, "the download", part_name) from None
     return have
+
+
+def _sync(part: BinaryIO) -> None:
+    part.flush()
+    os.fsync(part.fileno())

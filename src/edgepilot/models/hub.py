@@ -24,6 +24,7 @@ from pathlib import Path
 
 from edgepilot import untrusted
 from edgepilot.errors import UserError
+from edgepilot.sizes import read_count
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
 TIMEOUT = 30.0  # seconds to connect, and for each read of the socket
@@ -32,6 +33,7 @@ MAX_PAGES = 20
 MAX_FILES = 20000
 MAX_REDIRECTS = 5
 MAX_TOKEN_BYTES = 4096
+MAX_FILE = 1 << 40  # 1 TiB: the hub takes no file near this (its limit is 50 GB); a larger size is a lie
 USER_AGENT = "edgepilot (hub client; huggingface_hub-compatible requests)"
 REPO_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
 
@@ -192,6 +194,12 @@ def parse_entry(item: object) -> RepoFile | None:
     sha = lfs.get("oid") if isinstance(lfs, dict) else None
     if isinstance(lfs, dict) and isinstance(lfs.get("size"), int):
         size = lfs["size"]
+    try:
+        size = read_count(
+            size, what=f"the listed size of {untrusted.valid_text(path)[:200]!r}", maximum=MAX_FILE
+        )
+    except ValueError as exc:
+        raise HubError(f"the hub's file listing is wrong: {exc}") from None
     if sha is not None and not (isinstance(sha, str) and re.fullmatch(r"[0-9a-f]{64}", sha)):
         raise HubError(f"the hub lists a malformed sha256 for {untrusted.valid_text(path)[:200]!r}")
     return RepoFile(safe_repo_path(path), size, sha)

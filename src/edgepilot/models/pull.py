@@ -3,16 +3,21 @@ device, or download one (the given FILE, or with --best the largest that fits) i
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 from edgepilot.errors import UserError
 from edgepilot.models import store as model_store
-from edgepilot.models.download import Progress, download
+from edgepilot.models.download import Progress, download, part_path
 from edgepilot.models.hub import HubClient, RepoFile, check_repo_id
+from edgepilot.models.locks import claim_part, make_folder
 from edgepilot.models.remote_fit import RemoteFit, plan_remote
+from edgepilot.safe_write import check_target
 
 SPLIT_RE = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$", re.IGNORECASE)
 
@@ -133,17 +138,43 @@ def pull(
     chosen = _pick_file(files, file, repo)
     target = model_store.target_path(folder, repo, chosen.path)
     result.file, result.path, result.size = chosen.path, target, chosen.size
-    entry = model_store.find_entry(folder, repo, chosen.path)
-    if (
-        entry is not None
-        and target.is_file()
-        and target.stat().st_size == chosen.size
-        and (chosen.sha256 is None or entry.sha256 == chosen.sha256)
-    ):
-        result.sha256, result.already_present = entry.sha256, True
+    if _present(result, folder, repo, chosen):
         return result
-    stage(f"downloading {chosen.path}")
-    got = download(client, repo, chosen, target, revision, progress)
-    model_store.record(folder, repo, chosen.path, revision, got.commit, got.sha256, got.size)
+    check_target(target, what="the model")
+    with model_store.store_lock(folder):  # a store we cannot lock or write fails here, before the transfer
+        make_folder(target.parent, "the model store")
+    waiting = f"another pull is downloading {chosen.path}; waiting for it to finish"
+    with claim_part(part_path(target), lambda: stage(waiting)) as part:
+        if _present(result, folder, repo, chosen):  # the pull we waited for finished it
+            _discard_empty(part_path(target), part)
+            return result
+        stage(f"downloading {chosen.path}")
+        got = download(client, repo, chosen, target, part, revision, progress)
+        # recorded before the part's lock is released: a pull waiting for it then finds the entry
+        model_store.record(folder, repo, chosen.path, revision, got.commit, got.sha256, got.size)
     result.sha256, result.resumed_from = got.sha256, got.resumed_from
     return result
+
+
+def _present(result: PullResult, folder: Path, repo: str, chosen: RepoFile) -> bool:
+    """The file is in the store already, whole and as listed (its manifest entry says so)."""
+    entry = model_store.find_entry(folder, repo, chosen.path)
+    target = result.path
+    if (
+        entry is None
+        or target is None
+        or target.is_symlink()
+        or not target.is_file()
+        or target.stat().st_size != chosen.size
+        or (chosen.sha256 is not None and entry.sha256 != chosen.sha256)
+    ):
+        return False
+    result.sha256, result.already_present = entry.sha256, True
+    return True
+
+
+def _discard_empty(part: Path, f: BinaryIO) -> None:
+    """The empty part claim_part created, once the file turned out finished (we hold its lock)."""
+    with contextlib.suppress(OSError):
+        if os.fstat(f.fileno()).st_size == 0:
+            part.unlink()
