@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import http.client
 import io
+import ipaddress
 import math
 import os
 import re
@@ -73,16 +74,34 @@ def check_endpoint(raw: str) -> str:
         raise UserError(f"{what} is not a URL: give e.g. https://huggingface.co (ASCII, no spaces)")
     try:
         parts = urllib.parse.urlsplit(raw)
-        parts.port  # noqa: B018 - raises ValueError for a port that is not a number in range
-    except ValueError as exc:
-        raise UserError(f"{what} is not a valid URL ({redact(str(exc))[:100]})") from None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+        port, host = parts.port, parts.hostname or ""
+    except ValueError:  # its text may quote the password (a port that is not a number): not shown
+        raise UserError(f"{what} is not a valid URL (the host or port is malformed)") from None
+    if parts.scheme not in ("http", "https") or not host:
         raise UserError(f"{what} is not an http(s) URL: give e.g. https://huggingface.co")
     if "@" in parts.netloc:
         raise UserError(f"{what} carries credentials: give the token in HF_TOKEN or --token-file instead")
+    if not _valid_host(host) or parts.netloc.lower() not in _netlocs(host, port):
+        raise UserError(f"{what} is not a valid URL (the host or port is malformed)")
     if parts.query or parts.fragment:
         raise UserError(f"{what} has a query or fragment: give the hub's base URL")
     return raw.rstrip("/")
+
+
+def _valid_host(host: str) -> bool:
+    if ":" in host:
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            return False
+        return True
+    return re.fullmatch(r"[a-z0-9_]([a-z0-9_.-]*[a-z0-9_])?", host) is not None
+
+
+def _netlocs(host: str, port: int | None) -> tuple[str, ...]:
+    """The spellings of host[:port] a well-formed URL has (urlsplit accepts junk after an IPv6 bracket)."""
+    name = f"[{host}]" if ":" in host else host
+    return (name,) if port is None else (f"{name}:{port}",)
 
 
 def origin(url: str) -> tuple[str, str, int] | None:
