@@ -11,7 +11,6 @@ https hub can redirect to http on its own host and port.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import re
@@ -72,10 +71,6 @@ class Handler(BaseHTTPRequestHandler):
 
     def log_message(self, *args: object) -> None:
         pass
-
-    def handle(self) -> None:
-        with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # a client that stopped reading
-            super().handle()
 
     def _error(self, status: int, code: str, message: str) -> None:
         body = json.dumps({"error": message}).encode()
