@@ -3,7 +3,10 @@
 It answers what the real hub answers for the calls edgepilot makes: `GET /api/models/{repo}/tree/{rev}`
 (paginated with a Link header, `lfs.oid` = sha256), `GET /{repo}/resolve/{rev}/{file}` redirecting to a CDN
 path (as huggingface.co redirects LFS files to its CDN) that honours Range; 401/404 with X-Error-Code.
-Knobs for failures: cut a transfer after N bytes, flip one byte, and a log of the requests seen.
+Knobs for failures: cut a transfer after N bytes, flip one byte, trickle an answer a byte at a time, redirect
+or paginate to another server, replace a listing page, and a log of the requests seen. `start(hub, tls=...)`
+serves https with a given certificate, and plain http on the same port (told apart by the first byte), so an
+https hub can redirect to http on its own host and port.
 """
 
 from __future__ import annotations
@@ -11,6 +14,8 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import socket
+import ssl
 import sys
 import threading
 import time
@@ -52,6 +57,15 @@ class Hub:
     authorization: list[str | None] = field(default_factory=list)  # the Authorization header of each request
     gate: threading.Barrier | None = None  # file transfers wait here until this many are under way together
     hold: float = 0.0  # seconds each file transfer waits before its body (concurrent pulls overlap)
+    schemes: list[str] = field(default_factory=list)  # "https" or "http", for each request
+    page: int = PAGE  # files per listing page
+    cdn_base: str = ""  # resolve redirects to this origin (e.g. another server); "" for this one
+    next_base: str = ""  # a listing's next page is on this origin; "" for this one
+    listing_body: bytes | None = None  # every listing page is these bytes
+    # "listing-head", "listing-body", "redirect-body", "cdn-body": that part comes a byte at a time
+    trickle: str | None = None
+    cdn_bytes: int = 0  # file bytes sent by the CDN route
+    url: str = ""  # where start() serves it
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -70,11 +84,23 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
+    def _trickle(self, data: bytes) -> None:
+        """data a byte every 0.25 s, for at most a minute (a client that gives up closes the socket)."""
+        for i in range(min(len(data), 240)):
+            try:
+                self.wfile.write(data[i : i + 1])
+                self.wfile.flush()
+            except OSError:
+                break
+            time.sleep(0.25)
+        self.close_connection = True
+
     def do_GET(self) -> None:  # noqa: N802 - http.server's name
         url = urllib.parse.urlsplit(self.path)
         path = urllib.parse.unquote(url.path)
         self.hub.requests.append((path, self.headers.get("Range")))
         self.hub.authorization.append(self.headers.get("Authorization"))
+        self.hub.schemes.append("https" if isinstance(self.connection, ssl.SSLSocket) else "http")
         if m := re.fullmatch(r"/api/models/([^/]+/[^/]+)/tree/([^/]+)", path):
             return self._tree(m.group(1), urllib.parse.parse_qs(url.query))
         if m := re.fullmatch(r"/([^/]+/[^/]+)/resolve/([^/]+)/(.+)", path):
@@ -103,16 +129,22 @@ class Handler(BaseHTTPRequestHandler):
         ]
         items.append({"type": "file", "oid": "0" * 40, "size": 12, "path": "README.md"})
         start = int(query.get("cursor", ["0"])[0])
-        page = items[start : start + PAGE]
-        body = json.dumps(page).encode()
+        page = items[start : start + self.hub.page]
+        body = json.dumps(page).encode() if self.hub.listing_body is None else self.hub.listing_body
+        head = [("Content-Type", "application/json"), ("Content-Length", str(len(body)))]
+        if start + self.hub.page < len(items):
+            cursor = start + self.hub.page
+            link = f"{self.hub.next_base}{self.path.split('?')[0]}?recursive=true&cursor={cursor}"
+            head.append(("Link", f'<{link}>; rel="next"'))
+        if self.hub.trickle == "listing-head":
+            lines = ["HTTP/1.1 200 OK\r\n"] + [f"{k}: {v}\r\n" for k, v in head] + ["\r\n"]
+            return self._trickle("".join(lines).encode() + body)
         self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        if start + PAGE < len(items):
-            self.send_header(
-                "Link", f'<{self.path.split("?")[0]}?recursive=true&cursor={start + PAGE}>; rel="next"'
-            )
+        for key, value in head:
+            self.send_header(key, value)
         self.end_headers()
+        if self.hub.trickle == "listing-body":
+            return self._trickle(body)
         self.wfile.write(body)
 
     def _resolve(self, repo: str, name: str) -> None:
@@ -122,9 +154,12 @@ class Handler(BaseHTTPRequestHandler):
         if name not in files:
             return self._error(404, "EntryNotFound", f"{name} does not exist on main")
         self.send_response(302)
-        self.send_header("Location", f"/cdn/{repo}/{urllib.parse.quote(name)}?signature=x")
+        self.send_header("Location", f"{self.hub.cdn_base}/cdn/{repo}/{urllib.parse.quote(name)}?signature=x")
         self.send_header("X-Repo-Commit", COMMIT)
         self.send_header("X-Linked-Size", str(files[name].path.stat().st_size))
+        if self.hub.trickle == "redirect-body":
+            self.end_headers()
+            return self._trickle(b"<html>" + b"x" * 1000)
         self.send_header("Content-Length", "0")
         self.end_headers()
 
@@ -142,6 +177,10 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(end - start + 1))
         self.send_header("Accept-Ranges", "bytes")
         self.end_headers()
+        if self.hub.trickle == "cdn-body":
+            with f.path.open("rb") as src:
+                src.seek(start)
+                return self._trickle(src.read(1000))
         cut, self.hub.cut_after = self.hub.cut_after, None
         if self.hub.gate is not None:
             self.hub.gate.wait(timeout=60)
@@ -160,6 +199,7 @@ class Handler(BaseHTTPRequestHandler):
                     self.close_connection = True
                     return
                 self.wfile.write(chunk)
+                self.hub.cdn_bytes += len(chunk)
                 sent += len(chunk)
                 pos += len(chunk)
 
@@ -172,9 +212,29 @@ class HubServer(ThreadingHTTPServer):
             super().handle_error(request, client_address)  # type: ignore[arg-type]
 
 
-def start(hub: Hub) -> tuple[ThreadingHTTPServer, str]:
+class _EitherServer(HubServer):
+    """https for a client that opens with a TLS handshake (first byte 0x16), plain http otherwise."""
+
+    context: ssl.SSLContext
+
+    def get_request(self) -> tuple[socket.socket, object]:
+        sock, addr = self.socket.accept()
+        sock.settimeout(10)
+        first = sock.recv(1, socket.MSG_PEEK)
+        sock.settimeout(None)
+        if first == b"\x16":
+            sock = self.context.wrap_socket(sock, server_side=True)
+        return sock, addr
+
+
+def start(hub: Hub, tls: tuple[Path, Path] | None = None) -> tuple[ThreadingHTTPServer, str]:
+    """Serve `hub` on 127.0.0.1; with tls=(certificate, key), https (and http on the same port)."""
     handler = type("BoundHandler", (Handler,), {"hub": hub})
-    server = HubServer(("127.0.0.1", 0), handler)
+    server = (HubServer if tls is None else _EitherServer)(("127.0.0.1", 0), handler)
     server.daemon_threads = True
+    if isinstance(server, _EitherServer):
+        server.context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        server.context.load_cert_chain(*tls)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server, f"http://127.0.0.1:{server.server_address[1]}"
+    hub.url = f"{'http' if tls is None else 'https'}://127.0.0.1:{server.server_address[1]}"
+    return server, hub.url

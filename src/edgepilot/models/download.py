@@ -100,7 +100,7 @@ def download(
         if have:
             headers["Range"] = f"bytes={have}-"
         url = client.resolve_url(repo, file.path, revision)
-        with client.open(url, headers, what=f"{repo}/{file.path}") as resp:
+        with client.open(url, headers, what=f"{repo}/{file.path}", stream=True) as resp:
             commit = client.commit_of(resp)
             if have and resp.status == 206:
                 span = content_range(resp.headers.get("Content-Range"))

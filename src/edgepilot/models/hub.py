@@ -7,12 +7,14 @@ of an LFS file), paginated with a `Link: <...>; rel="next"` header; `GET {endpoi
 RevisionNotFound, EntryNotFound, GatedRepo) and `X-Error-Message`.
 
 huggingface_hub itself is not used: since 0.32 it requires hf-xet, a Rust extension with no wheel for Termux,
-where pip cannot build Rust. Everything read from the network is bounded: listing size and pages, redirects,
-connect/read timeouts, and a body longer than announced is refused.
+where pip cannot build Rust. Everything read from the network is bounded: listing bytes, entries and pages,
+redirects, an overall deadline per request, and a body longer than announced is refused; the token goes only
+to the endpoint's own origin (hub_net.py has these transport rules).
 """
 
 from __future__ import annotations
 
+import http.client
 import os
 import re
 import urllib.error
@@ -24,29 +26,40 @@ from pathlib import Path
 
 from edgepilot import untrusted
 from edgepilot.errors import UserError
+from edgepilot.models.hub_net import (
+    MAX_TOKEN_BYTES,
+    STREAM_PROGRESS,
+    Deadline,
+    DeadlineHTTPHandler,
+    DeadlineHTTPSHandler,
+    HubError,
+    HubTimeout,
+    check_endpoint,
+    check_token,
+    deadline_seconds,
+    failed_url,
+    read_bounded,
+    token_allowed,
+)
 from edgepilot.sizes import read_count
 
+__all__ = ["HubClient", "HubError", "HubTimeout", "RepoFile", "read_bounded"]
+
 DEFAULT_ENDPOINT = "https://huggingface.co"
-TIMEOUT = 30.0  # seconds to connect, and for each read of the socket
-MAX_LISTING_BYTES = 16 << 20  # one page of a tree listing (a repo with thousands of files is ~1 MiB)
+# One page of a tree listing: the hub sends 1,000 entries of ~300 bytes; parsed, an entry costs ~1 KiB, and
+# JSON nodes (counted before parsing: commas and brackets bound them) cap what a page of `{}` or `[]` costs.
+MAX_LISTING_BYTES = 8 << 20
+MAX_PAGE_ENTRIES = 5000
+MAX_PAGE_NODES = 24 * MAX_PAGE_ENTRIES
 MAX_PAGES = 20
 MAX_FILES = 20000
 MAX_REDIRECTS = 5
-MAX_TOKEN_BYTES = 4096
 MAX_FILE = 1 << 40  # 1 TiB: the hub takes no file near this (its limit is 50 GB); a larger size is a lie
 USER_AGENT = "edgepilot (hub client; huggingface_hub-compatible requests)"
 REPO_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
 
 
-class HubError(UserError):
-    """The hub answered with an error, or the connection failed: one line for the user."""
-
-    def __init__(self, message: str, status: int | None = None, code: str | None = None) -> None:
-        super().__init__(message)
-        self.status, self.code = status, code
-
-
-@dataclass
+@dataclass(slots=True)
 class RepoFile:
     path: str  # inside the repository, '/'-separated
     size: int
@@ -76,59 +89,80 @@ def safe_repo_path(path: str) -> str:
 
 
 def read_token(token_file: str | None) -> str | None:
-    """HF_TOKEN, or the first line of --token-file (read bounded, FIFO-safe)."""
+    """HF_TOKEN, or the first line of --token-file (read bounded, FIFO-safe); refused unless it can be sent
+    as one header line."""
     if token_file is not None:
         data = untrusted.read_user_file(token_file, "token file", MAX_TOKEN_BYTES)
         token = data.decode("utf-8", "replace").strip().splitlines()
         if not token or not token[0].strip():
             raise UserError(f"token file {token_file} is empty")
-        return token[0].strip()
-    return os.environ.get("HF_TOKEN") or None
+        return check_token(token[0].strip(), f"the token in {token_file}")
+    env = os.environ.get("HF_TOKEN")
+    return check_token(env, "HF_TOKEN") if env else None
 
 
 class _Redirects(urllib.request.HTTPRedirectHandler):
-    """Follows at most MAX_REDIRECTS; keeps Range; sends the token only to the hub's own host."""
+    """Follows at most MAX_REDIRECTS, without reading their bodies; keeps Range; the token goes only to the
+    endpoint's own origin (hub_net.token_allowed)."""
 
     max_redirections = MAX_REDIRECTS
 
-    def __init__(self, hub_host: str, token: str | None) -> None:
-        self.hub_host, self.token = hub_host, token
+    def __init__(self, endpoint: str, token: str | None) -> None:
+        self.endpoint, self.token = endpoint, token
         self.commit: str | None = None  # X-Repo-Commit of the hub's redirect (the CDN's answer lacks it)
 
     def redirect_request(self, req, fp, code, msg, headers, newurl):  # type: ignore[no-untyped-def]
         self.commit = headers.get("X-Repo-Commit") or self.commit
+        fp.close()  # urllib would read the redirect's body whole, without a bound
         if urllib.parse.urlsplit(newurl).scheme not in ("http", "https"):
             raise HubError(f"the hub redirected to {newurl[:200]!r}: only http(s) is followed")
         new = super().redirect_request(req, fp, code, msg, headers, newurl)
-        if new is not None and self.token and urllib.parse.urlsplit(newurl).netloc == self.hub_host:
+        if new is not None and self.token and token_allowed(new.full_url, self.endpoint):
             new.add_unredirected_header("Authorization", f"Bearer {self.token}")
         return new
 
 
 class HubClient:
-    def __init__(self, endpoint: str | None = None, token: str | None = None, timeout: float = TIMEOUT):
-        self.endpoint = (endpoint or os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT).rstrip("/")
-        parts = urllib.parse.urlsplit(self.endpoint)
-        if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise UserError(f"HF_ENDPOINT {self.endpoint!r} is not an http(s) URL")
-        self.token, self.timeout = token, timeout
-        self._redirects = _Redirects(parts.netloc, token)
-        self._opener = urllib.request.build_opener(self._redirects)
+    def __init__(
+        self, endpoint: str | None = None, token: str | None = None, deadline: float | None = None
+    ) -> None:
+        self.endpoint = check_endpoint(endpoint or os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT)
+        self.token = check_token(token, "the hub token") if token else None
+        self.seconds = deadline if deadline is not None else deadline_seconds()
+        self._deadline = Deadline(self.seconds)
+        self._redirects = _Redirects(self.endpoint, self.token)
+        current = lambda: self._deadline  # noqa: E731 - read by each new connection of a request
+        self._opener = urllib.request.build_opener(
+            DeadlineHTTPHandler(current), DeadlineHTTPSHandler(current), self._redirects
+        )
 
     # --- requests ---------------------------------------------------------------------------------
-    def open(self, url: str, headers: dict[str, str] | None = None, what: str = "") -> HTTPResponse:
+    def deadline(self, stream: bool = False) -> Deadline:
+        """A fresh deadline: for one request, several (a header fetch), or a streamed download (renewed as
+        bytes arrive)."""
+        return Deadline(self.seconds, STREAM_PROGRESS if stream else 0)
+
+    def open(
+        self,
+        url: str,
+        headers: dict[str, str] | None = None,
+        what: str = "",
+        *,
+        deadline: Deadline | None = None,
+        stream: bool = False,
+    ) -> HTTPResponse:
+        """The answer to GET url, within the deadline (a fresh one unless given) and following redirects."""
         req = urllib.request.Request(url, headers={"User-Agent": USER_AGENT, **(headers or {})})
-        if self.token:
+        if self.token and token_allowed(url, self.endpoint):
             req.add_unredirected_header("Authorization", f"Bearer {self.token}")
         self._redirects.commit = None
+        self._deadline = deadline or self.deadline(stream)
         try:
-            return self._opener.open(req, timeout=self.timeout)
+            return self._opener.open(req, timeout=self._deadline.timeout())
         except urllib.error.HTTPError as exc:
             raise self._error(exc, what or url) from None
-        except urllib.error.URLError as exc:
-            raise HubError(f"cannot reach {self.endpoint}: {exc.reason}") from None
-        except (TimeoutError, OSError) as exc:
-            raise HubError(f"cannot reach {self.endpoint}: {exc}") from None
+        except (OSError, ValueError, http.client.HTTPException) as exc:  # URLError is an OSError
+            raise failed_url(what or url, self.endpoint, exc) from None
 
     def commit_of(self, resp: HTTPResponse) -> str | None:
         """The commit id the hub resolved the revision to, from the last request's answer or redirect."""
@@ -169,19 +203,27 @@ class HubClient:
             with self.open(url, {"Accept": "application/json"}, what=repo) as resp:
                 body = read_bounded(resp, MAX_LISTING_BYTES, f"the file listing of {repo}")
                 url = next_page(resp.headers.get("Link"), self.endpoint)
-            try:
-                items = untrusted.loads_json(body)
-            except ValueError as exc:
-                raise HubError(f"the hub's file listing of {repo} is not valid JSON ({exc})") from None
-            if not isinstance(items, list):
-                raise HubError(f"the hub's file listing of {repo} is not a list")
-            for item in items:
-                entry = parse_entry(item)
-                if entry is not None:
-                    files.append(entry)
+            files.extend(parse_page(body, repo))
             if len(files) > MAX_FILES:
                 raise HubError(f"{repo} lists more than {MAX_FILES} files: refused")
         raise HubError(f"the file listing of {repo} has more than {MAX_PAGES} pages: refused")
+
+
+def parse_page(body: bytes, repo: str) -> list[RepoFile]:
+    """The files of one listing page; JSON nodes are counted before parsing (a node is preceded by a comma or
+    opens a container), so a page of a million `{}` is refused at the cost of its bytes."""
+    too_many = f"a page of the file listing of {repo} has more than {MAX_PAGE_ENTRIES} entries: refused"
+    if body.count(b",") + body.count(b"{") + body.count(b"[") > MAX_PAGE_NODES:
+        raise HubError(too_many)
+    try:
+        items = untrusted.loads_json(body)
+    except ValueError as exc:
+        raise HubError(f"the hub's file listing of {repo} is not valid JSON ({str(exc)[:100]})") from None
+    if not isinstance(items, list):
+        raise HubError(f"the hub's file listing of {repo} is not a list")
+    if len(items) > MAX_PAGE_ENTRIES:
+        raise HubError(too_many)
+    return [entry for entry in map(parse_entry, items) if entry is not None]
 
 
 def parse_entry(item: object) -> RepoFile | None:
@@ -212,21 +254,17 @@ def next_page(link: str | None, endpoint: str) -> str | None:
     for part in link.split(","):
         match = re.match(r'\s*<([^>]*)>\s*;\s*rel="?next"?', part)
         if match:
-            url = urllib.parse.urljoin(endpoint + "/", match.group(1))
-            if urllib.parse.urlsplit(url).netloc != urllib.parse.urlsplit(endpoint).netloc:
-                raise HubError("the hub's listing points its next page at another host: refused")
+            try:
+                url = urllib.parse.urljoin(endpoint + "/", match.group(1))
+            except ValueError:
+                url = ""
+            if not token_allowed(url, endpoint):  # the token goes with every page
+                raise HubError(
+                    f"the hub's listing points its next page at {untrusted.valid_text(url)[:200]!r}, "
+                    "not at the hub's own scheme, host and port: refused"
+                )
             return url
     return None
-
-
-def read_bounded(resp: HTTPResponse, limit: int, what: str) -> bytes:
-    announced = resp.headers.get("Content-Length")
-    if announced is not None and announced.isdigit() and int(announced) > limit:
-        raise HubError(f"{what} is larger than {untrusted.human_size(limit)}: refused")
-    data = resp.read(limit + 1)
-    if len(data) > limit:
-        raise HubError(f"{what} is larger than {untrusted.human_size(limit)}: refused")
-    return data
 
 
 def store_dir_name(repo: str) -> str:

@@ -16,10 +16,14 @@ from edgepilot.models import store as model_store
 from edgepilot.models.download import Progress, download, part_path
 from edgepilot.models.hub import HubClient, RepoFile, check_repo_id
 from edgepilot.models.locks import claim_part, make_folder
-from edgepilot.models.remote_fit import RemoteFit, plan_remote
+from edgepilot.models.remote_fit import HeaderAllowance, RemoteFit, plan_remote
 from edgepilot.safe_write import check_target
 
 SPLIT_RE = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$", re.IGNORECASE)
+# A listing reads headers (a few MiB each, up to remote_fit.MAX_HEADER_FETCH) of the smallest files first, and
+# stops at either cap: a repository of 400 GGUF files must not cost ~800 MiB of headers.
+MAX_PLANNED = 32
+MAX_LISTING_HEADER_BYTES = 256 << 20
 
 
 @dataclass
@@ -85,16 +89,27 @@ def list_candidates(
         raise UserError(f"{repo} has no GGUF files (llama.cpp loads .gguf; look for a '-GGUF' repository)")
     out: list[Candidate] = []
     budget = None
+    planned, allowance = 0, HeaderAllowance(MAX_LISTING_HEADER_BYTES)
     for f in ggufs:
         split = SPLIT_RE.search(f.path)
         if split:
             out.append(_candidate(f, None, f"part {int(split.group(1))} of a split model: not planned"))
             continue
+        if planned >= MAX_PLANNED or allowance.left <= 0:
+            out.append(_candidate(f, None, _NOT_PLANNED))
+            continue
         on_stage(f"reading the header of {f.path}")
-        fit = plan_remote(client, repo, f, revision, budget_bytes, root)
+        fit = plan_remote(client, repo, f, revision, budget_bytes, root, allowance)
+        planned += 1
         budget = budget or fit.budget_bytes
         out.append(_candidate(f, fit))
     return out, budget
+
+
+_NOT_PLANNED = (
+    f"not planned: a listing reads the headers of at most {MAX_PLANNED} files "
+    f"({MAX_LISTING_HEADER_BYTES >> 20} MiB), smallest first; pull it by name to download it"
+)
 
 
 def pull(

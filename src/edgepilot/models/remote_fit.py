@@ -16,7 +16,8 @@ from edgepilot.errors import UserError
 from edgepilot.model.gguf_header import read_header
 from edgepilot.model.gguf_records import GGUFHeader
 from edgepilot.models.download import content_range
-from edgepilot.models.hub import HubClient, HubError, RepoFile, read_bounded
+from edgepilot.models.hub import HubClient, HubError, RepoFile
+from edgepilot.models.hub_net import read_bounded, read_some
 from edgepilot.plan.types import FitResult
 from edgepilot.tuned.decide import decide
 
@@ -37,34 +38,56 @@ class RemoteFit:
     budget_bytes: int | None = None
 
 
+@dataclass
+class HeaderAllowance:
+    """Bytes that header fetches may still read (one per listing): many files cost at most this much."""
+
+    left: int
+
+
 def fetch_header(
-    client: HubClient, repo: str, file: RepoFile, revision: str, folder: Path
+    client: HubClient,
+    repo: str,
+    file: RepoFile,
+    revision: str,
+    folder: Path,
+    allowance: HeaderAllowance | None = None,
 ) -> tuple[Path, GGUFHeader, int]:
-    """The file's first bytes in folder/head.gguf, enough for its whole header; (path, header, bytes)."""
+    """The file's first bytes in folder/head.gguf, enough for its whole header; (path, header, bytes).
+    All rounds share one deadline and read at most MAX_HEADER_FETCH bytes (or what the allowance has left)."""
     url = client.resolve_url(repo, file.path, revision)
-    want = min(FIRST_RANGE, file.size)
+    allowance = allowance or HeaderAllowance(MAX_HEADER_FETCH)
+    limit = min(file.size, MAX_HEADER_FETCH, allowance.left)
+    want = min(FIRST_RANGE, limit)
     head = folder / "head.gguf"
     data = b""
+    deadline = client.deadline()
     while True:  # each round asks only for the bytes it does not have yet
+        if want <= len(data):
+            raise HubError(f"{file.path}: this listing's header reads are used up")
         headers = {"Range": f"bytes={len(data)}-{want - 1}", "Accept-Encoding": "identity"}
-        with client.open(url, headers, what=f"{repo}/{file.path}") as resp:
+        with client.open(url, headers, what=f"{repo}/{file.path}", deadline=deadline) as resp:
             if resp.status == 200:  # a server that ignores Range sends the whole file: take what was asked
-                data = resp.read(want)
+                data = read_some(resp, want, f"{file.path} header")
+                allowance.left -= len(data)
             else:
                 span = content_range(resp.headers.get("Content-Range"))
                 if span is None or span[0] != len(data):
                     raise HubError(f"{file.path}: the server answered a range request with the wrong bytes")
-                data += read_bounded(resp, want - len(data), f"{file.path} range")
+                more = read_bounded(resp, want - len(data), f"{file.path} range")
+                allowance.left -= len(more)
+                data += more
         head.write_bytes(data)
         header = read_header(head)
         if header.complete:
             return head, header, len(data)
         # A header cut by the range end shows up as whatever was being read there; only a bad start is final.
         hopeless = any(p.code in ("bad-magic", "bad-version") for p in header.problems)
-        if hopeless or len(data) < want or want >= min(file.size, MAX_HEADER_FETCH):
+        limit = min(limit, len(data) + allowance.left)
+        if hopeless or len(data) < want or want >= limit:
             problem = header.problems[0].message if header.problems else "unreadable header"
             raise HubError(f"{file.path}: {problem}")
-        want = min(want * 2, file.size, MAX_HEADER_FETCH)
+        want = min(want * 2, limit)
 
 
 def plan_remote(
@@ -74,14 +97,17 @@ def plan_remote(
     revision: str = "main",
     budget_bytes: int | None = None,
     root: Path | str = "/",
+    allowance: HeaderAllowance | None = None,
 ) -> RemoteFit:
     from edgepilot.model.gguf_info import file_type_name
 
     with tempfile.TemporaryDirectory(prefix="edgepilot-head-") as tmp:
         folder = Path(tmp)
         try:
-            head, header, fetched = fetch_header(client, repo, file, revision, folder)
+            head, header, fetched = fetch_header(client, repo, file, revision, folder, allowance)
         except HubError as exc:
+            if exc.code == "Timeout":  # a hub this slow would hold every other header as long: stop here
+                raise
             return RemoteFit(fits=None, reason=str(exc))
         quant = file_type_name(header.metadata.get("general.file_type"))
         padded = folder / Path(file.path).name
