@@ -110,6 +110,48 @@ def atomic_write(
         raise
 
 
+@contextlib.contextmanager
+def atomic_path(
+    target: PathLike, *, inputs: Iterable[PathLike] = (), what: str = "output", suffix: str = ".tmp"
+) -> Iterator[Path]:
+    """atomic_write for a writer that opens a file by name (llama.cpp's quantizer, a child process): the
+    name of a fresh, empty temporary file beside the target (created exclusively: nothing it could follow),
+    moved onto the target when the block ends without an exception and removed otherwise."""
+    path = check_target(target, inputs=inputs, what=what)
+    directory = path.parent if str(path.parent) else Path(".")
+    try:
+        fd, tmp = fresh_temp(directory, f".{path.name}.", suffix)
+        os.close(fd)
+    except OSError as exc:
+        raise write_failure(exc, what, path) from None
+    try:
+        yield tmp
+        check_target(path, inputs=inputs, what=what)  # it may have changed while we wrote
+        os.replace(tmp, path)
+    except OSError as exc:
+        _discard(tmp)
+        raise write_failure(exc, what, path) from None
+    except BaseException:
+        _discard(tmp)
+        raise
+
+
+def ensure_dir(path: PathLike, *, what: str = "folder") -> Path:
+    """`path` as a directory edgepilot can write in (made with its parents when missing), or UserError."""
+    folder = Path(path)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise UserError(f"{what} {folder} is not a directory") from None
+    except OSError as exc:
+        raise write_failure(exc, what, folder) from None
+    if not folder.is_dir():
+        raise UserError(f"{what} {folder} is not a directory")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise UserError(f"cannot write in {what} {folder}: not writable")
+    return folder
+
+
 def write_bytes(
     target: PathLike, data: bytes, *, inputs: Iterable[PathLike] = (), what: str = "output"
 ) -> None:

@@ -64,3 +64,45 @@ def test_snapshot_save_under_a_regular_file_is_one_line(cli_app, tmp_path):
     assert (tmp_path / "file").read_text() == "x"
     res = runner.invoke(cli_app, ["snapshot", "save", str(tmp_path / "missing/snap.tar.gz")])
     assert res.exit_code == 2 and "no such directory" in res.stderr
+
+
+def test_snapshot_archive_never_follows_a_stale_partial_link(cli_app, devices, tmp_path):
+    """OUT.partial was the archive's fixed temporary name: a link there to a file elsewhere had that file
+    truncated and written. Now the archive goes through a fresh temporary file; nothing else is touched."""
+    import tarfile
+
+    victim = tmp_path / "elsewhere.bin"
+    victim.write_bytes(b"precious bytes")
+    out = tmp_path / "snaps" / "phone.tar.gz"
+    out.parent.mkdir()
+    (out.parent / "phone.tar.gz.partial").symlink_to(victim)
+    root = str(devices / "sd8gen2-xiaomi13pro")
+    res = runner.invoke(cli_app, ["snapshot", "save", str(out), "--root", root, "--json"])
+    assert res.exit_code == 0, res.output
+    assert victim.read_bytes() == b"precious bytes"
+    with tarfile.open(out) as tar:
+        assert "snapshot.json" in tar.getnames()
+    assert sorted(p.name for p in out.parent.iterdir()) == ["phone.tar.gz", "phone.tar.gz.partial"]
+    # a dangling link at OUT itself: the link is replaced, the file it names is not created
+    dangling = tmp_path / "snaps" / "other.tar"
+    dangling.symlink_to(tmp_path / "never-made")
+    res = runner.invoke(cli_app, ["snapshot", "save", str(dangling), "--root", root])
+    assert res.exit_code == 0, res.output
+    assert not (tmp_path / "never-made").exists() and not dangling.is_symlink()
+    assert tarfile.is_tarfile(dangling)
+
+
+def test_snapshot_over_a_device_node_is_one_line(cli_app, devices, tmp_path):
+    import os
+    import stat
+
+    node = tmp_path / "null.tar.gz"
+    try:
+        os.mknod(node, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+    except OSError:
+        node = tmp_path / "pipe.tar.gz"
+        os.mkfifo(node)
+    root = str(devices / "pixel6a-tensor-g1")
+    res = runner.invoke(cli_app, ["snapshot", "save", str(node), "--root", root])
+    assert res.exit_code == 2 and len(res.stderr.strip().splitlines()) == 1, res.output
+    assert not stat.S_ISREG(os.stat(node).st_mode)

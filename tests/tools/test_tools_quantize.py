@@ -98,3 +98,30 @@ def test_missing_llama_quantize_names_the_package(cli_app, smollm_path, tmp_path
     assert res.exit_code == 2
     err = res.stderr.strip().splitlines()
     assert len(err) == 1 and "llama-quantize" in err[0] and "pkg install llama-cpp" in err[0]
+
+
+def test_llama_quantize_never_replaces_its_source(cli_app, quantized, llama_quantize_tool, tmp_path):
+    """--force with the output named like the source (the F16 reference, --to F16): refused before
+    llama-quantize starts, the source's bytes intact."""
+    reference = Path(quantized["reference"])
+    before = _sha256(reference)
+    args = ["quantize", str(reference), "--to", "F16", "--force", "--engine", "tools"]
+    res = runner.invoke(cli_app, args)
+    assert res.exit_code == 2 and len(res.stderr.strip().splitlines()) == 1, res.output
+    assert "would replace the source model" in res.stderr
+    assert _sha256(reference) == before
+
+
+def test_llama_quantize_does_not_write_through_a_stale_part_link(cli_app, quantized, tmp_path):
+    victim = tmp_path / "elsewhere.bin"
+    victim.write_bytes(b"precious bytes")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "SmolLM2-135M-Instruct-Q4_0.gguf.part").symlink_to(victim)
+    args = ["quantize", quantized["reference"], "--to", "Q4_0", "--out", str(out), "-t", "2"]
+    res = runner.invoke(cli_app, [*args, "--engine", "tools", "--json"])
+    assert res.exit_code == 0, res.output
+    assert victim.read_bytes() == b"precious bytes"
+    made = out / "SmolLM2-135M-Instruct-Q4_0.gguf"
+    assert file_type_name(read_header(made).metadata["general.file_type"]) == "Q4_0"
+    assert sorted(p.name for p in out.iterdir()) == [made.name, made.name + ".part"]

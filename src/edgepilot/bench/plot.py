@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from edgepilot.errors import UserError
+from edgepilot.safe_write import atomic_write
 
 
 @dataclass
@@ -87,9 +88,8 @@ def save_png(series: list[Series], path: Path, title: str) -> Path:
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     try:
-        fig.savefig(path, dpi=120)
-    except OSError as exc:
-        raise UserError(f"cannot write {path}: {exc.strerror or exc}") from None
+        with atomic_write(path, what="plot") as f:
+            fig.savefig(f, format="png", dpi=120)
     finally:
         pyplot.close(fig)
     return path

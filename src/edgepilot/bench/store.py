@@ -16,6 +16,7 @@ from edgepilot.bench.results import BenchReport, BenchRow
 from edgepilot.datadir import data_dir
 from edgepilot.device.cpusets import cpulist
 from edgepilot.errors import UserError
+from edgepilot.safe_write import check_target
 from edgepilot.tuned.identity import DeviceId
 
 DB_NAME = "bench.sqlite"
@@ -60,6 +61,7 @@ def db_path() -> Path:
 @contextlib.contextmanager
 def connect(path: Path | None = None, create: bool = True) -> Iterator[sqlite3.Connection]:
     path = path or db_path()
+    check_target(path, what="results database")  # a FIFO or device there is not a database
     try:
         if create:
             path.parent.mkdir(parents=True, exist_ok=True)

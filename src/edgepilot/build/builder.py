@@ -13,6 +13,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from edgepilot.build.flags import CROSS_CC, CROSS_CXX, BuildFlags, choose_flags
 from edgepilot.build.source import fetch_sdist, is_llama_cpp_dir, unpack_llama_cpp
 from edgepilot.engine import native_tools
 from edgepilot.errors import UserError
+from edgepilot.safe_write import write_text
 
 STAMP_VERSION = 1
 PERCENT = re.compile(r"^\[\s*(\d+)%\]\s*(.*)$")
@@ -145,7 +147,7 @@ def build_tools(
     _run(shlex.split(lines[1]), build_dir.with_suffix(".build.log"), "build", progress)
     _install(build_dir / "bin", bin_dir, names)
     smoke = smoke_run(bin_dir, flags, names)
-    stamp.write_text(text + "\n")
+    write_text(stamp, text + "\n", what="build stamp")
     return result(cached=False, built=True, smoke=smoke)
 
 
@@ -187,9 +189,19 @@ def _run(cmd: list[str], log: Path, step: str, progress: Progress | None) -> Non
 
 def _install(built: Path, bin_dir: Path, names: list[str]) -> None:
     """The tools and every shared library they load, into bin/ (symlinks kept; RPATH is $ORIGIN)."""
-    tmp = bin_dir.with_name("bin.tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
+    bin_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".bin-", dir=bin_dir.parent))  # fresh: nothing there to follow
+    try:
+        _fill_bin(built, tmp, names)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    tmp.chmod(0o755)
+    shutil.rmtree(bin_dir, ignore_errors=True)
+    os.replace(tmp, bin_dir)
+
+
+def _fill_bin(built: Path, tmp: Path, names: list[str]) -> None:
     for name in names:
         made = built / CMAKE_TARGETS.get(name, name)
         if not made.is_file():
@@ -202,8 +214,6 @@ def _install(built: Path, bin_dir: Path, names: list[str]) -> None:
             (tmp / lib.name).symlink_to(os.readlink(lib))
         else:
             shutil.copy2(lib, tmp / lib.name)
-    shutil.rmtree(bin_dir, ignore_errors=True)
-    os.replace(tmp, bin_dir)
 
 
 def _cross_env(bin_dir: Path) -> dict[str, str]:

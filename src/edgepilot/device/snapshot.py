@@ -8,9 +8,7 @@ snapshot with `--root` therefore gives the same probe JSON as the probe taken wh
 
 from __future__ import annotations
 
-import contextlib
 import json
-import shutil
 import tarfile
 import tempfile
 import time
@@ -21,6 +19,7 @@ from edgepilot import __version__
 from edgepilot.device import fs
 from edgepilot.device.probe import Probe, _probe_dir, is_archive, open_root
 from edgepilot.errors import UserError
+from edgepilot.safe_write import atomic_write
 
 
 @dataclass
@@ -122,17 +121,11 @@ def write_tree(rec: fs.Recorder, tree: Path) -> tuple[int, int, int]:
 
 
 def _write_archive(tree: Path, out: Path) -> None:
+    """The archive through a fresh temporary file beside `out` (a stale link there is never followed)."""
     mode = "w:gz" if out.name.endswith((".tar.gz", ".tgz")) else "w"
-    partial = out.with_name(out.name + ".partial")
-    try:
-        with tarfile.open(partial, mode) as tar:
-            for entry in sorted(tree.iterdir()):
-                tar.add(entry, arcname=entry.name, recursive=True)
-        shutil.move(str(partial), str(out))
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            partial.unlink(missing_ok=True)
-        raise UserError(f"cannot write {out}: {exc.strerror or exc}") from None
+    with atomic_write(out, what="snapshot") as f, tarfile.open(fileobj=f, mode=mode) as tar:
+        for entry in sorted(tree.iterdir()):
+            tar.add(entry, arcname=entry.name, recursive=True)
 
 
 def _file_above(out: Path) -> Path | None:

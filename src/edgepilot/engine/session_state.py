@@ -19,6 +19,7 @@ from typing import Any
 from edgepilot.engine.llama_binding import llama_cpp
 from edgepilot.engine.session import KVSession
 from edgepilot.errors import UserError
+from edgepilot.safe_write import atomic_write, check_target
 from edgepilot.untrusted import loads_json, open_regular, read_user_file
 
 MAGIC = b"EDGEPILOT-SESSION 1\n"
@@ -54,6 +55,7 @@ def context_identity(session: KVSession) -> dict[str, Any]:
 
 def save_session(session: KVSession, path: str | Path, extra: dict[str, Any]) -> int:
     """Write the session (and `extra`, JSON-able) to path atomically; returns the file's size."""
+    check_target(path, inputs=[session.engine.model_path], what="session file")  # before the copy
     ctx = session.engine._ctx
     size = llama_cpp.llama_state_seq_get_size(ctx, 0)
     buf = (ctypes.c_uint8 * max(1, size))()
@@ -67,15 +69,9 @@ def save_session(session: KVSession, path: str | Path, extra: dict[str, Any]) ->
         **extra,
     }
     head = json.dumps(header, ensure_ascii=False).encode("utf-8")
-    target = Path(path)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "wb") as f:
-            f.write(MAGIC + f"{len(head)}\n".encode() + head + bytes(buf)[:n])
-        os.replace(tmp, target)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise UserError(f"cannot write session file {path}: {exc.strerror or exc}") from None
+    # never over the model being chatted with, a device node or a directory; a fresh temporary file
+    with atomic_write(path, inputs=[session.engine.model_path], what="session file") as f:
+        f.write(MAGIC + f"{len(head)}\n".encode() + head + bytes(buf)[:n])
     return len(MAGIC) + len(head) + n
 
 

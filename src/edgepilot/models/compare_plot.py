@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from edgepilot.errors import UserError
+from edgepilot.safe_write import atomic_write, check_target
 
 if TYPE_CHECKING:
     from edgepilot.models.compare import CompareResult
@@ -16,7 +17,10 @@ MIB = 1 << 20
 
 
 def check_plot_target(path: str) -> None:
-    """Before minutes of measuring: the PNG's folder exists and is writable, and matplotlib is there."""
+    """Before minutes of measuring: a .png name, its folder exists and is writable, matplotlib is there."""
+    if Path(path).suffix.lower() != ".png":
+        raise UserError(f"--plot {path}: give a file name ending in .png")
+    check_target(Path(path).expanduser(), what="--plot")
     folder = Path(path).expanduser().parent
     if not folder.is_dir() or not os.access(folder, os.W_OK):
         raise UserError(f"--plot {path}: the folder {folder} does not exist or is not writable")
@@ -61,8 +65,7 @@ def write_png(result: CompareResult, path: str) -> None:
     )
     fig.tight_layout()
     try:
-        fig.savefig(Path(path).expanduser(), dpi=120)
-    except OSError as exc:
-        raise UserError(f"cannot write {path}: {exc.strerror or exc}") from None
+        with atomic_write(Path(path).expanduser(), inputs=[r.path for r in rows], what="plot") as f:
+            fig.savefig(f, format="png", dpi=120)
     finally:
         pyplot.close(fig)

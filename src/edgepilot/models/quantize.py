@@ -11,7 +11,6 @@ most 2^-11), and every variant is quantized from it. The reference records its o
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import os
 import re
@@ -27,6 +26,7 @@ from edgepilot.errors import UserError
 from edgepilot.model.gguf_header import read_header
 from edgepilot.model.gguf_info import file_type_name
 from edgepilot.model.resolve import resolve_model
+from edgepilot.safe_write import atomic_path, check_target, same_file
 
 if TYPE_CHECKING:
     from edgepilot.models.quantize_imatrix import Imatrix
@@ -132,8 +132,9 @@ def run_quantizer(
     metadata: dict[str, str] | None = None,
     imatrix: ctypes.Array | None = None,
 ) -> int:
-    """llama_model_quantize into target (written as target.part, renamed when complete); returns the number
-    of fallback tensors llama.cpp reported. A UserError with llama.cpp's reason on failure."""
+    """llama_model_quantize into target (written to a fresh temporary file beside it, renamed when complete);
+    returns the number of fallback tensors llama.cpp reported. A UserError with llama.cpp's reason on
+    failure."""
     from edgepilot.engine import llama_log
     from edgepilot.engine.inprocess import init_backend
     from edgepilot.engine.llama_binding import llama_cpp
@@ -148,9 +149,8 @@ def run_quantizer(
         params.kv_overrides = ctypes.cast(keep, type(params.kv_overrides))
     if imatrix is not None:
         params.imatrix = ctypes.cast(imatrix, type(params.imatrix))
-    part = target.with_name(target.name + ".part")
     start = llama_log.mark()
-    try:
+    with atomic_path(target, inputs=[source], what="quantized model") as part:
         rc = llama_cpp.llama_model_quantize(str(source).encode(), str(part).encode(), ctypes.byref(params))
         log = llama_log.lines_since(start)
         if rc != 0:
@@ -158,10 +158,6 @@ def run_quantizer(
                 (ln.split("failed to quantize:", 1)[1] for ln in log if "failed to quantize:" in ln), ""
             )
             raise UserError(f"llama.cpp could not quantize {source.name}: {reason.strip() or f'error {rc}'}")
-        os.replace(part, target)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            part.unlink()
     found = [re.search(r"WARNING: (\d+) of \d+ tensor\(s\) required fallback", ln) for ln in log]
     return next((int(m.group(1)) for m in found if m), 0)
 
@@ -208,7 +204,16 @@ class Quantizer:
         return run_tool_quantizer(self.tool, source, target, type_name, threads, metadata, file)
 
 
-def _check_free(targets: list[Path], force: bool) -> None:
+def _check_targets(targets: list[Path], inputs: list[Path], force: bool) -> None:
+    """Before any byte is written: no target is an input (the source, the imatrix), a device or a
+    directory (not even with --force), and without --force none exists."""
+    for target in targets:
+        if same_file(target, inputs[0]):
+            raise UserError(
+                f"{target} would replace the source model itself; choose another folder with --out "
+                "(nothing was written)"
+            )
+        check_target(target, inputs=inputs, what="output")
     existing = [p for p in targets if p.exists() or p.is_symlink()]
     if existing and not force:
         raise UserError(
@@ -234,6 +239,8 @@ def quantize_model(
     quantizer = Quantizer(Path(str(info.path)) if info.kind == "tools" else None)
     _check_types(types, quantizer.types)
     source = resolve_model(model)
+    if not read_header(source).tensors:
+        raise UserError(f"{source} holds no tensors (a vocabulary-only file): there is nothing to quantize")
     out = Path(out_dir).expanduser() if out_dir else source.parent
     if not out.is_dir():
         raise UserError(f"--out {out} is not a directory")
@@ -247,7 +254,8 @@ def quantize_model(
     need_reference = (source_type or "").upper() not in PRECISE_TYPES
     reference = out / f"{stem}-F16.gguf" if need_reference else None
     targets = [out / f"{stem}-{t}.gguf" for t in types]
-    _check_free(([reference] if reference else []) + targets, force)
+    inputs = [source] + ([Path(imatrix_file).expanduser()] if imatrix_file else [])
+    _check_targets(list(dict.fromkeys(([reference] if reference else []) + targets)), inputs, force)
     if imatrix_file is not None:
         quantizer.load_imatrix(imatrix_file)
     result = QuantizeResult(str(source), source_type, str(reference) if reference else None, None)
@@ -268,7 +276,10 @@ def quantize_model(
     for i, (name, target) in enumerate(zip(types, targets, strict=True), 1):
         say(f"[{i}/{len(types)}] {name} from {base.name}")
         t0 = time.perf_counter()
-        fallback = quantizer.run(base, target, name, n_threads, imatrix=imatrix_file is not None)
+        if target == reference:  # --to F16 of a quantized source: the reference is that variant
+            fallback = 0
+        else:
+            fallback = quantizer.run(base, target, name, n_threads, imatrix=imatrix_file is not None)
         seconds = time.perf_counter() - t0
         size = target.stat().st_size
         say(f"  {target.name}: {size / 2**20:.1f} MiB in {seconds:.1f} s")

@@ -8,7 +8,6 @@ a newer llama.cpp extends. What the in-process path passes as parameters goes on
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import subprocess
@@ -18,6 +17,7 @@ from pathlib import Path
 from edgepilot.engine.base import EngineError
 from edgepilot.engine.tool_flags import help_text, known_flags
 from edgepilot.errors import UserError
+from edgepilot.safe_write import atomic_path
 
 TYPE_LINE = re.compile(r"^\s*(\d+)\s+or\s+([A-Z][A-Z0-9_]*)\s*:", re.M)
 FALLBACK = re.compile(r"(\d+) of \d+ tensor\(s\) required fallback")
@@ -69,12 +69,12 @@ def run_tool_quantizer(
     metadata: dict[str, str] | None = None,
     imatrix: str | None = None,
 ) -> int:
-    """llama-quantize into target (written as target.part, renamed when complete); returns the number of
-    fallback tensors it reported. A UserError with llama.cpp's reason on failure."""
-    part = target.with_name(target.name + ".part")
-    argv = quantize_argv(tool, source, part, type_name, threads, metadata, imatrix)
+    """llama-quantize into target (written to a fresh temporary file beside it, renamed when complete);
+    returns the number of fallback tensors it reported. A UserError with llama.cpp's reason on failure."""
     log: deque[str] = deque(maxlen=LOG_LINES)
-    try:
+    inputs = [source] + ([Path(imatrix)] if imatrix else [])
+    with atomic_path(target, inputs=inputs, what="quantized model") as part:
+        argv = quantize_argv(tool, source, part, type_name, threads, metadata, imatrix)
         try:
             done = subprocess.run(
                 argv,
@@ -89,10 +89,6 @@ def run_tool_quantizer(
         log.extend((done.stderr + "\n" + done.stdout).splitlines())
         if done.returncode != 0:
             raise UserError(f"llama.cpp could not quantize {source.name}: {_reason(done.returncode, log)}")
-        os.replace(part, target)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            part.unlink()
     found = [FALLBACK.search(line) for line in log]
     return next((int(m.group(1)) for m in found if m), 0)
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -30,6 +29,7 @@ from edgepilot.plan.arithmetic import EngineArithmetic
 from edgepilot.plan.compute import compute_buffer
 from edgepilot.plan.memory_model import VOCAB_BYTES_PER_TOKEN
 from edgepilot.plan.types import FitResult
+from edgepilot.safe_write import ensure_dir, write_text
 
 MAX_FILE_BYTES = 1 << 20
 KEEP_SAMPLES = 8
@@ -63,12 +63,9 @@ def _read(key: str) -> dict[str, Any]:
 def _write(key: str, data: dict[str, Any]) -> None:
     path = _file(key)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".calibration-", suffix=".tmp")
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=1)
-        os.replace(tmp, path)
-    except OSError:
+        ensure_dir(path.parent, what="data folder")
+        write_text(path, json.dumps(data, indent=1), what="calibration")
+    except UserError:
         pass  # a read-only data dir: the plan stays on the pinned figures, the run itself is unaffected
 
 

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from edgepilot.datadir import data_dir
 from edgepilot.errors import UserError
+from edgepilot.safe_write import ensure_dir, write_text
 from edgepilot.tuned.identity import device_id, model_id
 
 PROFILE_VERSION = 1
@@ -57,14 +57,10 @@ def profile_path(model_key: str, device_fp: str) -> Path:
 def save_profile(profile: Profile) -> Path:
     path = profile_path(profile.model_key, profile.device_fingerprint)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(asdict(profile), indent=2) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
-    except OSError as exc:
-        raise UserError(
-            f"cannot save the profile to {path}: {exc.strerror or exc}; set EDGEPILOT_DATA_DIR"
-        ) from None
+        ensure_dir(path.parent, what="profile folder")
+        write_text(path, json.dumps(asdict(profile), indent=2) + "\n", what="profile")
+    except UserError as exc:
+        raise UserError(f"cannot save the profile: {exc}; set EDGEPILOT_DATA_DIR") from None
     return path
 
 
