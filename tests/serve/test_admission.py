@@ -20,7 +20,7 @@ def _admit(path: str, body: dict) -> dict:
 
 def test_a_chat_body_is_passed_on_rebuilt():
     body = {
-        "messages": [{"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}],
+        "messages": [{"role": "user", "content": [{"type": "text", "text": t} for t in "ab"]}],
         "max_tokens": 1000,
         "temperature": 0.0,
         "seed": 3,

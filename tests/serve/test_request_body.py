@@ -164,7 +164,7 @@ def test_json_round_trip_of_a_lone_surrogate():
         ({"logprobs": True}, "logprobs"),
         ({"top_logprobs": 2}, "top_logprobs"),
         ({"logit_bias": {"50256": -100}}, "logit_bias"),
-        ({"grammar": "root ::= \"a\""}, "grammar"),
+        ({"grammar": 'root ::= "a"'}, "grammar"),
         ({"json_schema": {"type": "object"}}, "json_schema"),
     ],
 )
