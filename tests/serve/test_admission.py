@@ -78,3 +78,25 @@ def test_the_caps_name_their_flags():
 
 def test_the_character_cap_follows_the_context():
     assert derived_max_chars(512) == 32 * 512 and derived_max_chars(4096) > derived_max_chars(2048)
+
+
+def test_worker_errors_are_passed_on_in_one_shape():
+    from edgepilot.serve.wire import worker_error
+
+    native = b'{"error":{"code":400,"message":"too long","type":"exceed_context_size_error","n_ctx":256}}'
+    assert json.loads(worker_error(400, native)) == {
+        "error": {
+            "message": "too long",
+            "type": "invalid_request_error",
+            "param": None,
+            "code": "context_length_exceeded",
+        }
+    }
+    own = b'{"error":{"message":"m","type":"invalid_request_error","param":null,"code":"empty_prompt"}}'
+    assert json.loads(worker_error(400, own))["error"]["code"] == "empty_prompt"
+    assert json.loads(worker_error(500, b"plain text crash"))["error"] == {
+        "message": "plain text crash",
+        "type": "server_error",
+        "param": None,
+        "code": None,
+    }

@@ -81,3 +81,11 @@ def test_harmless_unknown_fields_are_ignored(engine):
 def test_max_tokens_is_clamped_for_both(engine):
     code, body = _raw(engine, CHAT, _json({"messages": HI, "max_tokens": 100000, "temperature": 0}))
     assert code == 200 and body["usage"]["completion_tokens"] <= 8, body
+
+
+def test_a_prompt_over_the_context_is_the_same_400(engine):
+    code, body = _raw(engine, "/v1/completions", _json({"prompt": "bread " * 600, "max_tokens": 4}))
+    assert code == 400, body
+    error = body["error"]
+    assert set(error) == {"message", "type", "param", "code"} and error["type"] == "invalid_request_error"
+    assert error["code"] == "context_length_exceeded" and "512" in error["message"], error

@@ -24,7 +24,7 @@ from edgepilot.serve.admission import Caps, admit, derived_max_chars
 from edgepilot.serve.config import ServeConfig, is_loopback
 from edgepilot.serve.request_body import InvalidRequest
 from edgepilot.serve.state import FAILED, STARTING, STOPPING, ServerState
-from edgepilot.serve.wire import error_body, sse
+from edgepilot.serve.wire import error_body, sse, worker_error
 
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -256,6 +256,8 @@ class Front:
             if not streaming:
                 note = upstream.header(b"x-edgepilot-note")  # the worker trimmed the conversation to fit
                 extra = [(b"x-edgepilot-note", note)] if note else None
+                if upstream.status >= 400:
+                    payload, ctype = worker_error(upstream.status, payload), b"application/json"
                 return await self.reply(send, upstream.status, payload, ctype, extra)
             await send(
                 {
