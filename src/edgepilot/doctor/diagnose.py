@@ -33,10 +33,8 @@ RULES: tuple[Rule, ...] = (
 )
 MAX_EVIDENCE = 8
 
-
 def _rule_name(rule: Rule) -> str:
     return getattr(rule, "__name__", "rule").replace("_", "-")
-
 
 def rank(found: list[Cause]) -> list[Cause]:
     merged: dict[str, Cause] = {}
@@ -53,7 +51,6 @@ def rank(found: list[Cause]) -> list[Cause]:
     # Ties keep the rule order: memory first, as on phones it is the most common cause.
     return sorted(merged.values(), key=lambda c: -c.score)
 
-
 def order(ranked: list[Cause], generic_unknown: Callable[[], Cause]) -> list[Cause]:
     """Matched causes (LIKELY or more) first, then `unknown`, then weak hints (device facts, guesses).
 
@@ -66,7 +63,6 @@ def order(ranked: list[Cause], generic_unknown: Callable[[], Cause]) -> list[Cau
     if unknown is None and not matched:
         unknown = generic_unknown()
     return [*matched, *([unknown] if unknown is not None else []), *hints]
-
 
 def _unknown_fix(ev: Evidence) -> str:
     if ev.run is not None and ev.exit_code == 0:
@@ -81,7 +77,6 @@ def _unknown_fix(ev: Evidence) -> str:
         "nothing known matched; rerun under the doctor to capture the whole output and the exit status: "
         "`edgepilot doctor -- <command>` (add -v/--verbose to llama.cpp for its full log)"
     )
-
 
 def diagnose_evidence(ev: Evidence) -> Diagnosis:
     found: list[Cause] = []
@@ -103,7 +98,6 @@ def diagnose_evidence(ev: Evidence) -> Diagnosis:
         run=ev.run,
         plan=plan,
     )
-
 
 def diagnose(
     lines: list[str] | None = None,
