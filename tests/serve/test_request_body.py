@@ -12,6 +12,7 @@ from edgepilot.serve.request_body import (
     ChatRequest,
     CompletionRequest,
     InvalidRequest,
+    OverCap,
     decode_json,
 )
 
@@ -38,7 +39,11 @@ def test_a_full_chat_request():
             "stream": True,
             "stream_options": {"include_usage": True},
             "n": 1,
-            "tools": [{"unknown": True}],  # extras are ignored
+            "user": "u-1",  # harmless extras are ignored
+            "presence_penalty": 0.5,
+            "tool_choice": "auto",
+            "response_format": {"type": "text"},
+            "logprobs": False,
         }
     )
     assert [m.text() for m in req.messages] == ["be brief", "ab", ""]
@@ -145,3 +150,33 @@ def test_json_round_trip_of_a_lone_surrogate():
     body = decode_json(json.dumps({"prompt": "\ud800"}).encode())
     with pytest.raises(InvalidRequest, match=r"prompt: .*\\ud800"):
         CompletionRequest.parse(body)
+
+
+@pytest.mark.parametrize(
+    ("extra", "field"),
+    [
+        ({"n": 3}, "n"),
+        ({"tools": [{"type": "function", "function": {"name": "f"}}]}, "tools"),
+        ({"tool_choice": "required"}, "tool_choice"),
+        ({"functions": [{"name": "f"}]}, "functions"),
+        ({"response_format": {"type": "json_object"}}, "response_format"),
+        ({"response_format": {"type": "json_schema", "json_schema": {"schema": {}}}}, "response_format"),
+        ({"logprobs": True}, "logprobs"),
+        ({"top_logprobs": 2}, "top_logprobs"),
+        ({"logit_bias": {"50256": -100}}, "logit_bias"),
+        ({"grammar": 'root ::= "a"'}, "grammar"),
+        ({"json_schema": {"type": "object"}}, "json_schema"),
+    ],
+)
+def test_fields_that_would_change_the_answer_are_refused_by_name(extra, field):
+    for parse, base in ((ChatRequest.parse, {"messages": CHAT}), (CompletionRequest.parse, {"prompt": "x"})):
+        with pytest.raises(InvalidRequest) as refused:
+            parse({**base, **extra})
+        assert str(refused.value).split(":")[0] == field, refused.value
+
+
+def test_the_message_cap_is_checked_before_the_messages_are_read():
+    many = [5] * 2001  # not even messages: the count alone refuses them
+    with pytest.raises(OverCap, match=r"2001 messages.*at most 256 .*--max-messages"):
+        ChatRequest.parse({"messages": many}, max_messages=256)
+    assert len(ChatRequest.parse({"messages": CHAT * 256}, max_messages=256).messages) == 256

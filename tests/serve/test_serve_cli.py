@@ -66,3 +66,19 @@ def test_the_psi_limit_default_is_the_planners():
     from edgepilot.plan.budget import PRESSURE_PSI
 
     assert SHOWN == PRESSURE_PSI
+
+
+def test_the_cost_caps_are_bounded(smollm_path):
+    _one_line_error(_run(str(smollm_path), "--port", "0", "--max-messages", "0"), "--max-messages")
+    _one_line_error(_run(str(smollm_path), "--port", "0", "--max-prompt-chars", "-1"), "--max-prompt-chars")
+    _one_line_error(_run(str(smollm_path), "--port", "0", "--max-prompt-tokens", "-5"), "--max-prompt-tokens")
+    proc = _run(str(smollm_path), "--port", "0", "--max-prompt-tokens", "64", "--engine", "tools")
+    _one_line_error(proc, "--max-prompt-tokens", "in-process engine")
+
+
+def test_the_caps_are_shown_with_their_defaults():
+    proc = subprocess.run(edgepilot("serve", "--help"), capture_output=True, text=True, timeout=60)
+    text = " ".join(proc.stdout.split())
+    for flag in ("--max-messages", "--max-prompt-chars", "--max-prompt-tokens"):
+        assert flag in text
+    assert "[default: 256]" in text

@@ -80,6 +80,19 @@ def _engine_kind(engine: str | None) -> str:
 @click.option("--max-queue", default=8, show_default=True, help="Requests that may wait while one generates")
 @click.option("--max-tokens", default=512, show_default=True, help="Upper bound on a request's max_tokens")
 @click.option("--max-body", default="1MiB", show_default=True, help="Largest request body accepted")
+@click.option("--max-messages", default=256, show_default=True, help="Most messages in one chat request")
+@click.option(
+    "--max-prompt-chars",
+    default=0,
+    show_default=True,
+    help="Most characters of prompt in one request (0: 32 per token of the context)",
+)
+@click.option(
+    "--max-prompt-tokens",
+    default=0,
+    show_default=True,
+    help="Most prompt tokens processed for one request (0: the context; older chat turns are dropped to fit)",
+)
 @click.option(
     "--psi-limit", default=PRESSURE_PSI, show_default=True, help="Memory PSI avg10 % pausing new requests"
 )
@@ -112,6 +125,9 @@ def serve(
     max_queue: int,
     max_tokens: int,
     max_body: str,
+    max_messages: int,
+    max_prompt_chars: int,
+    max_prompt_tokens: int,
     psi_limit: float,
     min_available: str | None,
     force: bool,
@@ -133,6 +149,8 @@ def serve(
     from edgepilot.serve.config import ServeConfig, key_file_warning, read_api_key
 
     flags.check_range("--psi-limit", psi_limit, 0.0, 100.0)  # NaN too; ServeConfig checks the rest
+    flags.check_range("--max-prompt-chars", max_prompt_chars, 0, 1 << 30)
+    flags.check_range("--max-prompt-tokens", max_prompt_tokens, 0, 1 << 30)
     from edgepilot.engine.rpc_args import parse_rpc, parse_tensor_split
     from edgepilot.serve.server import NativeEngine
     from edgepilot.serve.server import serve as run_server
@@ -154,6 +172,9 @@ def serve(
         max_queue=max_queue,
         max_tokens=max_tokens,
         max_body_bytes=parse_size(max_body),
+        max_messages=max_messages,
+        max_prompt_chars=max_prompt_chars or None,
+        max_prompt_tokens=max_prompt_tokens or None,
         psi_limit=psi_limit,
         min_available_bytes=parse_size(min_available) if min_available is not None else None,
         watch_root=Path(watch_root),

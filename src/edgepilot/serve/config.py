@@ -31,6 +31,10 @@ class ServeConfig:
     max_queue: int = 8  # requests that may wait while one generates; more get 503
     max_tokens: int = 512  # a request's max_tokens is clamped to this (and to what the context holds)
     max_body_bytes: int = 1 * MIB
+    # Per-request cost caps, checked before a request may queue for the engine (serve/admission.py):
+    max_messages: int = 256
+    max_prompt_chars: int | None = None  # None: 32 characters per token of the planned context
+    max_prompt_tokens: int | None = None  # None: the context (older turns are dropped to fit)
     psi_limit: float = PRESSURE_PSI  # memory PSI "some" avg10 (%) from which new requests get 503
     min_available_bytes: int | None = None  # None: 5 % of RAM, between 128 and 512 MiB
     retry_after: int = 5  # seconds, sent with every 503
@@ -53,6 +57,12 @@ class ServeConfig:
             raise UserError("--max-queue must be 0 or more")
         if self.max_tokens < 1:
             raise UserError("--max-tokens must be at least 1")
+        if not 1 <= self.max_messages <= 1 << 20:
+            raise UserError("--max-messages must be between 1 and 1048576")
+        if self.max_prompt_chars is not None and not 1 <= self.max_prompt_chars <= 1 << 30:
+            raise UserError("--max-prompt-chars must be between 1 and 1073741824 (0: derived from --ctx)")
+        if self.max_prompt_tokens is not None and not 1 <= self.max_prompt_tokens <= 1 << 30:
+            raise UserError("--max-prompt-tokens must be between 1 and 1073741824 (0: the context)")
         if self.max_body_bytes < 1024:
             raise UserError("--max-body must be at least 1KiB")
         if self.psi_limit <= 0:

@@ -1,8 +1,9 @@
 """The front: the only thing on the network. A small ASGI app (on uvicorn) in the supervisor process.
 
-It checks the API key (constant-time), the Host header (DNS rebinding), the content type and body size;
-turns requests away with 503 + Retry-After under memory pressure, while the worker is (re)starting, or when
-the queue is full; runs one generation at a time (FIFO) and relays it from the worker's private socket.
+It checks the API key (constant-time), the Host header (DNS rebinding), the content type and body size,
+then the body itself and its cost caps (serve/admission.py, the same for both workers); turns requests away
+with 503 + Retry-After under memory pressure, while the worker is (re)starting, or when the queue is full;
+runs one generation at a time (FIFO) and relays it from the worker's private socket.
 If the worker dies mid-request the client gets a 503 (or, once a stream has begun, an error event): never a
 hang, never silence. Plain ASGI rather than a framework, so a finally always releases the queue slot.
 """
@@ -19,9 +20,11 @@ from typing import Any
 
 from edgepilot.device.process import rss_bytes
 from edgepilot.serve import proxy, status_page
+from edgepilot.serve.admission import Caps, admit, derived_max_chars
 from edgepilot.serve.config import ServeConfig, is_loopback
+from edgepilot.serve.request_body import InvalidRequest
 from edgepilot.serve.state import FAILED, STARTING, STOPPING, ServerState
-from edgepilot.serve.wire import error_body, sse
+from edgepilot.serve.wire import error_body, sse, worker_error
 
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -70,8 +73,14 @@ class Front:
         socket_path: str,
         log: Callable[[str], None],
         predicted_peak_bytes: int | None = None,
+        n_ctx: int = 4096,  # the planned context, from which the character cap is derived
     ) -> None:
         self.config, self.state, self.socket_path, self.log = config, state, socket_path, log
+        self.caps = Caps(
+            max_messages=config.max_messages,
+            max_chars=config.max_prompt_chars or derived_max_chars(n_ctx),
+            max_tokens=config.max_tokens,
+        )
         self.key = config.api_key.encode("utf-8") if config.api_key else None
         self.predicted_peak_bytes = predicted_peak_bytes
         # On loopback the Host header must name this machine (DNS rebinding); on a network address the key
@@ -185,6 +194,10 @@ class Front:
             return await self.error(send, 413, f"request body over the limit of {limit} bytes (--max-body)")
         except ClientGone:
             return 499
+        try:  # before it may queue: a malformed or over-cap body never waits for the engine
+            body = admit(path, body, self.caps)
+        except InvalidRequest as exc:
+            return await self.error(send, 400, str(exc), code=exc.code)
         s = self.state
         why = self.unavailable()
         if why is not None:
@@ -243,6 +256,8 @@ class Front:
             if not streaming:
                 note = upstream.header(b"x-edgepilot-note")  # the worker trimmed the conversation to fit
                 extra = [(b"x-edgepilot-note", note)] if note else None
+                if upstream.status >= 400:
+                    payload, ctype = worker_error(upstream.status, payload), b"application/json"
                 return await self.reply(send, upstream.status, payload, ctype, extra)
             await send(
                 {
@@ -305,6 +320,8 @@ class Front:
             engine=(info or {}).get("stats"),
             max_queue=self.config.max_queue,
             max_tokens=self.config.max_tokens,
+            max_messages=self.caps.max_messages,
+            max_prompt_chars=self.caps.max_chars,
             worker_rss_bytes=rss,
             worker_peak_rss_bytes=hwm,
             predicted_peak_bytes=self.predicted_peak_bytes,

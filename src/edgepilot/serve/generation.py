@@ -16,12 +16,13 @@ from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from edgepilot.engine.conversation import TRANSCRIPT_STOP, ConversationTooLong, answer_room, fit_conversation
+from edgepilot.engine.conversation import TRANSCRIPT_STOP, ConversationTooLong, answer_room
 from edgepilot.engine.inprocess import LlamaEngine
 from edgepilot.engine.sampling import SamplerSettings
 from edgepilot.engine.session import KVSession
 from edgepilot.engine.stops import StopMatcher
 from edgepilot.errors import UserError
+from edgepilot.serve.prompt_fit import fit_within, message_overhead
 from edgepilot.serve.protocol import Outcome, finish_reason
 
 _DONE = object()
@@ -37,6 +38,12 @@ class ContextFull(PromptRefused):
     """The prompt does not fit the context the server was started with."""
 
     code = "context_length_exceeded"
+
+
+class OverTokenCap(PromptRefused):
+    """A completion prompt over the server's --max-prompt-tokens."""
+
+    code = "request_too_large"
 
 
 class EmptyPrompt(PromptRefused):
@@ -89,11 +96,17 @@ def _r(x: float | None) -> float | None:
 
 class Generator:
     def __init__(
-        self, engine: LlamaEngine, on_phase: Callable[[str], None] | None = None, cache_reuse: bool = True
+        self,
+        engine: LlamaEngine,
+        on_phase: Callable[[str], None] | None = None,
+        cache_reuse: bool = True,
+        max_prompt_tokens: int | None = None,
     ) -> None:
         self.engine = engine
         self.on_phase = on_phase  # re-pins between prompt and generation (tuned profile), or None
         self.n_ctx = engine.load.n_ctx
+        self.max_prompt_tokens = max_prompt_tokens  # None: the context
+        self._overhead: int | None = None  # the chat template's tokens per message, measured once
         self.stats = EngineStats()
         # The last request's tokens stay in the KV cache: the next request processes only what differs
         # from them (a chat client resends the whole history each turn).
@@ -108,6 +121,12 @@ class Generator:
         would overflow the context loses its oldest turns after the system message (with a note)."""
         if job.messages is None:
             tokens = self.engine.tokenize(job.prompt)
+            cap = self.max_prompt_tokens
+            if cap is not None and cap < self.n_ctx and len(tokens) > cap:  # past the context: ContextFull
+                raise OverTokenCap(
+                    f"the prompt has {len(tokens)} tokens; this server takes at most {cap} in one request "
+                    "(--max-prompt-tokens)"
+                )
             if not tokens:  # "": like llama-server, generate from the start of a document
                 bos = self.engine.bos_token()
                 if bos is None:
@@ -116,10 +135,13 @@ class Generator:
                     )
                 tokens = [bos]
             return tokens, list(job.stops), False, []
+        room = answer_room(job.max_tokens, self.n_ctx)
+        cap = self.max_prompt_tokens
+        n_ctx = self.n_ctx if cap is None else min(self.n_ctx, cap + room)
+        if self._overhead is None:
+            self._overhead = message_overhead(self.engine)
         try:
-            r = fit_conversation(
-                self.engine, job.messages, self.n_ctx, answer_room(job.max_tokens, self.n_ctx)
-            )
+            r = fit_within(self.engine, job.messages, n_ctx, room, self._overhead)
         except ConversationTooLong as exc:
             raise ContextFull(str(exc)) from None
         if r.templated:

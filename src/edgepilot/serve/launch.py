@@ -28,6 +28,7 @@ class Launch(WorkerLaunch):
     """edgepilot's own worker (the in-process engine in a child process)."""
 
     cache_reuse: bool = True
+    max_prompt_tokens: int | None = None  # None: the context
     python: str = field(default_factory=lambda: sys.executable)
 
     def argv(self, settings: EngineSettings) -> list[str]:
@@ -45,4 +46,6 @@ class Launch(WorkerLaunch):
             args.append("--verbose")
         if not self.cache_reuse:
             args.append("--no-cache-reuse")
+        if self.max_prompt_tokens:
+            args += ["--max-prompt-tokens", str(self.max_prompt_tokens)]
         return args

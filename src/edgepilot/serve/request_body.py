@@ -1,9 +1,11 @@
 """The OpenAI request bodies the worker accepts, parsed and checked by hand (no pydantic: it needs Rust to
 build, which Termux's pip cannot do).
 
-Only what edgepilot honours is read; other fields clients commonly send (tools, logprobs, penalties...) are
-ignored, except `n` > 1, which is refused rather than silently answered once. Types are JSON's own: a number
-where a number is expected (an integral float such as 5.0 counts as an integer), a boolean where a boolean is.
+Only what edgepilot honours is read. A field that would change what the answer means if it were ignored
+(`n` > 1, tools, a response format, logprobs, logit_bias, grammars...) is refused, naming it; others clients
+commonly send (user, penalties, metadata...) are ignored (UNHONOURED below lists the refused ones). Types
+are JSON's own: a number where a number is expected (an integral float such as 5.0 counts as an integer), a
+boolean where a boolean is.
 Every problem is one InvalidRequest naming the field, e.g. "messages.0.role: ...", which the worker answers
 with a 400.
 """
@@ -11,6 +13,7 @@ with a 400.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +25,14 @@ MAX_TOP_K = 2**31 - 1  # llama_sampler_init_top_k takes an int32_t
 
 class InvalidRequest(ValueError):
     """A request body that does not follow the OpenAI format as edgepilot serves it."""
+
+    code: str | None = None
+
+
+class OverCap(InvalidRequest):
+    """A well-formed request over one of the server's per-request cost caps (messages, characters)."""
+
+    code = "request_too_large"
 
 
 def _fail(where: str, message: str) -> InvalidRequest:
@@ -123,6 +134,40 @@ def _kind(value: object) -> str:
     }.get(type(value), "null")
 
 
+# -- fields edgepilot does not honour -----------------------------------------------------------------------
+def _set(value: object) -> bool:
+    return value not in (None, False, 0, "", [], {})
+
+
+UNHONOURED: dict[str, tuple[Callable[[object], bool], str]] = {
+    # field: (when it is refused, why)
+    "tools": (_set, "tool calls are not supported: the model answers in text only"),
+    "tool_choice": (lambda v: v not in (None, "none", "auto"), "tool calls are not supported"),
+    "functions": (_set, "function calls are not supported: the model answers in text only"),
+    "function_call": (lambda v: v not in (None, "none", "auto"), "function calls are not supported"),
+    "response_format": (
+        lambda v: v is not None and v != {"type": "text"},
+        'only {"type": "text"} is supported (no JSON mode, no schema)',
+    ),
+    "logprobs": (_set, "log probabilities are not supported"),
+    "top_logprobs": (_set, "log probabilities are not supported"),
+    "logit_bias": (_set, "logit_bias is not supported"),
+    "echo": (_set, "echo is not supported"),
+    "suffix": (_set, "suffix (fill in the middle) is not supported"),
+    "best_of": (lambda v: v not in (None, 1), "best_of > 1 is not supported: one generation at a time"),
+    "grammar": (_set, "grammars are not supported"),
+    "json_schema": (_set, "JSON schemas are not supported"),
+    "n_probs": (_set, "token probabilities are not supported"),
+}
+
+
+def refuse_unhonoured(body: dict[str, Any]) -> None:
+    """InvalidRequest naming the first field whose meaning edgepilot would silently drop."""
+    for key, (refused, why) in UNHONOURED.items():
+        if key in body and refused(body[key]):
+            raise _fail(key, why)
+
+
 # -- the requests --------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Message:
@@ -191,6 +236,7 @@ class Sampling:
         n = _integer(body, "n", low=1)
         if n is not None and n != 1:
             raise _fail("n", "n > 1 is not supported: one generation at a time on this device")
+        refuse_unhonoured(body)
         stop = _strings(body, "stop")
         stops = [stop] if isinstance(stop, str) else stop or []
         if len(stops) > MAX_STOPS:
@@ -220,13 +266,18 @@ class ChatRequest(Sampling):
     max_completion_tokens: int | None = None
 
     @classmethod
-    def parse(cls, body: object) -> ChatRequest:
+    def parse(cls, body: object, max_messages: int | None = None) -> ChatRequest:
         body = _object(body, "the request body")
         messages = body.get("messages")
         if not isinstance(messages, list):
             raise _fail("messages", "expected a list of messages" if "messages" in body else "required")
         if not messages:
             raise _fail("messages", "give at least one message")
+        if max_messages is not None and len(messages) > max_messages:  # before reading any of them
+            raise OverCap(
+                f"messages: {len(messages)} messages; this server takes at most {max_messages} in one "
+                "request (--max-messages)"
+            )
         return cls(
             messages=[Message.parse(m, f"messages.{i}") for i, m in enumerate(messages)],
             max_completion_tokens=_integer(body, "max_completion_tokens"),

@@ -258,7 +258,9 @@ class Supervisor:
                 **common, rpc=native.rpc, tensor_split=native.tensor_split, cache_reuse=native.cache_reuse
             )
         else:
-            launch = Launch(**common, cache_reuse=config.cache_reuse)
+            launch = Launch(
+                **common, cache_reuse=config.cache_reuse, max_prompt_tokens=config.max_prompt_tokens
+            )
         watchdog = Watchdog(
             launch,
             plan.settings,
@@ -269,7 +271,9 @@ class Supervisor:
             root=config.watch_root,
         )
         watch = self.memory_watch()
-        front = Front(config, self.state, socket_path, self.log, plan.predicted_peak_bytes)
+        front = Front(
+            config, self.state, socket_path, self.log, plan.predicted_peak_bytes, n_ctx=plan.settings.n_ctx
+        )
         self.server = uvicorn.Server(front_config(front))
         previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
         try:
@@ -319,6 +323,11 @@ def serve(
     config.validate()
     engine = None
     if native is not None:
+        if config.max_prompt_tokens is not None:
+            raise UserError(
+                "--max-prompt-tokens is for the in-process engine: llama-server's prompt is bounded by its "
+                "context (--ctx)"
+            )
         find_tool("llama-server")  # one clear line now, not a worker that cannot start
         engine = choose_engine("tools")
     plan = prepare(model, requested, budget_bytes, force, rpc=bool(native and native.rpc), engine=engine)

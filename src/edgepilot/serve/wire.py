@@ -13,3 +13,23 @@ def error_body(message: str, kind: str = "invalid_request_error", code: str | No
 def sse(obj: Any) -> bytes:
     """One server-sent event carrying a JSON object, as OpenAI streams them."""
     return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
+
+
+# llama-server's own error types, as OpenAI's codes (the in-process worker's errors are already in this shape)
+NATIVE_CODES = {"exceed_context_size_error": "context_length_exceeded"}
+
+
+def worker_error(status: int, payload: bytes) -> bytes:
+    """A worker's error reply in the one shape both engines answer with: OpenAI's {"error": {message, type,
+    param, code}}. llama-server's differs (an integer code, its own types and extra keys)."""
+    kind = "invalid_request_error" if status < 500 else "server_error"
+    try:
+        error = json.loads(payload)["error"]
+        message = error["message"]
+    except (ValueError, KeyError, TypeError):
+        text = payload.decode("utf-8", errors="replace").strip()[:500]
+        return json.dumps(error_body(text or f"the model server answered {status}", kind)).encode()
+    native = error.get("type")
+    code = error.get("code")
+    code = NATIVE_CODES.get(native) if isinstance(native, str) and native in NATIVE_CODES else code
+    return json.dumps(error_body(str(message), kind, code if isinstance(code, str) else None)).encode()

@@ -180,6 +180,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--parent", type=int, default=0)
     ap.add_argument("--verbose", action="store_true")
     ap.add_argument("--no-cache-reuse", action="store_true")
+    ap.add_argument("--max-prompt-tokens", type=int, default=0, help="0: the context")
     return ap.parse_args(argv)
 
 
@@ -219,8 +220,10 @@ def main(argv: list[str] | None = None) -> int:
         "load_seconds": round(engine.load.seconds, 3),
         "max_tokens": args.max_tokens,
         "cache_reuse": not args.no_cache_reuse,
+        "max_prompt_tokens": args.max_prompt_tokens or engine.load.n_ctx,
     }
-    gen = Generator(engine, on_phase, cache_reuse=not args.no_cache_reuse)
+    cap = args.max_prompt_tokens or None
+    gen = Generator(engine, on_phase, cache_reuse=not args.no_cache_reuse, max_prompt_tokens=cap)
     app = create_app(gen, args.model_name, args.max_tokens, info)
 
     import uvicorn
