@@ -65,9 +65,11 @@ def test_a_silent_child_gets_progress_lines(monkeypatch):
     seen = []
     code = "import time; b = bytearray(64 << 20); time.sleep(2)"
     ran = supervise([PY, "-c", code], progress=seen.append)
-    assert ran.record.exit_code == 0 and 2 <= len(seen) <= 5
+    assert ran.record.exit_code == 0 and len(seen) >= 2  # one per 0.5 s of silence (more on a busy machine)
+    assert [p.elapsed_seconds for p in seen] == sorted(p.elapsed_seconds for p in seen)
     last = seen[-1]
-    assert last.elapsed_seconds >= 1 and last.rss_bytes >= 64 << 20 and last.page_ins_per_second is not None
+    assert last.elapsed_seconds >= 1 and last.page_ins_per_second is not None
+    assert max(p.rss_bytes or 0 for p in seen) >= 64 << 20
     assert last.line().startswith("doctor: ") and "RSS" in last.line() and "page-ins/s" in last.line()
 
 

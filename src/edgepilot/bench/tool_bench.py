@@ -12,8 +12,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from edgepilot.bench.monitor import Recording, Sensors, cool_down
+from edgepilot.bench.request import BenchRequest, Progress, with_reading
 from edgepilot.bench.results import BenchRow
-from edgepilot.bench.runner import BenchRequest, Progress, with_reading
 from edgepilot.device.cpusets import cpu_mask
 from edgepilot.engine.llama_bench import BenchJob, LlamaBenchRecord, run_llama_bench
 from edgepilot.engine.native_tools import tool_version

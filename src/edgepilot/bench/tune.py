@@ -15,9 +15,9 @@ from edgepilot.bench.lab import EngineLab
 from edgepilot.bench.measure import LLAMA_BENCH_BATCH
 from edgepilot.bench.monitor import Sensors
 from edgepilot.bench.repack_trial import ROUNDS, RepackTrial, trial_repack
+from edgepilot.bench.request import Progress
 from edgepilot.bench.results import BenchReport, BenchRow
 from edgepilot.bench.roofline import bytes_per_token, measure_bandwidth, roofline_fraction
-from edgepilot.bench.runner import Progress
 from edgepilot.bench.search import Search, SearchConfig, Trial, ubatch_candidates
 from edgepilot.bench.store import save_report
 from edgepilot.bench.tool_lab import ToolLab

@@ -102,7 +102,15 @@ class Evidence:
     def plan(self) -> PlanCheck | None:
         from edgepilot.doctor.plan_check import check_plan
 
-        return check_plan(self)
+        return check_plan(
+            self.model_local,
+            self.validation is None or self.validation.ok,
+            self.requested,
+            self.budget_bytes,
+            self.root,
+            self.run is not None and bool(self.run.memory_limit_bytes),
+            self.checked,
+        )
 
 
 def read_log(path: Path | str) -> list[str]:

@@ -5,37 +5,44 @@ Consulted only when a memory rule needs numbers and the model is readable.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from edgepilot.doctor.types import PlanCheck
 
 if TYPE_CHECKING:
-    from edgepilot.doctor.evidence import Evidence
+    from edgepilot.plan.requested import RequestedSettings
 
 
-def check_plan(ev: Evidence) -> PlanCheck | None:
-    if ev.model_local is None:
-        ev.checked.append("memory plan: skipped (no readable model)")
+def check_plan(
+    model: str | None,
+    model_ok: bool,
+    requested: RequestedSettings,
+    budget_bytes: int | None,
+    root: Path | str | None,
+    under_limit: bool,
+    checked: list[str],
+) -> PlanCheck | None:
+    """The plan for the settings that ran; what was done goes to `checked` (the evidence's list).
+    model_ok: False when validation found problems. under_limit: the run had a --memory-limit."""
+    if model is None:
+        checked.append("memory plan: skipped (no readable model)")
         return None
-    if ev.validation is not None and not ev.validation.ok:
-        ev.checked.append("memory plan: skipped (the model file has problems)")
+    if not model_ok:
+        checked.append("memory plan: skipped (the model file has problems)")
         return None
     from edgepilot.plan.fit import fit_model  # reads the model and the device: only when a rule needs it
 
-    requested = ev.requested
-    root = ev.root if ev.root is not None else "/"
     try:
-        fit = fit_model(ev.model_local, requested=requested, budget_bytes=ev.budget_bytes, root=root)
+        fit = fit_model(model, requested=requested, budget_bytes=budget_bytes, root=root or "/")
     except Exception as exc:  # the planner's own errors must not stop the diagnosis
-        ev.checked.append(f"memory plan: failed ({type(exc).__name__}: {exc})")
+        checked.append(f"memory plan: failed ({type(exc).__name__}: {exc})")
         return None
-    ev.checked.append(f"memory plan: ctx {fit.settings.n_ctx} {'fits' if fit.fits else 'does not fit'}")
+    checked.append(f"memory plan: ctx {fit.settings.n_ctx} {'fits' if fit.fits else 'does not fit'}")
     return PlanCheck(
         fits=fit.fits,
         budget_bytes=fit.budget_bytes,
-        budget_source="the --memory-limit"
-        if ev.run is not None and ev.run.memory_limit_bytes
-        else fit.budget.source,
+        budget_source="the --memory-limit" if under_limit else fit.budget.source,
         n_ctx=fit.settings.n_ctx,
         peak_rss_bytes=fit.memory.peak_rss_bytes,
         weights_bytes=fit.memory.weights_bytes,

@@ -7,8 +7,10 @@ import os
 from pathlib import Path
 
 from edgepilot.errors import UserError
+from edgepilot.model.model_path import check_model_path
 from edgepilot.safe_write import write_text
-from edgepilot.untrusted import failure, open_regular
+
+__all__ = ["BUNDLED_NAME", "bundled_model_path", "cache_dir", "check_model_path", "resolve_model"]
 
 BUNDLED_NAME = "gemma-3-270m-q4_k_m.gguf"
 
@@ -16,30 +18,6 @@ BUNDLED_NAME = "gemma-3-270m-q4_k_m.gguf"
 def cache_dir() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "edgepilot"
-
-
-def check_model_path(arg: str | os.PathLike[str]) -> Path:
-    """A path that exists, is a file, is readable and starts with the GGUF magic; else a UserError."""
-    path = Path(arg).expanduser()
-    if not path.exists():  # a name from the model store (`edgepilot pull`): owner/repo:file, a file name
-        from edgepilot.model.stored import find_in_store
-
-        path = find_in_store(str(arg)) or path
-    try:
-        with open_regular(path) as f:  # a FIFO or a device would block or never end
-            magic = f.read(4)
-    except OSError as exc:
-        raise failure(exc, "model file", path) from None
-    if magic != b"GGUF":
-        if len(magic) < 4:
-            raise UserError(
-                f"{path} is not a GGUF model: the file is {len(magic)} bytes long (empty or truncated)"
-            )
-        raise UserError(
-            f"{path} is not a GGUF model (it starts with {magic!r}, not b'GGUF'); "
-            "llama.cpp only loads .gguf files — convert it with llama.cpp's convert_hf_to_gguf.py"
-        )
-    return path
 
 
 def _stamp(path: Path) -> str:
@@ -79,6 +57,6 @@ def bundled_model_path() -> Path:
 def resolve_model(arg: str | os.PathLike[str] | None) -> Path:
     """The model a tool is about to load (`run`, `serve`, `bench`, `tune`): a UserError unless the
     verdict every tool shares lets it load (no truncation, damaged header or zero-filled tail)."""
-    from edgepilot.model.verdict import model_verdict  # verdict imports this module
+    from edgepilot.model.verdict import model_verdict  # verdict reads the file: only when resolving
 
     return model_verdict(bundled_model_path() if arg is None else arg, "load").require().path

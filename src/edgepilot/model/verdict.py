@@ -19,7 +19,7 @@ from edgepilot.model.arch import arch_params
 from edgepilot.model.gguf_header import read_header
 from edgepilot.model.gguf_records import GGUFHeader, Problem
 from edgepilot.model.gguf_validate import Validation, validate_gguf
-from edgepilot.model.resolve import check_model_path
+from edgepilot.model.model_path import check_model_path
 
 Purpose = Literal["inspect", "plan", "load"]
 PURPOSES: tuple[str, ...] = ("inspect", "plan", "load")

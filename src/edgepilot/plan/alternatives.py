@@ -14,7 +14,7 @@ from edgepilot.plan.settings import EngineSettings
 from edgepilot.plan.types import Alternative
 
 if TYPE_CHECKING:
-    from edgepilot.plan.fit import Planner
+    from edgepilot.plan.planner import Planner
 
 MAX_QUANT_OPTIONS = 2
 MIB = 1 << 20

@@ -17,7 +17,7 @@ from edgepilot.plan.requested import RequestedSettings
 from edgepilot.plan.settings import UNQUANTIZED_KV, EngineSettings
 
 if TYPE_CHECKING:
-    from edgepilot.plan.fit import Planner
+    from edgepilot.plan.planner import Planner
 
 MIN_USEFUL_CTX = 512
 QUANTIZED_KV = "q8_0"  # the KV type to fall back to: half of f16, hardly any quality loss
