@@ -171,6 +171,11 @@ def plan_cluster(model: str, helpers: list[Helper], n_ctx: int = 2048, kv: str =
         "the main device keeps the input layer (token embeddings, memory-mapped) and runs the sampling",
         "rpc-server has no authentication: keep helpers on 127.0.0.1 and reach them over SSH tunnels",
     ]
+    idle = [s.name for s in shares if s.n_layers == 0]
+    if idle:  # named: each is still in --rpc, where llama.cpp connects to it
+        notes.insert(
+            0, f"no layers for {', '.join(idle)}: the others hold the model; leave them out of --rpc"
+        )
     if not fits:
         notes.insert(0, "does not fit: the helpers' budgets together cannot hold the model at this context")
     return ClusterPlan(str(path), n_layer, n_ctx, fits, split, shares, helper_cmds, main, ours, notes)
