@@ -1,6 +1,6 @@
 """`cluster plan`'s input is checked before planning (issue 25): hostile budgets, a host with a ','
 (llama.cpp's --rpc separator), a HOST:PORT given twice and more helpers than layers are one line and exit 2;
-a helper left without layers gets a zero share and is named; a snapshot archive is a ROOT, as the help says."""
+a helper left without layers gets a zero share and is named; a snapshot archive is a ROOT."""
 
 from __future__ import annotations
 
