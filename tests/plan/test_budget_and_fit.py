@@ -128,7 +128,7 @@ def test_fit_cli_table(smollm_path):
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["fit", "{model}", "--budget", "lots"], "cannot read size"),
+        (["fit", "{model}", "--budget", "lots"], "cannot read --budget"),
         (["fit", "{model}", "--kv", "q9"], "unknown KV cache type"),
         (["fit", "/nonexistent.gguf"], "model file not found"),
         (["fit", "{model}", "--root", "/nonexistent-root"], "no such file or directory"),

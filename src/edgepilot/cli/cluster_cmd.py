@@ -80,7 +80,8 @@ def render_plan(plan: Any, out: Console) -> None:
     "helpers",
     multiple=True,
     required=True,
-    help="HOST:PORT=BUDGET or HOST:PORT=ROOT (probe root / snapshot); in --rpc order",
+    help="HOST:PORT=BUDGET or HOST:PORT=ROOT (a device tree or snapshot .tar.gz of that helper); in --rpc "
+    "order",
 )
 @click.option("--ctx", default=2048, show_default=True, help="Context size")
 @click.option("--kv", default="f16", show_default=True, help="KV cache type")

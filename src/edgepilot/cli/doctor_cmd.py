@@ -124,8 +124,8 @@ def doctor(
     as_json: bool,
 ) -> None:
     """Say why a run failed: from a saved log, or by running the command (`doctor -- CMD ARGS...`)."""
+    from edgepilot.cli.flags import size_or_none
     from edgepilot.doctor.diagnose import diagnose
-    from edgepilot.plan.budget import parse_size
 
     command = list(command)
     if command and log is not None:
@@ -141,7 +141,7 @@ def doctor(
             "nothing to diagnose: give --log FILE (- for stdin), --exit-code N, --model FILE, "
             "or a command to run after --, e.g. `edgepilot doctor -- llama-cli -m model.gguf`"
         )
-    limit = parse_size(memory_limit) if memory_limit is not None else None
+    limit = size_or_none(memory_limit, "--memory-limit")
     _check_model(model, root)
     if not command:
         lines = _read_log(log) if log is not None else None

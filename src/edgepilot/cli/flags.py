@@ -29,10 +29,14 @@ def _number(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else str(x)
 
 
-def size_or_none(text: str | None) -> int | None:
-    from edgepilot.plan.budget import parse_size
+MIN_BUDGET = 1 << 20  # no model loads in less; "0.1", "0.5B" or "1e-30GiB" is a slip, not a budget
 
-    return parse_size(text) if text is not None else None
+
+def size_or_none(text: str | None, what: str = "--budget", minimum: int = MIN_BUDGET) -> int | None:
+    """A size flag (by default --budget), bounded: one line and exit 2 for anything else."""
+    from edgepilot.sizes import parse_size
+
+    return parse_size(text, what=what, minimum=minimum) if text is not None else None
 
 
 # Each is a decorator that adds a fresh parameter to the command it decorates.

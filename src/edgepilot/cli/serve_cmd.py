@@ -145,8 +145,8 @@ def serve(
 ) -> None:
     """Serve the model with an OpenAI-compatible API that stays up and stays private."""
     from edgepilot.jsonable import to_jsonable
-    from edgepilot.plan.budget import parse_size
     from edgepilot.serve.config import ServeConfig, key_file_warning, read_api_key
+    from edgepilot.sizes import GIB, KIB, parse_size
 
     flags.check_range("--psi-limit", psi_limit, 0.0, 100.0)  # NaN too; ServeConfig checks the rest
     flags.check_range("--max-prompt-chars", max_prompt_chars, 0, 1 << 30)
@@ -171,12 +171,12 @@ def serve(
         api_key=read_api_key(api_key, api_key_file),
         max_queue=max_queue,
         max_tokens=max_tokens,
-        max_body_bytes=parse_size(max_body),
+        max_body_bytes=parse_size(max_body, what="--max-body", minimum=KIB, maximum=GIB),
         max_messages=max_messages,
         max_prompt_chars=max_prompt_chars or None,
         max_prompt_tokens=max_prompt_tokens or None,
         psi_limit=psi_limit,
-        min_available_bytes=parse_size(min_available) if min_available is not None else None,
+        min_available_bytes=flags.size_or_none(min_available, "--min-available"),
         watch_root=Path(watch_root),
         cache_reuse=not no_cache_reuse,
         verbose=verbose,

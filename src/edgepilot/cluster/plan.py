@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from edgepilot.cluster.split import DeviceShare, helper_share, kv_per_layer, llama_split, tensors_by_layer
+from edgepilot.device.probe import is_archive
 from edgepilot.errors import UserError
-from edgepilot.plan.budget import compute_budget, parse_size
+from edgepilot.plan.budget import compute_budget
 from edgepilot.plan.fit import load_model_facts, read_device
+from edgepilot.sizes import MIB, parse_size, show_size
 
 DEFAULT_PORT = 50052
+MIN_BUDGET = MIB  # what the budget flags take at least: 0.1, 0.5B or 1e-30GiB is a slip, not a budget
+# a DNS name or IPv4 address, or an IPv6 address in brackets: never a ',' (llama.cpp's --rpc separator)
+_HOST = re.compile(r"[A-Za-z0-9._-]{1,253}|\[[0-9A-Fa-f:.%A-Za-z]{2,60}\]")
 
 
 @dataclass(frozen=True)
@@ -26,18 +32,55 @@ class Helper:
 
 
 def parse_helper(text: str) -> Helper:
-    """HOST:PORT=BUDGET (e.g. 192.168.1.20:50052=3GiB) or HOST:PORT=ROOT: a probe root or snapshot tree of
-    that device, whose budget is what `edgepilot fit --root ROOT` would plan under."""
+    """HOST:PORT=BUDGET (e.g. 192.168.1.20:50052=3GiB) or HOST:PORT=ROOT: a probe root (device tree or
+    snapshot archive) of that device, whose budget is what `edgepilot fit --root ROOT` would plan under."""
     where, sep, size = text.partition("=")
     host, colon, port = where.rpartition(":")
-    if not sep or not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
+    if not sep or not colon or not port.isdigit() or len(port) > 5 or not 0 < int(port) < 65536:
         raise UserError(
             f"--helper {text!r}: write HOST:PORT=BUDGET or HOST:PORT=ROOT, e.g. 127.0.0.1:50052=512MiB"
         )
-    if Path(size).is_dir():
-        device = read_device(size)
-        return Helper(host, int(port), compute_budget(device.memory, device.android, None).budget_bytes)
-    return Helper(host, int(port), parse_size(size))
+    if not _HOST.fullmatch(host):
+        # llama.cpp's --rpc is a comma-separated list: "a,b" would silently become two helpers
+        raise UserError(
+            f"--helper {text!r}: {host!r} is not a host name or address (letters, digits, '.', '-', '_'; "
+            "an IPv6 address in brackets)"
+        )
+    if "/" in size or is_archive(Path(size)) or Path(size).is_dir():
+        return Helper(host, int(port), _root_budget(text, size))
+    return Helper(host, int(port), parse_size(size, what=f"--helper {where} budget", minimum=MIN_BUDGET))
+
+
+def _root_budget(text: str, root: str) -> int:
+    try:
+        device = read_device(root)
+    except UserError as exc:
+        raise UserError(f"--helper {text!r}: {exc}") from None
+    if device.memory.available_bytes is None:
+        raise UserError(
+            f"--helper {text!r}: no usable memory figure in that device's /proc/meminfo; "
+            "give its budget instead, e.g. HOST:PORT=512MiB"
+        )
+    budget = compute_budget(device.memory, device.android, None).budget_bytes
+    if budget < MIN_BUDGET:
+        raise UserError(
+            f"--helper {text!r}: that device has {show_size(budget)} to lend, under {show_size(MIN_BUDGET)}"
+        )
+    return budget
+
+
+def check_helpers(helpers: list[Helper], n_layer: int) -> None:
+    """Each helper once, and no more helpers than layers to give them (the output layer counts)."""
+    seen: set[str] = set()
+    for h in helpers:
+        key = h.endpoint.lower()
+        if key in seen:
+            raise UserError(f"--helper {h.endpoint} is given twice: each rpc-server can hold one share")
+        seen.add(key)
+    if len(helpers) > n_layer + 1:
+        raise UserError(
+            f"{len(helpers)} helpers for {n_layer + 1} layers (output included): give at most {n_layer + 1}"
+        )
 
 
 @dataclass
@@ -80,6 +123,7 @@ def plan_cluster(model: str, helpers: list[Helper], n_ctx: int = 2048, kv: str =
         raise UserError("give at least one helper: --helper HOST:PORT=BUDGET")
     path, header, arch = load_model_facts(model)
     n_layer = arch.n_layer
+    check_helpers(helpers, n_layer)
     layers = tensors_by_layer(header, n_layer)
     kv_bytes = kv_per_layer(arch, n_ctx, kv, kv)
     budgets = [h.budget_bytes for h in helpers]
@@ -127,6 +171,11 @@ def plan_cluster(model: str, helpers: list[Helper], n_ctx: int = 2048, kv: str =
         "the main device keeps the input layer (token embeddings, memory-mapped) and runs the sampling",
         "rpc-server has no authentication: keep helpers on 127.0.0.1 and reach them over SSH tunnels",
     ]
+    idle = [s.name for s in shares if s.n_layers == 0]
+    if idle:  # named: each is still in --rpc, where llama.cpp connects to it
+        notes.insert(
+            0, f"no layers for {', '.join(idle)}: the others hold the model; leave them out of --rpc"
+        )
     if not fits:
         notes.insert(0, "does not fit: the helpers' budgets together cannot hold the model at this context")
     return ClusterPlan(str(path), n_layer, n_ctx, fits, split, shares, helper_cmds, main, ours, notes)

@@ -96,12 +96,14 @@ def kv_per_layer(arch: ArchParams, n_ctx: int, type_k: str, type_v: str) -> dict
 
 def llama_split(counts: list[int]) -> list[float]:
     """--tensor-split values that give each RPC device exactly `counts` layers: boundaries sit half a layer
-    before each cumulative count, so llama.cpp's float comparison cannot round a layer across."""
-    split = [float(c) for c in counts]
-    for j in range(len(split) - 1):
-        split[j] -= 0.5
-        split[j + 1] += 0.5
-    return split
+    before each cumulative count, so llama.cpp's float comparison cannot round a layer across. A device with
+    no layers gets 0 (a boundary at 0 comes before layer 0: llama.cpp takes the first share above it)."""
+    bounds, running = [], 0
+    for c in counts[:-1]:
+        running += c
+        bounds.append(max(running - 0.5, 0.0))
+    bounds.append(float(sum(counts)))
+    return [b - a for a, b in zip([0.0, *bounds[:-1]], bounds, strict=True)]
 
 
 def assign(split: list[float], n_layer: int, start: int = 0) -> list[int]:

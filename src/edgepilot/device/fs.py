@@ -212,10 +212,14 @@ def read_int(root: Path, path: str) -> tuple[int | None, str | None]:
     text, reason = read_text(root, path, VALUE_FILE)
     if text is None:
         return None, reason
-    try:
-        return int(text.strip().split()[0]), None
-    except (ValueError, IndexError):
-        return None, f"not a number ({text.strip()[:40]!r}): {device_path(path)}"
+    word = (text.split() or [""])[0]
+    digits = word[1:] if word[:1] in "+-" else word
+    # ASCII digits that fit the kernel's 64-bit integers: int() alone also reads "٣", "1_0" and 5000 digits
+    if digits.isascii() and digits.isdigit() and len(digits) <= 19:
+        value = int(word)
+        if -(1 << 63) <= value < 1 << 63:
+            return value, None
+    return None, f"not a number ({text.strip()[:40]!r}): {device_path(path)}"
 
 
 def _entries(root: Path, local: Path) -> list[str]:

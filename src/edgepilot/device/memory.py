@@ -13,9 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from edgepilot.device import fs
+from edgepilot.sizes import MAX_SIZE, read_count
 
-# cgroup v1 reports "no limit" as a huge page-aligned number (PAGE_COUNTER_MAX * page size).
-_UNLIMITED_V1 = 1 << 60
 MAX_CGROUP_DEPTH = 32  # systemd slices nest 4-6 deep; Android's per-app groups 3
 _OVERCOMMIT = {0: "heuristic", 1: "always", 2: "never (strict accounting)"}
 
@@ -50,8 +49,20 @@ class MemoryFacts:
     reasons: list[str] = field(default_factory=list)
 
 
+def _bytes(text: str, scale: int = 1) -> int | None:
+    """A byte count from a kernel file, or None: negative, huge (past MAX_SIZE, where float arithmetic
+    downstream overflows) and non-ASCII digits (int() reads Arabic-Indic ones) are no kernel's figures."""
+    if not (text.isascii() and text.isdigit() and len(text) <= 20):
+        return None
+    try:
+        return read_count(int(text) * scale, what="a memory figure", maximum=MAX_SIZE)
+    except ValueError:
+        return None
+
+
 def parse_meminfo(text: str) -> dict[str, int]:
-    """`MemTotal:  24684084 kB` -> {"MemTotal": 25276502016} (bytes)."""
+    """`MemTotal:  24684084 kB` -> {"MemTotal": 25276502016} (bytes). A value that is not a byte count
+    within MAX_SIZE is left out, as if the line were missing."""
     values: dict[str, int] = {}
     for line in text.splitlines():
         key, sep, rest = line.partition(":")
@@ -60,12 +71,10 @@ def parse_meminfo(text: str) -> dict[str, int]:
         parts = rest.split()
         if not parts:
             continue
-        try:
-            number = int(parts[0])
-        except ValueError:
-            continue
         unit = parts[1].lower() if len(parts) > 1 else ""
-        values[key.strip()] = number * 1024 if unit == "kb" else number
+        number = _bytes(parts[0], 1024 if unit == "kb" else 1)
+        if number is not None:
+            values[key.strip()] = number
     return values
 
 
@@ -75,9 +84,8 @@ def parse_swaps(text: str) -> list[Swap]:
         parts = line.split()
         if len(parts) < 4:
             continue
-        try:
-            size_kb, used_kb = int(parts[2]), int(parts[3])
-        except ValueError:
+        size, used = _bytes(parts[2], 1024), _bytes(parts[3], 1024)
+        if size is None or used is None:
             continue
         prio = None
         if len(parts) > 4:
@@ -85,7 +93,7 @@ def parse_swaps(text: str) -> list[Swap]:
                 prio = int(parts[4])
         path = parts[0].replace("\\040", " ")
         zram = "/zram" in path or path.startswith("zram")
-        swaps.append(Swap(path, parts[1], size_kb * 1024, used_kb * 1024, prio, zram))
+        swaps.append(Swap(path, parts[1], size, used, prio, zram))
     return swaps
 
 
@@ -99,7 +107,9 @@ def parse_psi(text: str) -> dict[str, float]:
         for item in parts[1:]:
             if item.startswith("avg10="):
                 with contextlib.suppress(ValueError):
-                    out[parts[0]] = float(item.split("=", 1)[1])
+                    share = float(item.split("=", 1)[1])
+                    if 0.0 <= share <= 100.0:  # a percentage; NaN and inf fail this too
+                        out[parts[0]] = share
     return out
 
 
@@ -197,18 +207,14 @@ def _cgroup(root: Path) -> tuple[int | None, int | None, str | None, str | None]
         if text is None:
             continue
         seen_any = True
-        value = text.strip()
-        if value == "max":
-            continue
-        try:
-            limit = int(value)
-        except ValueError:
-            continue
-        if limit >= _UNLIMITED_V1:
+        # "max" (v2), v1's "no limit" (PAGE_COUNTER_MAX * page size, about 2**63, past MAX_SIZE) and anything
+        # else that is not a byte count: no limit here
+        limit = _bytes(text.strip())
+        if limit is None:
             continue
         if best is None or limit < best[0]:
-            usage, _ = fs.read_int(root, usage_file)
-            best = (limit, usage, label)
+            usage_text, _ = fs.read_text(root, usage_file, fs.VALUE_FILE)
+            best = (limit, _bytes(usage_text.strip()) if usage_text else None, label)
     if best is not None:
         return best[0], best[1], best[2], None
     if not seen_any:

@@ -148,7 +148,10 @@ class _Parser:
         if vtype == STRING:
             return self.string(f"the value of '{key}'")
         if vtype == ARRAY:
-            return self.array(key, depth)
+            start, found = self.pos, self.array(key, depth)
+            if isinstance(found, SkippedValue):
+                found.span = (start, self.pos)  # a vocabulary: compared by its bytes (tokenizer identity)
+            return found
         self.h.add("bad-kv", f"key '{key}' has invalid GGUF type {vtype}")
         raise _Stop
 

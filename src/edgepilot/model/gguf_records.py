@@ -26,6 +26,8 @@ class SkippedValue:
 
     type: str  # "string" or "array[<item type>]"
     count: int  # characters of a string, items of an array
+    # where the value lies in the file, [start, end): enough to compare two files' values (tokenizers)
+    span: tuple[int, int] | None = field(default=None, metadata={"json": False})
 
 
 @dataclass

@@ -23,6 +23,7 @@ from edgepilot.datadir import data_dir
 from edgepilot.engine.choice import EngineInfo, choose_engine
 from edgepilot.errors import UserError
 from edgepilot.model.resolve import resolve_model
+from edgepilot.model.tokenizer_id import differences, tokenizer_digests
 from edgepilot.models import quality
 from edgepilot.models.quantize import bits_per_weight, describe_source
 from edgepilot.plan.requested import RequestedSettings
@@ -84,6 +85,22 @@ def _check_sizes(ctx: int, ppl_ctx: int, chunks: int, n_gen: int) -> None:
             raise UserError(f"{flag} {value}: out of range ({low} to {high})")
     if n_gen + 16 > ctx:
         raise UserError(f"--n-gen {n_gen} leaves no room for a prompt in --ctx {ctx}")
+
+
+def _check_tokenizers(paths: list[Path], ref_index: int) -> None:
+    """KL divergence compares distributions token id by token id: every file needs the reference's tokenizer
+    (a vocabulary of the same size is not enough; the token strings, merges and model must be the same)."""
+    try:
+        digests = [tokenizer_digests(p) for p in paths]
+    except OSError as exc:
+        raise UserError(f"cannot read a model's tokenizer: {exc.strerror or exc}") from None
+    for i, p in enumerate(paths):
+        differ = differences(digests[ref_index], digests[i])
+        if differ:
+            raise UserError(
+                f"{p.name} does not share the tokenizer of {paths[ref_index].name} ({', '.join(differ)} "
+                "differ): compare measures variants of one model"
+            )
 
 
 def _child(args: list[str], name: str, stdin: str | None = None) -> dict:
@@ -152,16 +169,18 @@ def compare_models(
 
         check_plot_target(plot)
     scratch = ensure_dir(data_dir(), what="data folder")  # before minutes of measuring
+    text_name, text = quality.read_text(text_file)
+    quality.check_text(text_name, text, ppl_ctx)  # before any model loads: an empty text is one line, fast
     paths = [resolve_model(f) for f in files]
     info = choose_engine(engine, tool="llama-perplexity")
     # without the binding, `edgepilot run` measures through llama-server: the plan is for its llama.cpp, and
     # its tokenizer cuts the prompt that fills the context
     runner = choose_engine("tools") if info.kind == "tools" else None
     server = Path(str(runner.path)) if runner else None
-    text_name, text = quality.read_text(text_file)
     kinds = [describe_source(p) for p in paths]
     bpw = [bits_per_weight(p) for p in paths]
     ref_index = max(range(len(paths)), key=lambda i: bpw[i])  # the first of equals
+    _check_tokenizers(paths, ref_index)
     order = [ref_index] + [i for i in range(len(paths)) if i != ref_index]
     requested = RequestedSettings(n_ctx=ctx, n_threads=threads)
     decisions = [decide(p, requested, engine=runner) for p in paths]

@@ -29,6 +29,9 @@ def measure(job: dict[str, Any]) -> dict[str, Any]:
     )
     with LlamaEngine(job["model"], qsettings) as engine:
         tokens = engine.tokenize(text)
+        add_bos = engine.bos_token() if tokens and tokens[0] == engine.bos_token() else None
+        # first: a text shorter than one chunk is refused here (it would never fill the context below)
+        pieces = quality.chunks(tokens, ppl_ctx, job["max_chunks"], add_bos)
         # the prompt for the memory run: text that fills its context, less the tokens it will generate
         fill = list(tokens)
         while len(fill) < job["fill_tokens"]:
@@ -36,8 +39,6 @@ def measure(job: dict[str, Any]) -> dict[str, Any]:
         out["fill_prompt"] = b"".join(engine.piece(t) for t in fill[1 : job["fill_tokens"]]).decode(
             "utf-8", errors="ignore"
         )
-        add_bos = engine.bos_token() if tokens and tokens[0] == engine.bos_token() else None
-        pieces = quality.chunks(tokens, ppl_ctx, job["max_chunks"], add_bos)
         first = quality.first_scored(ppl_ctx)
         per_chunk = ppl_ctx - 1 - first
         n_vocab = engine.load.n_vocab

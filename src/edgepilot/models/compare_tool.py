@@ -61,6 +61,19 @@ def parse_kl(text: str) -> dict[str, Any]:
     }
 
 
+ERROR_LINE = re.compile(r"^[\d.]*\s*E\s+(.+)$", re.MULTILINE)  # llama.cpp's log: "0.00.360.694 E what"
+
+
+def _parsed(parse: Any, text: str, name: str) -> dict[str, Any]:
+    """parse(text), or an EngineError with llama-perplexity's own error lines: it exits 0 when it refuses a
+    text shorter than two chunks ("you need at least 512 tokens ... tokenizes to only 61 tokens")."""
+    try:
+        return parse(text)
+    except ValueError as exc:
+        said = [m.strip() for m in ERROR_LINE.findall(text)][-2:]
+        raise EngineError(f"llama-perplexity on {name}: {'; '.join(said) or exc}") from None
+
+
 def _perplexity(tool: Path, argv: list[str], name: str) -> str:
     try:
         done = subprocess.run(
@@ -111,11 +124,12 @@ def measure(tool: Path, server_tool: Path, job: dict[str, Any], text_file: Path)
     common += ["-t", str(job["threads"]), "-ngl", "0"]
     if job["write_reference"]:
         argv = [*common, "-f", str(text_file), "--chunks", str(job["max_chunks"])]
-        out = parse_base(_perplexity(tool, [*argv, "--kl-divergence-base", job["reference_logprobs"]], name))
+        said = _perplexity(tool, [*argv, "--kl-divergence-base", job["reference_logprobs"]], name)
+        out = _parsed(parse_base, said, name)
         out.update(kl_mean=0.0, kl_max=0.0, same_top=1.0)  # against itself, as in-process reports it
     else:
         argv = [*common, "--kl-divergence-base", job["reference_logprobs"], "--kl-divergence"]
-        out = parse_kl(_perplexity(tool, argv, name))
+        out = _parsed(parse_kl, _perplexity(tool, argv, name), name)
     out["n_scored"] = out.pop("chunks") * (ppl_ctx - 1 - quality.first_scored(ppl_ctx))
     settings = EngineSettings(n_ctx=256, n_batch=256, n_ubatch=256, n_threads=job["threads"])
     with ServerEngine(Path(job["model"]), settings, tool=server_tool) as server:

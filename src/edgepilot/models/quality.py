@@ -39,6 +39,19 @@ def read_text(path: str | None) -> tuple[str, str]:
         raise UserError(f"text file {path} is not UTF-8 text") from None
 
 
+def check_text(name: str, text: str, n_ctx: int) -> None:
+    """Refuse, before any model loads, a text that cannot fill one chunk of n_ctx tokens: a token covers at
+    least one byte, and BOS, EOS and SentencePiece's leading space add at most 3."""
+    if not text.strip():
+        raise UserError(f"text file {name} has no text; perplexity needs at least {n_ctx} tokens (--ppl-ctx)")
+    n_bytes = len(text.encode("utf-8", errors="surrogatepass"))
+    if n_bytes + 3 < n_ctx:
+        raise UserError(
+            f"text file {name} has {n_bytes} bytes, fewer than the {n_ctx} tokens of one chunk (--ppl-ctx): "
+            "use a longer --text or a smaller --ppl-ctx"
+        )
+
+
 def chunks(tokens: list[int], n_ctx: int, max_chunks: int, bos: int | None) -> list[list[int]]:
     """Whole chunks of n_ctx tokens (the tail that does not fill one is dropped, as llama-perplexity does)."""
     n = min(len(tokens) // n_ctx, max_chunks)

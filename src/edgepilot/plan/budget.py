@@ -38,7 +38,8 @@ def compute_budget(memory: MemoryFacts, android: AndroidFacts | None, override: 
     source = "MemAvailable"
     if available is None:
         raise UserError(
-            "cannot tell how much memory is available (/proc/meminfo unreadable); give one with --budget SIZE"
+            "cannot tell how much memory is available (no usable figure in /proc/meminfo); "
+            "give one with --budget SIZE"
         )
     if memory.available_estimated:
         source = "MemFree + page cache (no MemAvailable)"
