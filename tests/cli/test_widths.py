@@ -310,7 +310,8 @@ def test_serve_started(fit_plans):
     plan = fit_plans[0]
     started = ServeStarted(
         "http://127.0.0.1:8080/", "http://127.0.0.1:8080/v1", "127.0.0.1", 8080, str(plan.model),
-        Path(plan.model).name, plan.settings, plan.memory.peak_rss_bytes, plan.budget_bytes, False, 1, 2, False,
+        Path(plan.model).name, plan.settings, plan.memory.peak_rss_bytes, plan.budget_bytes,
+        False, 1, 2, False,
         ["the worker restarts by itself after a crash or an out-of-memory kill"],
     )  # fmt: skip
     each_width(render_started, started, [mib(plan.memory.peak_rss_bytes), mib(plan.budget_bytes)])
