@@ -263,6 +263,6 @@ def render_profile(view: ProfileView, out: Console) -> None:
         ("measured", f"tg {p.gen_tps:.1f}, pp {p.prompt_tps:.1f} t/s"),
     ):
         say(out, f"  {label}: {value}")
-    say(out, f"file: {view.path}", style="dim")
+    print_command(out, "file:", [view.path], style="dim")  # a long path on its own line, never cut
     out.print("--no-profile leaves it out", style="dim")
     out.print("tune --forget removes it", style="dim")
