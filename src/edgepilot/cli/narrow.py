@@ -133,17 +133,18 @@ def print_records(
     cols = [columns[i] for i in keep]
     cells = [[row[i] for i in keep] for row in cells]
     if not (stack_when_narrow and is_narrow(out)):
-        for compact in (False, True):
-            table = _table(cols, cells, styles, title, compact)
-            if table is not None and _needed(table, cols, cells) <= out.width:
+        # roomiest first: boxed with headers on one line, boxed with headers wrapped at spaces, compact
+        for compact, whole in ((False, True), (False, False), (True, False)):
+            table = _table(cols, cells, styles, title, compact, whole)
+            if _needed(table, cols, cells, whole) <= out.width:
                 out.print(table)
                 return
     _stacked(out, cols, cells, styles, title)
 
 
-def _widths(col: Column, column_cells: list[Text]) -> tuple[int, int]:
-    """(width a numeric column takes, floor of a text column)."""
-    longest_word = max((len(w) for w in col.header.split()), default=1)
+def _widths(col: Column, column_cells: list[Text], whole: bool) -> tuple[int, int]:
+    """(width a numeric column takes, floor of a text column); whole: the header on one line."""
+    longest_word = len(col.header) if whole else max((len(w) for w in col.header.split()), default=1)
     widest = max((c.cell_len for c in column_cells), default=0)
     if col.numeric:
         return max(widest, longest_word), 0
@@ -151,7 +152,12 @@ def _widths(col: Column, column_cells: list[Text]) -> tuple[int, int]:
 
 
 def _table(
-    cols: list[Column], cells: list[list[Text]], styles: list[str | None], title: str | None, compact: bool
+    cols: list[Column],
+    cells: list[list[Text]],
+    styles: list[str | None],
+    title: str | None,
+    compact: bool,
+    whole: bool,
 ) -> Table:
     from rich import box
     from rich.table import Table
@@ -161,7 +167,7 @@ def _table(
     else:
         table = Table(title=title, title_justify="left")
     for i, col in enumerate(cols):
-        fixed, floor = _widths(col, [row[i] for row in cells])
+        fixed, floor = _widths(col, [row[i] for row in cells], whole)
         if col.numeric:
             justify = "left" if col.decorative else "right"
             table.add_column(col.header, justify=justify, width=fixed, overflow="fold", style=col.style)
@@ -172,11 +178,11 @@ def _table(
     return table
 
 
-def _needed(table: Table, cols: list[Column], cells: list[list[Text]]) -> int:
+def _needed(table: Table, cols: list[Column], cells: list[list[Text]], whole: bool) -> int:
     """The narrowest the table renders in without cutting a number (text columns at their floor)."""
     total = table._extra_width  # borders and separators (rich has no public measure for this)
     for i, col in enumerate(cols):
-        fixed, floor = _widths(col, [row[i] for row in cells])
+        fixed, floor = _widths(col, [row[i] for row in cells], whole)
         total += (fixed or floor) + table._get_padding_width(i)
     return total
 
