@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import shlex
 from typing import TYPE_CHECKING
 
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
 from edgepilot.cli.format import human_bytes
@@ -33,7 +31,9 @@ def _plot(points: list, title: str, out: Console) -> None:
     series = sweep_series(points)
     if not worth_plotting(series):
         return
-    width = max(60, min(out.width, 110))
+    if out.width < 40:
+        return  # the table says it all; a plot this narrow does not
+    width = min(out.width, 110)
     text = terminal_plot(series, title, width=width, color=out.is_terminal)
     if text:
         out.print(Text.from_ansi(text))
@@ -66,6 +66,7 @@ def _roofline_line(
 def render_bench(report: BenchReport, out: Console) -> None:
     from edgepilot.bench.formats import md_cell, md_columns
     from edgepilot.bench.runner import sweep_points
+    from edgepilot.cli.narrow import Column, print_records, say
 
     rows = report.rows
     # model, size, params and backend are the same on every row: they go in the title
@@ -78,20 +79,25 @@ def render_bench(report: BenchReport, out: Console) -> None:
     if any(r.roofline is not None for r in rows):
         extra.append("roofline")
     head = " · ".join(md_cell(rows[0], c) for c in ("model", "size", "params", "backend")) if rows else ""
-    table = Table(title=f"{report.model.name} ({head})\n{report.device.description}", title_justify="left")
-    for c in cols + extra:
-        table.add_column(c, justify="left" if c in ("cores", "test") else "right")
+    cols = ["test", *(c for c in cols if c != "test")]  # the test names a record when they are stacked
+    columns = [Column(c, numeric=c not in ("cores", "test")) for c in cols + extra]
+    cells = []
     for r in rows:
-        cells = [md_cell(r, c) for c in cols]
+        cells.append([md_cell(r, c) for c in cols])
         for c in extra:
             if c == "°C max":
-                cells.append(_num(r.temp_max_c))
+                cells[-1].append(_num(r.temp_max_c))
             elif c == "J/token":
-                cells.append(_num(r.joules_per_token, "{:.3f}"))
+                cells[-1].append(_num(r.joules_per_token, "{:.3f}"))
             else:
-                cells.append(_num(r.roofline * 100 if r.roofline is not None else None, "{:.0f}%"))
-        table.add_row(*cells, style="yellow" if r.throttled else None)
-    out.print(table)
+                cells[-1].append(_num(r.roofline * 100 if r.roofline is not None else None, "{:.0f}%"))
+    print_records(
+        out,
+        columns,
+        cells,
+        title=f"{report.model.name} ({head})\n{report.device.description}",
+        row_styles=["yellow" if r.throttled else None for r in rows],
+    )
     tg_rows = [r for r in rows if r.kind == "tg"]
     best_tg = max(tg_rows, key=lambda r: r.avg_ts) if tg_rows else None
     line = _roofline_line(
@@ -101,32 +107,39 @@ def render_bench(report: BenchReport, out: Console) -> None:
         best_tg.roofline if best_tg else None,
     )
     if line:
-        out.print(line, style="dim", soft_wrap=True)
+        say(out, line, style="dim")
     for r in rows:
         for note in r.notes:
-            out.print(f"{r.test} t{r.n_threads}: {note}", style="yellow", soft_wrap=True)
+            say(out, f"{r.test} t{r.n_threads}: {note}", style="yellow")
     for w in report.warnings:
-        out.print(f"warning: {w}", style="yellow", soft_wrap=True)
+        say(out, f"warning: {w}", style="yellow")
     if report.sensors:
-        out.print("no temperature/power figures: " + "; ".join(report.sensors), style="dim", soft_wrap=True)
+        say(out, "no temperature/power figures: " + "; ".join(report.sensors), style="dim")
     _plot(sweep_points(report), report.model.name, out)
     saved = f"saved as run #{report.run_id} in {report.db_path}" if report.run_id else "not saved"
     png = f" · plot: {report.plot_png}" if report.plot_png else ""
     engine = _engine_line(report.engine)
-    out.print(f"{saved} · {report.seconds:.0f} s{engine}{png}", style="dim", soft_wrap=True, markup=False)
+    say(out, f"{saved} · {report.seconds:.0f} s{engine}{png}", style="dim")
 
 
 def render_history(h: History, out: Console) -> None:
+    from edgepilot.cli.narrow import Column, print_records, say
+
     if not h.entries:
         where = f" for {h.model}" if h.model else ""
-        out.print(
-            f"no results{where} on this device yet ({h.db_path}); run `edgepilot bench` or `edgepilot tune`"
+        say(
+            out,
+            f"no results{where} on this device yet ({h.db_path}); run `edgepilot bench` or `edgepilot tune`",
         )
         if h.other_devices:
             out.print(f"({h.other_devices} run(s) from other devices are stored)", style="dim")
         return
-    out.print(f"[bold]history[/] · {h.device.description}", soft_wrap=True)
+    out.print(Text.assemble(("history", "bold"), f" · {h.device.description}"))
     right = ("threads", "ub", "fa", "t/s", "Δ prev", "best")
+    columns = [
+        Column(c, numeric=c in right)
+        for c in ("test", "threads", "cores", "ub", "fa", "t/s", "Δ prev", "best")
+    ]
     by_run: dict[int, list] = {}
     for e in h.entries:
         by_run.setdefault(e.run_id, []).append(e)
@@ -134,40 +147,37 @@ def render_history(h: History, out: Console) -> None:
         first = entries[0]
         when = first.started.replace("T", " ").rstrip("Z")
         title = f"run {run_id} · {first.kind} · {first.model_name} · {when}"
-        table = Table(title=title, title_justify="left")
-        for c in ("test", "threads", "cores", "ub", "fa", "t/s", "Δ prev", "best"):
-            table.add_column(c, justify="right" if c in right else "left")
-        for e in entries:
-            change = "-" if e.change is None else f"{e.change:+.1%}"
-            table.add_row(
+        cells = [
+            [
                 e.test,
                 str(e.n_threads),
                 e.cores or "-",
                 str(e.n_ubatch),
                 str(int(e.flash_attn)),
                 f"{e.avg_ts:.2f} ± {e.stddev_ts:.2f}",
-                change,
+                "-" if e.change is None else f"{e.change:+.1%}",
                 f"{e.best_ts:.2f}",
-                style="red" if e.change is not None and e.change < -0.05 else None,
-            )
-        out.print(table)
-    out.print(
+            ]
+            for e in entries
+        ]
+        styles = ["red" if e.change is not None and e.change < -0.05 else None for e in entries]
+        print_records(out, columns, cells, title=title, row_styles=styles)
+    say(
+        out,
         f"{h.runs} run(s) on this device in {h.db_path} "
         "(Δ prev: against the same test with the same settings the time before)",
         style="dim",
-        soft_wrap=True,
     )
 
 
 def render_tune(r: TuneReport, out: Console) -> None:
     from edgepilot.bench.tune import sweep_points
+    from edgepilot.cli.narrow import Column, print_command, print_records, say
 
-    table = Table(title=f"tune · {r.model.name} · {r.device.description}", title_justify="left")
-    for c in ("#", "phase", "test", "threads", "cores", "ub", "fa", "t/s", ""):
-        table.add_column(c, justify="right" if c in ("#", "threads", "ub", "t/s") else "left")
-    for i, t in enumerate(r.trials, 1):
-        mark = "1 rep: clearly slower" if t.rejected else ""
-        table.add_row(
+    heads = ("#", "phase", "test", "threads", "cores", "ub", "fa", "t/s", "")
+    columns = [Column(c, numeric=c in ("#", "threads", "ub", "fa", "t/s")) for c in heads]
+    cells = [
+        [
             str(i),
             t.phase,
             t.test,
@@ -176,57 +186,59 @@ def render_tune(r: TuneReport, out: Console) -> None:
             str(t.n_ubatch),
             str(int(t.flash_attn)),
             f"{t.ts:.2f}",
-            mark,
-            style="dim" if t.rejected else None,
-        )
-    out.print(table)
+            "1 rep: clearly slower" if t.rejected else "",
+        ]
+        for i, t in enumerate(r.trials, 1)
+    ]
+    styles = ["dim" if t.rejected else None for t in r.trials]
+    print_records(
+        out, columns, cells, title=f"tune · {r.model.name} · {r.device.description}", row_styles=styles
+    )
     _plot(sweep_points(r), r.model.name, out)
     g, p = r.gen, r.prompt
     fa = "on" if g["flash_attn"] else "off"
     out.print(
-        f"[bold]generation[/] {_threads(g['n_threads'])} on CPUs {g['cores']}, flash attention {fa} → "
-        f"{g['tg_ts']:.2f} t/s",
-        soft_wrap=True,
+        Text.assemble(
+            ("generation", "bold"),
+            f" {_threads(g['n_threads'])} on CPUs {g['cores']}, flash attention {fa} → {g['tg_ts']:.2f} t/s",
+        )
     )
     cores = f" on CPUs {p['cores']}" if p["cores"] != g["cores"] else ""
     out.print(
-        f"[bold]prompt[/]     {_threads(p['n_threads'])}{cores}, ubatch {p['n_ubatch']} → "
-        f"{p['pp_ts']:.2f} t/s",
-        soft_wrap=True,
+        Text.assemble(
+            ("prompt", "bold"),
+            f"     {_threads(p['n_threads'])}{cores}, ubatch {p['n_ubatch']} → {p['pp_ts']:.2f} t/s",
+        )
     )
     if r.speedup_vs_default:
-        out.print(
-            f"vs all cores ({r.core_sets[-1]}): {r.speedup_vs_default:.2f}× generation speed", soft_wrap=True
-        )
+        say(out, f"vs all cores ({r.core_sets[-1]}): {r.speedup_vs_default:.2f}× generation speed")
     line = _roofline_line(r.bandwidth_gbs, r.bytes_per_token, g["tg_ts"], r.roofline)
     if line:
-        out.print(line, style="dim", soft_wrap=True)
+        say(out, line, style="dim")
     for note in r.notes:
-        out.print(note, style="dim", soft_wrap=True)
+        say(out, note, style="dim")
     if r.llama_cpp_args:
-        out.print("llama.cpp:", shlex.join(r.llama_cpp_args), style="cyan", soft_wrap=True, markup=False)
+        print_command(out, "llama.cpp:", r.llama_cpp_args)
     if r.profile_path:
-        edgepilot = shlex.join(["edgepilot", "run", r.model.path])
-        out.print(f"edgepilot: {edgepilot}  (run and serve pick the profile up)", style="cyan", markup=False)
-    out.print(
+        print_command(out, "edgepilot:", ["edgepilot", "run", r.model.path])
+        say(out, "(run and serve pick the profile up)", style="dim")
+    say(
+        out,
         f"{len(r.trials)} settings, {r.measurements} measurements, "
         f"{r.loads} model load{'' if r.loads == 1 else 's'} in {r.seconds:.0f} s{_engine_line(r.engine)}",
         style="dim",
-        soft_wrap=True,
-        markup=False,
     )
     if r.profile_path:
-        out.print(
-            f"profile saved: {r.profile_path} (`edgepilot run` uses it when you give no --threads)",
-            soft_wrap=True,
-        )
+        say(out, f"profile saved: {r.profile_path} (`edgepilot run` uses it when you give no --threads)")
     if r.plot_png:
-        out.print(f"plot: {r.plot_png}", style="dim")
+        say(out, f"plot: {r.plot_png}", style="dim")
 
 
 def render_profile(view: ProfileView, out: Console) -> None:
     """`tune --show` / `--forget`: short lines that read on a 40-column screen."""
     from pathlib import Path
+
+    from edgepilot.cli.narrow import print_command, say
 
     p = view.profile
     name = Path(view.model).name
@@ -237,7 +249,7 @@ def render_profile(view: ProfileView, out: Console) -> None:
         return
     if p is None:
         out.print(f"no tuned profile for {name} on this device", markup=False)
-        out.print(f"make one: edgepilot tune {shlex.quote(view.model)}", style="dim", markup=False)
+        print_command(out, "make one:", ["edgepilot", "tune", view.model], style="dim")
         return
     out.print(f"tuned profile of {p.created[:10]}", markup=False)
     cpus = ",".join(str(c) for c in p.cpus)
@@ -250,7 +262,7 @@ def render_profile(view: ProfileView, out: Console) -> None:
         ("weight repacking", "on" if p.repack else "off"),
         ("measured", f"tg {p.gen_tps:.1f}, pp {p.prompt_tps:.1f} t/s"),
     ):
-        out.print(f"  {label}: {value}", markup=False, soft_wrap=True)
-    out.print(f"file: {view.path}", style="dim", markup=False, soft_wrap=True)
+        say(out, f"  {label}: {value}")
+    print_command(out, "file:", [view.path], style="dim")  # a long path on its own line, never cut
     out.print("--no-profile leaves it out", style="dim")
     out.print("tune --forget removes it", style="dim")

@@ -51,28 +51,30 @@ def cmake_progress() -> Iterator:
 
 
 def render_build(result: BuildResult, out: Console) -> None:
+    import shlex
+
+    from rich.text import Text
+
+    from edgepilot.cli.narrow import print_command, say
+
+    target = Text(str(result.target), style="bold")
     if not result.built:
         state = "up to date" if result.cached else "not built yet"
-        out.print(f"[bold]{result.target}[/] tools ({state}), the build would run:")
+        out.print(Text.assemble(target, f" tools ({state}), the build would run:"))
     elif result.cached:
-        out.print(f"[bold]{result.target}[/] tools up to date in {result.bin_dir}")
+        out.print(Text.assemble(target, f" tools up to date in {result.bin_dir}"))
     else:
-        out.print(f"[bold]{result.target}[/] tools built in {result.seconds:.0f} s into {result.bin_dir}")
+        out.print(Text.assemble(target, f" tools built in {result.seconds:.0f} s into {result.bin_dir}"))
     for reason in result.reasons:
-        out.print(f"  · {reason}", style="dim", soft_wrap=True)
+        say(out, f"  · {reason}", style="dim")
     if result.smoke:
-        out.print(f"  llama-completion --version: {result.smoke}", soft_wrap=True)
+        say(out, f"  llama-completion --version: {result.smoke}")
     out.print("Equivalent cmake lines:", style="bold")
     for line in result.cmake_lines:
-        out.print(line, soft_wrap=True, markup=False)
+        print_command(out, "", shlex.split(line), style="")
     if result.env:
-        out.print(
-            "Run a tool with: "
-            + " ".join(f"{k}={v}" for k, v in result.env.items())
-            + " qemu-aarch64-static TOOL",
-            soft_wrap=True,
-            markup=False,
-        )
+        env = [f"{k}={v}" for k, v in result.env.items()]
+        print_command(out, "Run a tool with:", [*env, "qemu-aarch64-static", "TOOL"], style="")
 
 
 @app.command()

@@ -44,33 +44,47 @@ def cluster() -> None:
 
 
 def render_plan(plan: Any, out: Console) -> None:
-    from edgepilot.cluster.plan import as_lines
+    from rich.text import Text
+
+    from edgepilot.cli.narrow import Column, print_command, print_records, say
 
     verdict = "fits" if plan.fits else "DOES NOT FIT"
     out.print(
-        f"[bold]cluster plan[/] {Path(plan.model).name} · {plan.n_layer} layers + output · ctx {plan.n_ctx}"
-        f" · {verdict}",
-        soft_wrap=True,
-    )
-    for s in plan.helpers:
-        budget = mib(s.budget_bytes) if s.budget_bytes is not None else "?"
-        out.print(
-            f"  {s.name}: layers {s.first_layer}-{s.end_layer - 1} ({s.n_layers})"
-            f" · weights {mib(s.weights_bytes)}"
-            f" · KV {mib(s.kv_bytes)} · predicted peak {mib(s.predicted_peak_bytes)} of {budget}"
-            + ("" if s.fits else "  OVER BUDGET"),
-            markup=False,
-            soft_wrap=True,
+        Text.assemble(
+            ("cluster plan", "bold"),
+            f" {Path(plan.model).name} · {plan.n_layer} layers + output · ctx {plan.n_ctx} · {verdict}",
         )
-    out.print("on each helper:", style="dim")
-    lines = as_lines(plan)
-    for line in lines[:-2]:
-        out.print(f"  {line}", markup=False, soft_wrap=True)
-    out.print("on the main device (llama.cpp's server, or the same behind edgepilot's front):", style="dim")
-    for line in lines[-2:]:
-        out.print(f"  {line}", markup=False, soft_wrap=True)
+    )
+    columns = [
+        Column("device"),
+        Column("layers", numeric=True),
+        Column("weights", numeric=True),
+        Column("KV", numeric=True),
+        Column("predicted peak", numeric=True),
+        Column("budget", numeric=True),
+        Column("fits"),
+    ]
+    rows = [
+        [
+            s.name,
+            f"{s.first_layer}-{s.end_layer - 1} ({s.n_layers})",
+            mib(s.weights_bytes),
+            mib(s.kv_bytes),
+            mib(s.predicted_peak_bytes),
+            mib(s.budget_bytes) if s.budget_bytes is not None else "?",
+            "yes" if s.fits else "OVER BUDGET",
+        ]
+        for s in plan.helpers
+    ]
+    print_records(out, columns, rows)
+    say(out, "on each helper:", style="dim")
+    for cmd in plan.helper_commands:
+        print_command(out, "", cmd, style="")
+    say(out, "on the main device (llama.cpp's server, or the same behind edgepilot's front):", style="dim")
+    for cmd in (plan.main_command, plan.edgepilot_command):
+        print_command(out, "", cmd, style="")
     for note in plan.notes:
-        out.print(f"note: {note}", style="dim", markup=False, soft_wrap=True)
+        say(out, f"note: {note}", style="dim")
 
 
 @cluster.command("plan")

@@ -41,25 +41,29 @@ def _check_model(model: str | None, root: Path) -> None:
 
 
 def render_diagnosis(d: Diagnosis, out: Console) -> None:
+    from rich.text import Text
+
+    from edgepilot.cli.narrow import say
+
     run = d.run
     if run is not None:
         how = f"killed by {run.signal_name}" if run.signal else f"exit status {run.exit_code}"
         limit = f" of a {mib(run.memory_limit_bytes)} limit" if run.memory_limit_bytes else ""
+        shown = " ".join(run.command[:3]) + (" …" if len(run.command) > 3 else "")
         out.print(
-            f"[bold]doctor:[/] {' '.join(run.command[:3])}{' …' if len(run.command) > 3 else ''}: {how} "
-            f"after "
-            f"{run.wall_seconds:.1f} s · peak RSS {mib(run.peak_rss_bytes)}{limit}",
-            soft_wrap=True,
+            Text.assemble(
+                ("doctor:", "bold"),
+                f" {shown}: {how} after {run.wall_seconds:.1f} s · peak RSS {mib(run.peak_rss_bytes)}{limit}",
+            )
         )
     for i, c in enumerate(d.causes, 1):
+        out.print(Text.assemble(f"{i}. ", (c.id, "bold"), f" — {c.title}"))
         if i > DETAILED:
-            out.print(f"{i}. [bold]{c.id}[/] — {c.title}", soft_wrap=True, markup=True)
             continue
-        out.print(f"{i}. [bold]{c.id}[/] — {c.title}", soft_wrap=True)
         label = "checked" if c.id == "unknown" else "evidence"
         for line in c.evidence:
-            out.print(f"   {label}: {line}", markup=False, soft_wrap=True)
-        out.print(f"   fix: {c.fix}", markup=False, soft_wrap=True, style="bold")
+            say(out, f"   {label}: {line}")
+        say(out, f"   fix: {c.fix}", style="bold")
 
 
 def report_engine_failure(
@@ -151,6 +155,7 @@ def doctor(
     from edgepilot.doctor.supervise import Progress, supervise
 
     sink_out = sys.stderr.buffer if as_json else sys.stdout.buffer
+
     def show(progress: Progress) -> None:
         sys.stderr.write(progress.line() + "\n")
         sys.stderr.flush()

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import shlex
 from typing import TYPE_CHECKING
 
 from edgepilot.cli.format import mib
@@ -22,16 +21,19 @@ def _bar(part: int, whole: int) -> str:
 
 
 def render_fit(plan: FitResult, out: Console) -> None:
-    from rich.markup import escape
-    from rich.table import Table
+    from rich.text import Text
+
+    from edgepilot.cli.narrow import Column, print_command, print_items, print_records, say
 
     m, s = plan.memory, plan.settings
-    verdict = "[green]fits[/]" if plan.fits else "[red]does not fit[/]"
-    out.print(f"[bold]{escape(str(plan.model))}[/]")
+    verdict = Text("fits", style="green") if plan.fits else Text("does not fit", style="red")
+    out.print(Text(str(plan.model), style="bold"))
     out.print(
-        f"{verdict}: predicted peak {mib(m.peak_rss_bytes)} of a {mib(plan.budget_bytes)} budget "
-        f"({escape(plan.budget.source)}, {mib(plan.budget.margin_bytes)} kept free)",
-        soft_wrap=True,
+        Text.assemble(
+            verdict,
+            f": predicted peak {mib(m.peak_rss_bytes)} of a {mib(plan.budget_bytes)} budget "
+            f"({plan.budget.source}, {mib(plan.budget.margin_bytes)} kept free)",
+        )
     )
     weights_kind = "mapped file pages" if s.use_mmap else "anonymous copy (--no-mmap)"
     rows = [
@@ -42,46 +44,60 @@ def render_fit(plan: FitResult, out: Console) -> None:
         ("output", m.output_bytes, "logits row"),
         ("runtime", m.runtime_bytes, "interpreter, llama.cpp, vocabulary"),
     ]
-    table = Table(show_edge=False, pad_edge=False)
-    table.add_column("what")
-    table.add_column("MiB", justify="right")
-    table.add_column("share of peak")
-    table.add_column("note", style="dim")
-    for name, size, note in rows:
-        table.add_row(name, f"{size / 2**20:.1f}", _bar(size, m.peak_rss_bytes), note)
-    table.add_row(
-        "[bold]peak (RSS)[/]",
-        f"[bold]{m.peak_rss_bytes / 2**20:.1f}[/]",
-        "",
-        "what lmkd / the OOM killer see",
+    columns = [
+        Column("what"),
+        Column("MiB", numeric=True),
+        Column("share of peak", numeric=True, decorative=True),
+        Column("note", style="dim"),
+    ]
+    cells: list[list[str | Text]] = [
+        [name, f"{size / 2**20:.1f}", _bar(size, m.peak_rss_bytes), note] for name, size, note in rows
+    ]
+    cells.append(
+        [
+            Text("peak (RSS)", style="bold"),
+            Text(f"{m.peak_rss_bytes / 2**20:.1f}", style="bold"),
+            "",
+            "what lmkd / the OOM killer see",
+        ]
     )
-    table.add_row("reserved", f"{m.reserved_bytes / 2**20:.1f}", "", "sum of llama.cpp's buffers (virtual)")
-    out.print(table)
-    out.print(
-        f"settings: ctx {s.n_ctx} · batch {s.n_batch} · ubatch {s.n_ubatch} · kv {s.type_k}/{s.type_v} · "
-        f"flash attn {'on' if s.flash_attn else 'off'} · mmap {'on' if s.use_mmap else 'off'} · "
-        f"repack {'on' if s.repack else 'off'} · threads {s.n_threads}"
-        + (
-            f" (prompt {s.n_threads_batch})" if s.n_threads_batch and s.n_threads_batch != s.n_threads else ""
-        ),
-        soft_wrap=True,
+    cells.append(["reserved", f"{m.reserved_bytes / 2**20:.1f}", "", "sum of llama.cpp's buffers (virtual)"])
+    print_records(out, columns, cells, stack_when_narrow=False)
+    threads = f"threads {s.n_threads}" + (
+        f" (prompt {s.n_threads_batch})" if s.n_threads_batch and s.n_threads_batch != s.n_threads else ""
+    )
+    print_items(
+        out,
+        [
+            f"settings: ctx {s.n_ctx}",
+            f"batch {s.n_batch}",
+            f"ubatch {s.n_ubatch}",
+            f"kv {s.type_k}/{s.type_v}",
+            f"flash attn {'on' if s.flash_attn else 'off'}",
+            f"mmap {'on' if s.use_mmap else 'off'}",
+            f"repack {'on' if s.repack else 'off'}",
+            threads,
+        ],
     )
     if plan.engine is not None:
         e = plan.engine
         where = "in-process" if e.get("kind") == "inprocess" else "llama.cpp's programs"
-        out.print(f"engine: {where} · {e.get('version') or 'version unknown'}", soft_wrap=True, markup=False)
+        say(out, f"engine: {where} · {e.get('version') or 'version unknown'}")
     for trade in plan.trade_offs:
-        out.print(f"to fit: {trade}", style="yellow", soft_wrap=True, markup=False)
-    out.print(f"largest context that fits: {plan.max_ctx or 'none'}")
-    out.print("llama.cpp:", shlex.join(plan.llama_cpp_args), style="cyan", soft_wrap=True, markup=False)
-    out.print("edgepilot:", shlex.join(plan.edgepilot_args), style="cyan", soft_wrap=True, markup=False)
+        say(out, f"to fit: {trade}", style="yellow")
+    say(out, f"largest context that fits: {plan.max_ctx or 'none'}")
+    print_command(out, "llama.cpp:", plan.llama_cpp_args)
+    print_command(out, "edgepilot:", plan.edgepilot_args)
     if plan.alternatives:
-        alt = Table(title="alternatives", title_justify="left", show_edge=False)
-        alt.add_column("option")
-        alt.add_column("peak MiB", justify="right")
-        alt.add_column("fits")
-        for a in plan.alternatives:
-            alt.add_row(a.description, f"{a.peak_rss_bytes / 2**20:.0f}", "yes" if a.fits else "no")
-        out.print(alt)
+        print_records(
+            out,
+            [Column("option"), Column("peak MiB", numeric=True), Column("fits")],
+            [
+                [a.description, f"{a.peak_rss_bytes / 2**20:.0f}", "yes" if a.fits else "no"]
+                for a in plan.alternatives
+            ],
+            title="alternatives",
+            stack_when_narrow=False,
+        )
     for note in plan.notes:
-        out.print(f"note: {note}", style="dim", soft_wrap=True, markup=False)
+        say(out, f"note: {note}", style="dim")

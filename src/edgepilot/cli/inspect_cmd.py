@@ -19,9 +19,11 @@ if TYPE_CHECKING:
 def render(info: ModelInfo, out: Console) -> None:
     from rich.table import Table
 
+    from edgepilot.cli.narrow import Column, print_records, say
+
     facts = Table(show_header=False, box=None, pad_edge=False)
-    facts.add_column(style="bold")
-    facts.add_column()
+    facts.add_column(style="bold", no_wrap=True)
+    facts.add_column(overflow="fold")
     facts.add_row("file", f"{info.path} ({human_bytes(info.file_bytes)})")
     facts.add_row("name", info.name or "-")
     facts.add_row("architecture", info.architecture)
@@ -38,18 +40,18 @@ def render(info: ModelInfo, out: Console) -> None:
     facts.add_row("vocabulary", str(info.vocab_size or "?"))
     facts.add_row("chat template", "yes" if info.has_chat_template else "no")
     out.print(facts)
-    mix = Table(title="quantization mix", title_justify="left")
-    for col in ("type", "tensors", "params", "size", "share"):
-        mix.add_column(col, justify="left" if col == "type" else "right")
-    for q in info.quant_mix:
-        mix.add_row(
-            q.ggml_type,
-            str(q.tensors),
-            human_count(q.params),
-            human_bytes(q.bytes),
-            f"{q.share_of_bytes:.1%}",
-        )
-    out.print(mix)
+    columns = [
+        Column("type"),
+        Column("tensors", numeric=True),
+        Column("params", numeric=True),
+        Column("size", numeric=True),
+        Column("share", numeric=True),
+    ]
+    rows = [
+        [q.ggml_type, str(q.tensors), human_count(q.params), human_bytes(q.bytes), f"{q.share_of_bytes:.1%}"]
+        for q in info.quant_mix
+    ]
+    print_records(out, columns, rows, title="quantization mix")
     validation = info.validation
     if validation is not None:
         if getattr(validation, "ok", False):
@@ -58,7 +60,7 @@ def render(info: ModelInfo, out: Console) -> None:
             for problem in getattr(validation, "problems", []):
                 out.print(f"[red]problem[/] {problem.code}: {problem.message}", markup=True)
     for note in info.notes:
-        out.print(f"note: {note}")
+        say(out, f"note: {note}")
 
 
 @app.command()

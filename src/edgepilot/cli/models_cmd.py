@@ -12,6 +12,7 @@ from edgepilot.cli.format import human_bytes, mib
 
 if TYPE_CHECKING:
     from rich.console import Console
+    from rich.text import Text
 
     from edgepilot.models.pull import PullResult
     from edgepilot.models.store import Removed, StoreListing
@@ -21,52 +22,49 @@ STORE = click.option(
 )
 
 
-def _fits(value: bool | None) -> str:
-    return {True: "[green]yes[/]", False: "[red]no[/]", None: "?"}[value]
+def _fits(value: bool | None) -> Text:
+    from rich.text import Text
+
+    return {True: Text("yes", style="green"), False: Text("no", style="red"), None: Text("?")}[value]
 
 
 def render_pull(r: PullResult, out: Console) -> None:
-    from rich.markup import escape
-    from rich.table import Table
+    from edgepilot.cli.narrow import Column, print_command, print_records, say
 
     if r.file is None:
         budget = f" (budget {mib(r.budget_bytes)})" if r.budget_bytes else ""
-        table = Table(
-            title=f"{escape(r.repo)} @ {escape(r.revision)}: GGUF files{budget}", title_justify="left"
-        )
-        for col in ("file", "size", "quant", "peak", "max ctx", "fits"):
-            table.add_column(col, justify="right" if col in ("size", "peak", "max ctx") else "left")
-        for c in r.candidates:
-            table.add_row(
-                escape(c.file),
+        columns = [
+            Column("file"),
+            Column("size", numeric=True),
+            Column("quant"),
+            Column("peak", numeric=True),
+            Column("max ctx", numeric=True),
+            Column("fits"),
+        ]
+        rows = [
+            [
+                c.file,
                 human_bytes(c.size),
-                escape(c.quant or "?"),
+                c.quant or "?",
                 mib(c.peak_rss_bytes),
                 str(c.max_ctx) if c.max_ctx else "-",
                 _fits(c.fits),
-            )
-        out.print(table)
+            ]
+            for c in r.candidates
+        ]
+        print_records(out, columns, rows, title=f"{r.repo} @ {r.revision}: GGUF files{budget}")
         for c in r.candidates:
             if c.reason:
-                out.print(f"{c.file}: {c.reason}", style="dim", markup=False, soft_wrap=True)
-        out.print(
-            f"pull one: edgepilot pull {r.repo} FILE · the largest that fits: edgepilot pull {r.repo} --best",
-            style="dim",
-            markup=False,
-            soft_wrap=True,
-        )
+                say(out, f"{c.file}: {c.reason}", style="dim")
+        print_command(out, "pull one:", ["edgepilot", "pull", r.repo, "FILE"], style="dim")
+        print_command(out, "the largest that fits:", ["edgepilot", "pull", r.repo, "--best"], style="dim")
         return
     how = "already in the store" if r.already_present else "pulled"
     if r.resumed_from:
         how += f" (resumed from {human_bytes(r.resumed_from)})"
-    out.print(f"{how}: {r.path}", markup=False, soft_wrap=True)
-    out.print(
-        f"{human_bytes(r.size)} · sha256 {r.sha256} (matches the hub)",
-        style="dim",
-        markup=False,
-        soft_wrap=True,
-    )
-    out.print(f"run it: edgepilot run {r.path}", style="dim", markup=False, soft_wrap=True)
+    say(out, f"{how}: {r.path}")
+    say(out, f"{human_bytes(r.size)} · sha256 {r.sha256} (matches the hub)", style="dim")
+    print_command(out, "run it:", ["edgepilot", "run", str(r.path)], style="dim")
 
 
 class _Bar:
@@ -164,24 +162,35 @@ def pull(
 
 
 def render_models(listing: StoreListing, out: Console) -> None:
-    from rich.markup import escape
-    from rich.table import Table
+    from rich.text import Text
+
+    from edgepilot.cli.narrow import Column, print_records, say
 
     if not listing.models:
-        out.print(f"no models in {listing.store} (get one: edgepilot pull OWNER/REPO)", markup=False)
+        say(out, f"no models in {listing.store} (get one: edgepilot pull OWNER/REPO)")
     else:
-        table = Table(title=f"models in {escape(str(listing.store))}", title_justify="left")
-        for col in ("name", "size", "quant", "validation", "pulled"):
-            table.add_column(col, justify="right" if col == "size" else "left")
-        for m in listing.models:
-            verdict = "[green]ok[/]" if m.verdict == "ok" else f"[red]{escape(m.verdict)}[/]"
-            pulled = escape((m.pulled or "-")[:10])
-            table.add_row(escape(m.name), human_bytes(m.size), escape(m.quant or "?"), verdict, pulled)
-        out.print(table)
+        columns = [
+            Column("name"),
+            Column("size", numeric=True),
+            Column("quant"),
+            Column("validation"),
+            Column("pulled"),
+        ]
+        rows = [
+            [
+                m.name,
+                human_bytes(m.size),
+                m.quant or "?",
+                Text(m.verdict, style="green" if m.verdict == "ok" else "red"),
+                (m.pulled or "-")[:10],
+            ]
+            for m in listing.models
+        ]
+        print_records(out, columns, rows, title=f"models in {listing.store}")
     for name in listing.partial:
-        out.print(f"unfinished download: {name} (the same pull resumes it)", style="dim", markup=False)
+        say(out, f"unfinished download: {name} (the same pull resumes it)", style="dim")
     if listing.warning:
-        out.print(f"warning: {listing.warning}", style="yellow", markup=False, soft_wrap=True)
+        say(out, f"warning: {listing.warning}", style="yellow")
 
 
 @app.command()

@@ -36,8 +36,9 @@ def _yes_no(value: bool | None) -> str:
 
 
 def render_probe(p: Probe, out: Console) -> None:
-    from rich.table import Table
     from rich.text import Text
+
+    from edgepilot.cli.narrow import Column, print_records
 
     cpu, mem = p.cpu, p.memory
     facts = _facts()
@@ -82,23 +83,19 @@ def render_probe(p: Probe, out: Console) -> None:
             _row(facts, "", str(e.get("path") or "?"))
     out.print(facts)
 
-    clusters = Table(title="CPU clusters (fastest first)", title_justify="left")
-    for col in ("cpus", "core", "max MHz", "kind"):
-        clusters.add_column(col)
+    rows = []
     for cl in cpu.clusters:
         mhz = str(cl.max_mhz) if cl.max_mhz else "?"
         if cl.scaling_max_mhz:
             mhz += f" (capped {cl.scaling_max_mhz})"
-        _row(clusters, ",".join(map(str, cl.cpus)), cl.core or "?", mhz, cl.kind)
-    out.print(clusters)
+        rows.append([",".join(map(str, cl.cpus)), cl.core or "?", mhz, cl.kind])
+    columns = [Column("cpus"), Column("core"), Column("max MHz", numeric=True), Column("kind")]
+    print_records(out, columns, rows, title="CPU clusters (fastest first)")
 
     if p.gpus:
-        gpus = Table(title="Vulkan devices", title_justify="left")
-        for col in ("device", "api", "driver", "usable"):
-            gpus.add_column(col, overflow="fold")
-        for g in p.gpus:
-            _row(gpus, g.name, g.api_version or "?", g.driver or "?", _yes_no(g.vulkan_usable))
-        out.print(gpus)
+        rows = [[g.name, g.api_version or "?", g.driver or "?", _yes_no(g.vulkan_usable)] for g in p.gpus]
+        columns = [Column("device"), Column("api"), Column("driver"), Column("usable")]
+        print_records(out, columns, rows, title="Vulkan devices")
         for g in p.gpus:
             for reason in g.reasons:
                 out.print(Text(f"  {g.name}: {reason}"))

@@ -24,31 +24,39 @@ def _progress(message: str) -> None:
 
 
 def render_quantize(result: QuantizeResult, out: Console) -> None:
-    from rich.table import Table
+    from edgepilot.cli.narrow import Column, print_command, print_records, say
 
     if result.reference_note:
-        out.print(result.reference_note)
-        out.print(f"  {result.reference}")
-    table = Table(title=f"variants of {result.source}", title_justify="left")
-    for col in ("type", "file", "size", "bits/weight", "fallback tensors", "seconds"):
-        table.add_column(col, justify="left" if col in ("type", "file") else "right")
-    for v in result.variants:
-        table.add_row(
+        say(out, result.reference_note)
+        say(out, f"  {result.reference}")
+    columns = [
+        Column("type"),
+        Column("file"),
+        Column("size", numeric=True),
+        Column("bits/weight", numeric=True),
+        Column("fallback tensors", numeric=True),
+        Column("seconds", numeric=True),
+    ]
+    rows = [
+        [
             v.type,
             v.path,
             mib(v.file_bytes),
             f"{v.bits_per_weight:.2f}",
             str(v.fallback_tensors),
             f"{v.seconds:.1f}",
-        )
-    out.print(table)
+        ]
+        for v in result.variants
+    ]
+    print_records(out, columns, rows, title=f"variants of {result.source}")
     if any(v.fallback_tensors for v in result.variants):
-        out.print(
+        say(
+            out,
             "fallback: tensors whose rows are not a multiple of the type's block (256 for k-quants) get "
-            "another type (llama.cpp: Q4_K -> Q5_0, Q2_K/Q3_K -> Q4_0, Q6_K -> Q8_0)"
+            "another type (llama.cpp: Q4_K -> Q5_0, Q2_K/Q3_K -> Q4_0, Q6_K -> Q8_0)",
         )
     files = [result.reference or result.source] + [v.path for v in result.variants]
-    out.print(f"next: edgepilot compare {' '.join(files)}")
+    print_command(out, "next:", ["edgepilot", "compare", *map(str, files)], style="")
 
 
 def _kl(value: float | None) -> str:
@@ -56,33 +64,25 @@ def _kl(value: float | None) -> str:
 
 
 def render_compare(result: CompareResult, out: Console) -> None:
-    from rich.table import Table
+    from edgepilot.cli.narrow import Column, print_records, say
 
-    out.print(result.reference_note)
-    table = Table(
-        title=(
-            f"ctx {result.n_ctx} (prompt fills it, then {result.n_gen} tokens) · quality on {result.text}: "
-            f"{result.n_scored} tokens scored, chunks of {result.ppl_ctx}"
-        ),
-        title_justify="left",
-    )
-    for col in (
-        "file",
-        "type",
-        "size",
-        "bits/w",
-        "peak predicted",
-        "peak measured",
-        "error",
-        "pp t/s",
-        "tg t/s",
-        "perplexity",
-        "KL mean",
-        "same top",
-    ):
-        table.add_column(col, justify="left" if col in ("file", "type") else "right")
-    for r in sorted(result.rows, key=lambda r: -r.bits_per_weight):
-        table.add_row(
+    say(out, result.reference_note)
+    columns = [
+        Column("file"),
+        Column("type"),
+        Column("size", numeric=True),
+        Column("bits/w", numeric=True),
+        Column("peak predicted", numeric=True),
+        Column("peak measured", numeric=True),
+        Column("error", numeric=True),
+        Column("pp t/s", numeric=True),
+        Column("tg t/s", numeric=True),
+        Column("perplexity", numeric=True),
+        Column("KL mean", numeric=True),
+        Column("same top", numeric=True),
+    ]
+    rows = [
+        [
             r.name + (" (ref)" if r.reference else "") + ("" if r.fits else " *"),
             r.file_type or "?",
             mib(r.file_bytes),
@@ -95,12 +95,18 @@ def render_compare(result: CompareResult, out: Console) -> None:
             f"{r.perplexity:.3f} ± {r.ppl_stderr:.3f}",
             _kl(r.kl_mean),
             "-" if r.same_top is None else f"{r.same_top:.1%}",
-        )
-    out.print(table)
+        ]
+        for r in sorted(result.rows, key=lambda r: -r.bits_per_weight)
+    ]
+    title = (
+        f"ctx {result.n_ctx} (prompt fills it, then {result.n_gen} tokens) · quality on {result.text}: "
+        f"{result.n_scored} tokens scored, chunks of {result.ppl_ctx}"
+    )
+    print_records(out, columns, rows, title=title)
     for note in result.notes:
-        out.print(f"note: {note}")
+        say(out, f"note: {note}")
     if result.plot:
-        out.print(f"plot: {result.plot}")
+        say(out, f"plot: {result.plot}")
 
 
 @app.command()

@@ -22,19 +22,28 @@ if TYPE_CHECKING:
 
 
 def render_summary(result: RunResult, out: Console) -> None:
+    from rich.text import Text
+
+    from edgepilot.cli.narrow import print_items, say
+
     s = result.settings
     out.print()
     if result.plan is not None and result.plan.profile:
-        out.print(result.plan.profile, style="dim", markup=False, soft_wrap=True)
-    ttft = f"[bold]first token[/] {result.ttft_ms:.0f} ms · " if result.ttft_ms is not None else ""
-    out.print(
-        f"{ttft}[bold]prompt[/] {result.n_prompt} tok @ {result.prompt_tps:.1f} t/s · "
-        f"[bold]generation[/] {result.n_gen} tok @ {result.gen_tps:.1f} t/s · "
-        f"[bold]peak memory[/] {mib(result.peak_rss_bytes)} · "
-        f"ctx {s.n_ctx} · threads {s.n_threads} · kv {s.type_k}/{s.type_v}" + _engine_note(result),
-        style="dim",
-        soft_wrap=True,
-    )
+        say(out, result.plan.profile, style="dim")
+    items: list[Text] = []
+    if result.ttft_ms is not None:
+        items.append(Text.assemble(("first token", "bold"), f" {result.ttft_ms:.0f} ms"))
+    items += [
+        Text.assemble(("prompt", "bold"), f" {result.n_prompt} tok @ {result.prompt_tps:.1f} t/s"),
+        Text.assemble(("generation", "bold"), f" {result.n_gen} tok @ {result.gen_tps:.1f} t/s"),
+        Text.assemble(("peak memory", "bold"), f" {mib(result.peak_rss_bytes)}"),
+        Text(f"ctx {s.n_ctx}"),
+        Text(f"threads {s.n_threads}"),
+        Text(f"kv {s.type_k}/{s.type_v}"),
+    ]
+    if _engine_note(result):
+        items.append(Text(_engine_note(result).removeprefix(" · ")))
+    print_items(out, items, style="dim")
 
 
 def _engine_note(result: RunResult) -> str:

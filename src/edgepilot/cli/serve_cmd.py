@@ -16,6 +16,8 @@ from edgepilot.cli.format import mib
 from edgepilot.errors import UserError
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from edgepilot.plan.requested import RequestedSettings
     from edgepilot.serve.server import ServeStarted, ServeStopped
 
@@ -26,27 +28,33 @@ def _log(message: str) -> None:
     err_console().print(f"{time.strftime('%H:%M:%S')} {message}", markup=False, soft_wrap=True, style="dim")
 
 
-def render_started(s: ServeStarted) -> None:
+def render_started(s: ServeStarted, out: Console | None = None) -> None:
+    from rich.text import Text
+
+    from edgepilot.cli.narrow import print_items, say
+
     st = s.settings
-    out = console()
-    out.print(
-        f"[bold]edgepilot serve[/] {s.model_name} · ctx {st.n_ctx} · {st.n_threads} threads · "
-        f"kv {st.type_k}/{st.type_v} · planned peak {mib(s.predicted_peak_rss_bytes)} "
-        f"of a {mib(s.budget_bytes)} budget",
-        soft_wrap=True,
+    out = out or console()
+    print_items(
+        out,
+        [
+            Text.assemble(("edgepilot serve", "bold"), f" {s.model_name}"),
+            f"ctx {st.n_ctx}",
+            f"{st.n_threads} threads",
+            f"kv {st.type_k}/{st.type_v}",
+            f"planned peak {mib(s.predicted_peak_rss_bytes)} of a {mib(s.budget_bytes)} budget",
+        ],
     )
-    out.print(
-        f"listening on {s.url}  (OpenAI base URL {s.base_url}, status page {s.url})",
-        soft_wrap=True,
-    )
+    say(out, f"listening on {s.url}  (OpenAI base URL {s.base_url}, status page {s.url})")
     out.print(
         "API key required: Authorization: Bearer <key>"
         if s.api_key_required
         else "no API key: only this device can connect",
         style="dim",
+        markup=False,
     )
     for note in s.notes:
-        out.print(f"note: {note}", style="dim", markup=False, soft_wrap=True)
+        say(out, f"note: {note}", style="dim")
     if s.wake_lock:
         out.print("Termux wake lock held until the server stops", style="dim")
     out.print("Ctrl-C stops the server", style="dim")

@@ -1,0 +1,209 @@
+"""Output that fits the terminal, from a 40-column phone in portrait to a 120-column desktop.
+
+What every renderer shares: the width and the narrow threshold, prose that rich wraps, commands wrapped with
+shell line continuations (still copy-pasteable), and record tables that become one block per record when
+the full table does not fit. Numbers never wrap or get an ellipsis: numeric columns are as wide as their
+widest cell, and only name and note columns fold.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+NARROW = 70  # below this: decorative columns go, records are stacked
+TEXT_FLOOR = 10  # a name or note column folds, but not narrower than this
+COMMAND_INDENT = 2  # a command under its label
+CONTINUATION_INDENT = 4  # the lines after a ` \`
+
+
+def is_narrow(out: Console) -> bool:
+    return out.width < NARROW
+
+
+def say(out: Console, text: str, style: str | None = None) -> None:
+    """A line of prose (data, never markup) that rich wraps at the width."""
+    from rich.text import Text
+
+    out.print(Text(text, style=style or ""))
+
+
+def print_items(out: Console, items: Sequence[str | Text], style: str = "", sep: str = " · ") -> None:
+    """Short items (`label figures`) joined by sep, packed into lines of the width: an item is never split
+    (a wider one alone on its line is wrapped by rich)."""
+    from rich.text import Text
+
+    line = Text(style=style)
+    for item in items:
+        piece = item if isinstance(item, Text) else Text(item)
+        if line.plain and line.cell_len + len(sep) + piece.cell_len > out.width:
+            out.print(line)
+            line = Text(style=style)
+        if line.plain:
+            line.append(sep)
+        line.append_text(piece)
+    if line.plain:
+        out.print(line)
+
+
+def command_lines(argv: Sequence[str], width: int, indent: int = 0) -> list[str]:
+    """argv shell-quoted in lines of at most `width` columns, each but the last ending with ` \\`.
+
+    A flag stays with its value when both fit on a line; a single token longer than the width (a long path)
+    is the only thing that may exceed it, never cut (a cut path could not be pasted)."""
+    tokens = [shlex.quote(a) for a in argv]
+    groups: list[list[str]] = []
+    i = 0
+    while i < len(tokens):
+        if tokens[i].startswith("-") and i + 1 < len(tokens) and not tokens[i + 1].startswith("-"):
+            groups.append(tokens[i : i + 2])
+            i += 2
+        else:
+            groups.append([tokens[i]])
+            i += 1
+    pad = " " * indent
+    more = " " * (indent + CONTINUATION_INDENT)
+    pieces = [p for g in groups for p in _fitting(g, width - len(more) - 2)]
+    lines: list[str] = []
+    current = pad + pieces[0] if pieces else pad
+    for n, piece in enumerate(pieces[1:], 2):
+        room = width if n == len(pieces) else width - 2  # room for the ` \\` unless it is the last
+        if len(current) + 1 + len(piece) <= room:
+            current += " " + piece
+        else:
+            lines.append(current + " \\")
+            current = more + piece
+    lines.append(current)
+    return lines
+
+
+def _fitting(group: list[str], room: int) -> list[str]:
+    """A flag and its value as one piece when it fits a continuation line, else as two."""
+    joined = " ".join(group)
+    return [joined] if len(joined) <= room else group
+
+
+def print_command(out: Console, label: str, argv: Sequence[str], style: str = "cyan") -> None:
+    """`label command` on one line when it fits; else the label, then the command wrapped with ` \\`."""
+    from rich.text import Text
+
+    one = f"{label} {shlex.join(argv)}" if label else shlex.join(argv)
+    if len(one) <= out.width:
+        out.print(Text(one, style=style), soft_wrap=True)
+        return
+    indent = 0
+    if label:
+        out.print(Text(label, style=style))
+        indent = COMMAND_INDENT
+    for line in command_lines(argv, out.width, indent):
+        out.print(Text(line, style=style), soft_wrap=True)
+
+
+@dataclass(frozen=True)
+class Column:
+    header: str
+    numeric: bool = False  # right-justified, never wrapped or cut
+    decorative: bool = False  # left out below NARROW columns (bars)
+    style: str = ""
+
+
+def print_records(
+    out: Console,
+    columns: Sequence[Column],
+    rows: Sequence[Sequence[str | Text]],
+    *,
+    title: str | None = None,
+    row_styles: Sequence[str | None] | None = None,
+    stack_when_narrow: bool = True,
+) -> None:
+    """A table when it fits the width (boxed, else compact), else one block per record: the first column
+    (the name) on its own line, then `header value` pairs. Cells that are str are data, never markup."""
+    from rich.text import Text
+
+    styles = list(row_styles) if row_styles is not None else [None] * len(rows)
+    cells = [[c if isinstance(c, Text) else Text(str(c)) for c in row] for row in rows]
+    keep = [i for i, c in enumerate(columns) if not (c.decorative and is_narrow(out))]
+    cols = [columns[i] for i in keep]
+    cells = [[row[i] for i in keep] for row in cells]
+    if not (stack_when_narrow and is_narrow(out)):
+        # roomiest first: boxed with headers on one line, boxed with headers wrapped at spaces, compact
+        for compact, whole in ((False, True), (False, False), (True, False)):
+            table = _table(cols, cells, styles, title, compact, whole)
+            if _needed(table, cols, cells, whole) <= out.width:
+                out.print(table)
+                return
+    _stacked(out, cols, cells, styles, title)
+
+
+def _widths(col: Column, column_cells: list[Text], whole: bool) -> tuple[int, int]:
+    """(width a numeric column takes, floor of a text column); whole: the header on one line."""
+    longest_word = len(col.header) if whole else max((len(w) for w in col.header.split()), default=1)
+    widest = max((c.cell_len for c in column_cells), default=0)
+    if col.numeric:
+        return max(widest, longest_word), 0
+    return 0, max(min(widest, TEXT_FLOOR), min(longest_word, TEXT_FLOOR), 1)
+
+
+def _table(
+    cols: list[Column],
+    cells: list[list[Text]],
+    styles: list[str | None],
+    title: str | None,
+    compact: bool,
+    whole: bool,
+) -> Table:
+    from rich import box
+    from rich.table import Table
+
+    if compact:
+        table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, padding=0)
+    else:
+        table = Table(title=title, title_justify="left")
+    for i, col in enumerate(cols):
+        fixed, floor = _widths(col, [row[i] for row in cells], whole)
+        if col.numeric:
+            justify = "left" if col.decorative else "right"
+            table.add_column(col.header, justify=justify, width=fixed, overflow="fold", style=col.style)
+        else:
+            table.add_column(col.header, overflow="fold", min_width=floor, style=col.style)
+    for row, style in zip(cells, styles, strict=True):
+        table.add_row(*row, style=style)
+    return table
+
+
+def _needed(table: Table, cols: list[Column], cells: list[list[Text]], whole: bool) -> int:
+    """The narrowest the table renders in without cutting a number (text columns at their floor)."""
+    total = table._extra_width  # borders and separators (rich has no public measure for this)
+    for i, col in enumerate(cols):
+        fixed, floor = _widths(col, [row[i] for row in cells], whole)
+        total += (fixed or floor) + table._get_padding_width(i)
+    return total
+
+
+def _stacked(
+    out: Console, cols: list[Column], cells: list[list[Text]], styles: list[str | None], title: str | None
+) -> None:
+    from rich.padding import Padding
+    from rich.table import Table
+    from rich.text import Text
+
+    if title:
+        out.print(Text(title, style="bold"))
+    for row, style in zip(cells, styles, strict=True):
+        name = row[0].copy()
+        name.stylize("bold")
+        out.print(name, style=style or "")
+        pairs = Table.grid(padding=(0, 1))
+        pairs.add_column(no_wrap=True, style="dim")
+        pairs.add_column(overflow="fold")
+        for col, cell in zip(cols[1:], row[1:], strict=True):
+            if cell.plain.strip():
+                pairs.add_row(col.header, cell, style=style)
+        out.print(Padding(pairs, (0, 0, 0, 2), expand=False))
