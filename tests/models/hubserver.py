@@ -52,6 +52,7 @@ class HubFile:
 class Hub:
     repos: dict[str, dict[str, HubFile]]
     cut_after: int | None = None  # the next file transfer stops after this many body bytes (then resets)
+    cut_always: bool = False  # with cut_after: every file transfer stops after that many bytes
     corrupt_at: int | None = None  # this byte offset of every served file is flipped
     requests: list[tuple[str, str | None]] = field(default_factory=list)  # (path, Range header)
     authorization: list[str | None] = field(default_factory=list)  # the Authorization header of each request
@@ -181,7 +182,9 @@ class Handler(BaseHTTPRequestHandler):
             with f.path.open("rb") as src:
                 src.seek(start)
                 return self._trickle(src.read(1000))
-        cut, self.hub.cut_after = self.hub.cut_after, None
+        cut = self.hub.cut_after
+        if not self.hub.cut_always:
+            self.hub.cut_after = None
         if self.hub.gate is not None:
             self.hub.gate.wait(timeout=60)
         time.sleep(self.hub.hold)

@@ -83,6 +83,25 @@ def test_max_tokens_is_clamped_for_both(engine):
     assert code == 200 and body["usage"]["completion_tokens"] <= 8, body
 
 
+def test_a_capped_max_tokens_is_said_for_both(engine):
+    """10^9 tokens asked, the server's --max-tokens 8 given: a `notes` entry and a header say so, streamed
+    (the header) or not (both); a request within the cap carries no such note."""
+    headers = {**engine.auth(), "Content-Type": "application/json"}
+    said = "max_tokens capped at 8"
+    for path, fields in ((CHAT, {"messages": HI}), ("/v1/completions", {"prompt": "Hi"})):
+        code, head, raw = engine.request("POST", path, _json({**fields, "max_tokens": 10**9}), headers)
+        body = json.loads(raw)
+        assert code == 200 and body["usage"]["completion_tokens"] <= 8, body
+        assert any(n.startswith(said) for n in body["notes"]), body
+        assert said in head["x-edgepilot-note"], head
+    code, head, raw = engine.request(
+        "POST", CHAT, _json({"messages": HI, "max_tokens": 10**9, "stream": True}), headers
+    )
+    assert code == 200 and b"data: " in raw and said in head["x-edgepilot-note"], head
+    code, head, raw = engine.request("POST", CHAT, _json({"messages": HI, "max_tokens": 4}), headers)
+    assert code == 200 and "x-edgepilot-note" not in head and "notes" not in json.loads(raw)
+
+
 def test_a_prompt_over_the_context_is_the_same_400(engine):
     code, body = _raw(engine, "/v1/completions", _json({"prompt": "bread " * 600, "max_tokens": 4}))
     assert code == 400, body

@@ -4,6 +4,7 @@ device's memory pressure) and grows back once memory returns. Also: Termux's wak
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -139,6 +140,7 @@ def test_a_kill_under_memory_pressure_shrinks_the_context(restartable):
         write_device(device)  # memory is back
     death = after["deaths"][-1]
     assert death["cause"] == "killed-by-system", death
+    assert death["seen"] == "the worker was killed (SIGKILL: killed-by-system)", death
     assert any("PSI" in e for e in death["evidence"]), death["evidence"]
     assert after["worker"]["n_ctx"] < 1024  # a memory kill: restarted with a smaller context
     assert "1024 ->" in death["action"]
@@ -169,6 +171,25 @@ def test_a_crash_restarts_with_the_same_context(restartable):
     assert death["cause"] not in MEMORY_CAUSES
     assert after["worker"]["n_ctx"] == before["worker"]["n_ctx"] == 1024  # same settings: nothing to regrow
     assert after["restarts"] == before["restarts"] + 1
+
+
+def test_the_503_names_what_the_watchdog_saw(restartable):
+    """Not "restarting after unknown": the signal (and the doctor's cause, when it found one)."""
+    before = restartable.status()
+    headers = {**restartable.auth(), "Content-Type": "application/json"}
+    hi = {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2}
+    os.kill(before["worker"]["pid"], signal.SIGKILL)
+    messages = []
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not any("after the worker" in m for m in messages):
+        code, _, raw = restartable.request("POST", "/v1/chat/completions", hi, headers, timeout=60)
+        if code == 503:
+            messages.append(json.loads(raw)["error"]["message"])
+        time.sleep(0.05)
+    assert "the model server is restarting after the worker was killed (SIGKILL)" in messages, messages
+    assert not any("after unknown" in m for m in messages), messages
+    death = _wait_ready_again(restartable, before["worker"]["pid"])["deaths"][-1]
+    assert death["seen"] == "the worker was killed (SIGKILL)", death
 
 
 def test_stop_releases_everything(restartable):

@@ -10,6 +10,7 @@ import click
 from edgepilot.cli import flags
 from edgepilot.cli.app import app, console, emit, err_console, user_errors
 from edgepilot.cli.format import mib
+from edgepilot.defaults import DEFAULT_CTX
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -27,11 +28,13 @@ def rpc_server(host: str, port: int, threads: int | None, dry_run: bool) -> None
 
     from edgepilot.cluster.rpc_server import exec_rpc_server, rpc_server_command
 
-    cmd = rpc_server_command(host, port, threads)
+    cmd = rpc_server_command(host, port, threads, planned=dry_run)
     err = err_console()
     for w in cmd.warnings:
         err.print(w, style="bold red", markup=False, soft_wrap=True)
     if dry_run:
+        if cmd.missing:
+            err.print(f"note: {cmd.missing}", style="dim", markup=False, soft_wrap=True)
         console().print(shlex.join(cmd.argv), markup=False, soft_wrap=True)
         return
     err.print(f"rpc-server on {host}:{port} (Ctrl-C stops it)", style="dim", markup=False)
@@ -97,7 +100,7 @@ def render_plan(plan: Any, out: Console) -> None:
     help="HOST:PORT=BUDGET or HOST:PORT=ROOT (a device tree or snapshot .tar.gz of that helper); in --rpc "
     "order",
 )
-@click.option("--ctx", default=2048, show_default=True, help="Context size")
+@click.option("--ctx", default=DEFAULT_CTX, show_default=True, help="Context size")
 @click.option("--kv", default="f16", show_default=True, help="KV cache type")
 @flags.JSON
 @user_errors

@@ -82,6 +82,10 @@ class _Bar:
         elif err_console().is_terminal:
             err_console().print(message, style="dim", markup=False)
 
+    def retry(self, message: str) -> None:
+        """A new try of a broken transfer: said on every stderr, a terminal or a log."""
+        err_console().print(message, style="yellow", markup=False, soft_wrap=True)
+
     def __call__(self, done: int, total: int) -> None:
         if self.progress is None and not err_console().is_terminal:
             return  # a log or a pipe gets the result line, not a bar redrawn in it
@@ -153,6 +157,7 @@ def pull(
             token=read_token(token_file),
             progress=bar,
             on_stage=bar.stage,
+            on_retry=bar.retry,
         )
     finally:
         bar.stop()

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from edgepilot.cluster.split import DeviceShare, helper_share, kv_per_layer, llama_split, tensors_by_layer
+from edgepilot.defaults import DEFAULT_CTX
 from edgepilot.device.probe import is_archive
 from edgepilot.errors import UserError
 from edgepilot.plan.budget import compute_budget
@@ -118,7 +119,7 @@ def _fill(budgets: list[int], fraction: float, shares_for) -> list[int] | None:
     return counts if end == 0 else None
 
 
-def plan_cluster(model: str, helpers: list[Helper], n_ctx: int = 2048, kv: str = "f16") -> ClusterPlan:
+def plan_cluster(model: str, helpers: list[Helper], n_ctx: int = DEFAULT_CTX, kv: str = "f16") -> ClusterPlan:
     if not helpers:
         raise UserError("give at least one helper: --helper HOST:PORT=BUDGET")
     path, header, arch = load_model_facts(model)

@@ -6,7 +6,7 @@ import ipaddress
 import os
 from dataclasses import dataclass
 
-from edgepilot.engine.native_tools import find_tool
+from edgepilot.engine.native_tools import ToolMissing, find_tool, tools_dir, where_to_get
 from edgepilot.errors import UserError
 
 LOOPBACK = "127.0.0.1"
@@ -39,16 +39,29 @@ class RpcServerCommand:
     port: int
     exposed: bool
     warnings: list[str]
+    missing: str | None = None  # the tool is not here yet: argv names where `edgepilot build` puts it
 
 
 def rpc_server_command(
-    host: str = LOOPBACK, port: int = 50052, threads: int | None = None
+    host: str = LOOPBACK, port: int = 50052, threads: int | None = None, planned: bool = False
 ) -> RpcServerCommand:
+    """The command to run. `planned` (--dry-run): a missing tool is no error; the command names the path
+    `edgepilot build` would put it at and `missing` says where to get it."""
     if not 0 < port < 65536:
         raise UserError(f"--port {port}: choose a TCP port between 1 and 65535")
     if threads is not None and not 1 <= threads <= 1024:
         raise UserError(f"--threads {threads}: choose between 1 and 1024")
-    tool = find_tool("rpc-server")
+    missing = None
+    try:
+        tool = find_tool("rpc-server")
+    except ToolMissing:
+        if not planned:
+            raise
+        tool = tools_dir("native") / "bin" / "rpc-server"
+        missing = (
+            "rpc-server is not here yet (the command shows where `edgepilot build` puts it): "
+            + where_to_get("rpc-server")
+        )
     argv = [str(tool), "--host", host, "--port", str(port)]
     if threads is not None:
         argv += ["--threads", str(threads)]
@@ -56,7 +69,7 @@ def rpc_server_command(
     warnings = []
     if exposed:
         warnings = [NO_AUTH_WARNING.format(host=host, port=port), TUNNEL_ADVICE.format(port=port)]
-    return RpcServerCommand(argv, host, port, exposed, warnings)
+    return RpcServerCommand(argv, host, port, exposed, warnings, missing)
 
 
 def exec_rpc_server(cmd: RpcServerCommand) -> None:

@@ -1,8 +1,10 @@
 """One file from the hub into the store: resumable (`.part` + Range), sha256-checked, renamed only when whole.
 
 A transfer that stops half-way leaves `NAME.part`; the next pull asks for the rest with `Range: bytes=N-` and
-hashes the part it already has first. The file appears under its own name (os.replace, atomic on one
-filesystem) only after its size and sha256 match the hub's listing; a mismatch deletes the part.
+hashes the part it already has first. A pull retries a broken transfer itself, a bounded number of times with
+a doubling pause (Retry: EDGEPILOT_PULL_TRIES, EDGEPILOT_PULL_BACKOFF), each try resuming with Range.
+The file appears under its own name (os.replace, atomic on one filesystem) only after its size and sha256
+match the hub's listing; a mismatch deletes the part.
 """
 
 from __future__ import annotations
@@ -12,16 +14,72 @@ import http.client
 import os
 import re
 import shutil
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from edgepilot.errors import UserError
 from edgepilot.models.hub import HubClient, HubError, RepoFile
+from edgepilot.models.hub_net import HubTimeout
 from edgepilot.safe_write import write_failure
 
 CHUNK = 1 << 20
 Progress = Callable[[int, int], None]  # (bytes done, bytes total)
+TRIES_ENV = "EDGEPILOT_PULL_TRIES"
+BACKOFF_ENV = "EDGEPILOT_PULL_BACKOFF"
+
+
+@dataclass(frozen=True)
+class Retry:
+    """How often a broken transfer is tried again, and how long to wait before each new try."""
+
+    tries: int = 3  # in all, the first one included
+    backoff: float = 1.0  # seconds before the second try, doubled before each one after it
+
+    @classmethod
+    def from_env(cls) -> Retry:
+        return cls(_env_number(TRIES_ENV, 3, 1, 20, int), _env_number(BACKOFF_ENV, 1.0, 0.0, 600.0, float))
+
+    def delay(self, done: int) -> float:
+        """The pause after `done` tries."""
+        return self.backoff * 2 ** (done - 1)
+
+
+def _env_number(name: str, default: float, low: float, high: float, kind: type) -> float:
+    raw = os.environ.get(name)
+    if not raw:
+        return default
+    try:
+        value = kind(raw)
+    except ValueError:
+        value = None
+    if value is None or not low <= value <= high:
+        raise UserError(f"{name}={raw[:40]!r} is not a number between {low:g} and {high:g}")
+    return value
+
+
+RESUME = "run the same pull again to resume"
+
+
+class TransferBroke(HubError):
+    """The transfer broke (a reset, an early close, no connection, a server error): what arrived is in the
+    part, and another try may get the rest. Not the hub's deadline passing (hub_net's contract: one line
+    within it), nor a refusal (4xx) or a wrong answer (a range or size other than asked, a bad hash)."""
+
+    def __init__(self, reason: str, have: int, hasher: hashlib._Hash, advice: str = RESUME) -> None:
+        super().__init__(f"{reason}; {advice}" if advice else reason)
+        self.reason, self.advice, self.have, self.hasher = reason, advice, have, hasher
+
+    def after(self, tries: int) -> HubError:
+        """The one line for the user once every try broke."""
+        reason = f"{self.reason} (tried {tries} times)" if tries > 1 else self.reason
+        return HubError(f"{reason}; {self.advice}" if self.advice else reason, self.status, self.code)
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:.1f}"
 
 
 @dataclass
@@ -79,8 +137,11 @@ def download(
     part: BinaryIO,
     revision: str = "main",
     progress: Progress | None = None,
+    retry: Retry | None = None,
+    on_retry: Callable[[str], None] | None = None,
 ) -> Downloaded:
-    """Fill `part` (the target's `.part`, opened and locked by locks.claim_part) and rename it to `target`."""
+    """Fill `part` (the target's `.part`, opened and locked by locks.claim_part) and rename it to `target`;
+    a broken transfer is tried again as `retry` says, each new try announced through on_retry."""
     tick = progress or (lambda _done, _total: None)
     part_name = part_path(target)
     try:
@@ -95,30 +156,25 @@ def download(
     if have:
         _hash_existing(part, have, hasher, tick, file.size)
     resumed_from, commit = have, None
-    if have < file.size:
-        headers = {"Accept-Encoding": "identity"}
-        if have:
-            headers["Range"] = f"bytes={have}-"
-        url = client.resolve_url(repo, file.path, revision)
-        with client.open(url, headers, what=f"{repo}/{file.path}", stream=True) as resp:
-            commit = client.commit_of(resp)
-            if have and resp.status == 206:
-                span = content_range(resp.headers.get("Content-Range"))
-                if span is None or span[0] != have or span[1] != file.size:
-                    raise HubError(
-                        f"{file.path}: the server sent range {resp.headers.get('Content-Range')!r}, "
-                        f"not bytes {have}-/{file.size}"
-                    )
-            elif have:  # the server ignored the Range request: the whole file follows
-                hasher, have = hashlib.sha256(), 0
-            elif resp.status != 200:
-                raise HubError(f"{file.path}: unexpected HTTP {resp.status}")
-            announced = _count(resp.headers.get("Content-Length") or "")
-            if announced is not None and announced != file.size - have:
-                raise HubError(
-                    f"{file.path}: the server announces {announced} bytes but {file.size - have} are due"
-                )
-            have = _receive(resp, part, part_name, have, file, hasher, tick)
+    policy = retry or Retry()
+    done = 0
+    while have < file.size:
+        done += 1
+        try:
+            have, hasher, commit = _transfer(
+                client, repo, file, part, part_name, have, hasher, revision, tick
+            )
+        except TransferBroke as exc:
+            have, hasher = exc.have, exc.hasher
+            if done >= policy.tries:
+                raise exc.after(done) from None
+            pause = policy.delay(done)
+            say = on_retry or (lambda _msg: None)
+            say(
+                f"transfer broke at {_mib(have)} of {_mib(file.size)} MiB: retrying ({done + 1} of "
+                f"{policy.tries}) in {pause:g} s"
+            )
+            time.sleep(pause)
     if have != file.size:
         raise HubError(
             f"{file.path}: the transfer stopped at {have} of {file.size} bytes; "
@@ -138,6 +194,55 @@ def download(
     return Downloaded(target, digest, file.size, resumed_from, commit)
 
 
+def _transfer(  # type: ignore[no-untyped-def]
+    client: HubClient,
+    repo: str,
+    file: RepoFile,
+    part: BinaryIO,
+    part_name: Path,
+    have: int,
+    hasher,
+    revision: str,
+    tick: Progress,
+) -> tuple[int, hashlib._Hash, str | None]:
+    """One request for the bytes after `have`: (bytes in the part, its hasher, the commit id)."""
+    headers = {"Accept-Encoding": "identity"}
+    if have:
+        headers["Range"] = f"bytes={have}-"
+    url = client.resolve_url(repo, file.path, revision)
+    try:
+        resp = client.open(url, headers, what=f"{repo}/{file.path}", stream=True)
+    except HubError as exc:
+        status = exc.status
+        if (status is None and exc.code != "Timeout") or (
+            status is not None and (status >= 500 or status == 429)
+        ):
+            raise TransferBroke(str(exc), have, hasher, advice="") from None
+        raise
+    with resp:
+        commit = client.commit_of(resp)
+        if have and resp.status == 206:
+            span = content_range(resp.headers.get("Content-Range"))
+            if span is None or span[0] != have or span[1] != file.size:
+                raise HubError(
+                    f"{file.path}: the server sent range {resp.headers.get('Content-Range')!r}, "
+                    f"not bytes {have}-/{file.size}"
+                )
+        elif have:  # the server ignored the Range request: the whole file follows
+            hasher, have = hashlib.sha256(), 0
+        elif resp.status != 200:
+            raise HubError(f"{file.path}: unexpected HTTP {resp.status}")
+        announced = _count(resp.headers.get("Content-Length") or "")
+        if announced is not None and announced != file.size - have:
+            raise HubError(
+                f"{file.path}: the server announces {announced} bytes but {file.size - have} are due"
+            )
+        have = _receive(resp, part, part_name, have, file, hasher, tick)
+    if have < file.size:  # the body ended early without an error (no Content-Length to hold it to)
+        raise TransferBroke(f"{file.path}: the transfer stopped at {have} of {file.size} bytes", have, hasher)
+    return have, hasher, commit
+
+
 def _receive(  # type: ignore[no-untyped-def]
     resp, part: BinaryIO, part_name: Path, have: int, file: RepoFile, hasher, tick: Progress
 ) -> int:
@@ -153,10 +258,12 @@ def _receive(  # type: ignore[no-untyped-def]
                 chunk = resp.read(CHUNK)
             except (http.client.HTTPException, OSError) as exc:
                 _sync(part)
-                raise HubError(
-                    f"{file.path}: the transfer broke at {have} of {file.size} bytes ({type(exc).__name__}); "
-                    "run the same pull again to resume"
-                ) from None
+                broke = (
+                    f"{file.path}: the transfer broke at {have} of {file.size} bytes ({type(exc).__name__})"
+                )
+                if isinstance(exc, HubTimeout):  # the deadline: hub_net's one line within it, no new try
+                    raise HubError(f"{broke}; {RESUME}", code="Timeout") from None
+                raise TransferBroke(broke, have, hasher) from None
             if not chunk:
                 break
             if have + len(chunk) > file.size:

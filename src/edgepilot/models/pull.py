@@ -13,7 +13,7 @@ from typing import BinaryIO
 
 from edgepilot.errors import UserError
 from edgepilot.models import store as model_store
-from edgepilot.models.download import Progress, download, part_path
+from edgepilot.models.download import Progress, Retry, download, part_path
 from edgepilot.models.hub import HubClient, RepoFile, check_repo_id
 from edgepilot.models.locks import claim_part, make_folder
 from edgepilot.models.remote_fit import HeaderAllowance, RemoteFit, plan_remote
@@ -125,8 +125,13 @@ def pull(
     endpoint: str | None = None,
     progress: Progress | None = None,
     on_stage: Callable[[str], None] | None = None,
+    retry: Retry | None = None,
+    on_retry: Callable[[str], None] | None = None,
 ) -> PullResult:
+    """retry: how a broken transfer is tried again (default: EDGEPILOT_PULL_TRIES / EDGEPILOT_PULL_BACKOFF,
+    else 3 tries, 1 s then 2 s apart); on_retry hears one line per new try."""
     stage = on_stage or (lambda _msg: None)
+    policy = retry or Retry.from_env()
     check_repo_id(repo)
     if file is not None and best:
         raise UserError("give either FILE or --best, not both")
@@ -164,7 +169,7 @@ def pull(
             _discard_empty(part_path(target), part)
             return result
         stage(f"downloading {chosen.path}")
-        got = download(client, repo, chosen, target, part, revision, progress)
+        got = download(client, repo, chosen, target, part, revision, progress, policy, on_retry)
         # recorded before the part's lock is released: a pull waiting for it then finds the entry
         model_store.record(folder, repo, chosen.path, revision, got.commit, got.sha256, got.size)
     result.sha256, result.resumed_from = got.sha256, got.resumed_from

@@ -26,12 +26,20 @@ from edgepilot.errors import UserError
 from edgepilot.model.gguf_header import read_header
 from edgepilot.model.gguf_info import file_type_name
 from edgepilot.model.resolve import resolve_model
+from edgepilot.models.quantize_checks import (
+    REFERENCE_ID_KEY,
+    REFERENCE_KEY,
+    check_disk_space,
+    check_imatrix_needs,
+    estimate_bytes,
+    reusable_reference,
+    source_identity,
+)
 from edgepilot.safe_write import atomic_path, check_target, same_file
 
 if TYPE_CHECKING:
     from edgepilot.models.quantize_imatrix import Imatrix
 
-REFERENCE_KEY = "edgepilot.reference.source"
 PRECISE_TYPES = {"F32", "F16", "BF16"}  # a source in one of these is its own reference
 _TAG = re.compile(r"[-_.](?:[IT]?Q\d\w*|F16|F32|BF16|MXFP4\w*)$", re.IGNORECASE)
 
@@ -221,6 +229,22 @@ def _check_targets(targets: list[Path], inputs: list[Path], force: bool) -> None
         )
 
 
+def _reuse_reference(reference: Path, source: Path, identity: str, force: bool) -> bool:
+    """True when an F16 reference from an earlier run of this source is there to quantize from; an F16 of
+    another origin at that name is refused (overwritten with --force)."""
+    if not (reference.exists() or reference.is_symlink()) or same_file(reference, source):
+        return False
+    why_not = reusable_reference(reference, identity) if reference.is_file() else "it is not a regular file"
+    if why_not is None:
+        return True
+    if force:
+        return False
+    raise UserError(
+        f"{reference} exists and is not reusable as the F16 reference of {source.name}: {why_not}; "
+        "remove it, choose another --out or add --force to remake it (nothing was quantized)"
+    )
+
+
 def quantize_model(
     model: str,
     types: list[str],
@@ -251,11 +275,23 @@ def quantize_model(
     n_threads = threads or len(allowed_cpus())
     stem = output_stem(source)
     source_type, _origin = describe_source(source)
+    check_imatrix_needs(types, imatrix_file)
     need_reference = (source_type or "").upper() not in PRECISE_TYPES
     reference = out / f"{stem}-F16.gguf" if need_reference else None
+    identity = source_identity(source) if reference is not None else ""
+    reuse = reference is not None and _reuse_reference(reference, source, identity, force)
     targets = [out / f"{stem}-{t}.gguf" for t in types]
     inputs = [source] + ([Path(imatrix_file).expanduser()] if imatrix_file else [])
-    _check_targets(list(dict.fromkeys(([reference] if reference else []) + targets)), inputs, force)
+    fresh = [reference] if reference is not None and not reuse else []
+    _check_targets(
+        list(dict.fromkeys(fresh + [t for t in targets if not (reuse and t == reference)])), inputs, force
+    )
+    n_weights = sum(t.n_elements for t in read_header(source).tensors)
+    planned = [(p.name, estimate_bytes("F16", n_weights)) for p in fresh]
+    planned += [
+        (t.name, estimate_bytes(n, n_weights)) for n, t in zip(types, targets, strict=True) if t != reference
+    ]
+    check_disk_space(out, planned)
     if imatrix_file is not None:
         quantizer.load_imatrix(imatrix_file)
     result = QuantizeResult(str(source), source_type, str(reference) if reference else None, None)
@@ -266,12 +302,18 @@ def quantize_model(
         note = (
             f"{source.name} ({source_type}) dequantized to F16: exactly that model's values, rounded to F16"
         )
-        say(f"reference: {note}")
-        t0 = time.perf_counter()
-        quantizer.run(source, reference, "F16", n_threads, {REFERENCE_KEY: note})
-        seconds = time.perf_counter() - t0
-        say(f"  {reference.name}: {reference.stat().st_size / 2**20:.1f} MiB in {seconds:.1f} s")
-        result.reference_note = f"reference = {note}"
+        if reuse:
+            say(f"F16 reference: {reference.name} (made earlier from this {source.name})")
+            result.reference_note = f"reference = {note} (reused)"
+        else:
+            say(f"F16 reference from {source.name}")
+            t0 = time.perf_counter()
+            quantizer.run(
+                source, reference, "F16", n_threads, {REFERENCE_KEY: note, REFERENCE_ID_KEY: identity}
+            )
+            seconds = time.perf_counter() - t0
+            say(f"  {reference.name}: {reference.stat().st_size / 2**20:.1f} MiB in {seconds:.1f} s")
+            result.reference_note = f"reference = {note}"
         base = reference
     for i, (name, target) in enumerate(zip(types, targets, strict=True), 1):
         say(f"[{i}/{len(types)}] {name} from {base.name}")

@@ -40,6 +40,13 @@ class Caps:
     max_tokens: int  # the server's --max-tokens: a request's own is clamped to it
 
 
+def cap_note(wanted: int | None, caps: Caps) -> list[str]:
+    """What the response says when the request's own max_tokens was lowered to the server's cap."""
+    if wanted is None or wanted <= caps.max_tokens:
+        return []
+    return [f"max_tokens capped at {caps.max_tokens} (asked {wanted}; the server's --max-tokens)"]
+
+
 def _sampling(req: Sampling, wanted: int | None, caps: Caps) -> dict[str, Any]:
     out: dict[str, Any] = {
         "max_tokens": caps.max_tokens if wanted is None else min(wanted, caps.max_tokens),
@@ -64,6 +71,11 @@ def _over(what: str, count: int, cap: int, flag: str) -> OverCap:
 
 def admit(path: str, raw: bytes, caps: Caps) -> bytes:
     """The body to pass to the worker; InvalidRequest (a 400, naming the field or the cap) otherwise."""
+    return admit_noted(path, raw, caps)[0]
+
+
+def admit_noted(path: str, raw: bytes, caps: Caps) -> tuple[bytes, list[str]]:
+    """admit, and the notes the response carries about what admission changed (a capped max_tokens)."""
     body = decode_json(raw)
     out: dict[str, Any]
     if path == CHAT_PATH:
@@ -78,9 +90,11 @@ def admit(path: str, raw: bytes, caps: Caps) -> bytes:
         if chars > caps.max_chars:
             raise _over("characters", chars, caps.max_chars, "--max-prompt-chars")
         out = {"messages": messages, **_sampling(chat, chat.wanted_tokens(), caps)}
+        notes = cap_note(chat.wanted_tokens(), caps)
     else:
         completion = CompletionRequest.parse(body)
         if len(completion.prompt) > caps.max_chars:
             raise _over("characters", len(completion.prompt), caps.max_chars, "--max-prompt-chars")
         out = {"prompt": completion.prompt, **_sampling(completion, completion.wanted_tokens(), caps)}
-    return json.dumps(out).encode()
+        notes = cap_note(completion.wanted_tokens(), caps)
+    return json.dumps(out).encode(), notes

@@ -20,11 +20,11 @@ from typing import Any
 
 from edgepilot.device.process import rss_bytes
 from edgepilot.serve import proxy, status_page
-from edgepilot.serve.admission import Caps, admit, derived_max_chars
+from edgepilot.serve.admission import Caps, admit_noted, derived_max_chars
 from edgepilot.serve.config import ServeConfig, is_loopback
 from edgepilot.serve.request_body import InvalidRequest
 from edgepilot.serve.state import FAILED, STARTING, STOPPING, ServerState
-from edgepilot.serve.wire import error_body, sse, worker_error
+from edgepilot.serve.wire import NOTE_HEADER, error_body, note_header, sse, with_notes, worker_error
 
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -177,7 +177,7 @@ class Front:
             return "the model is loading"
         if not s.ready:
             last = s.deaths[-1] if s.deaths else None
-            return "the model server is restarting" + (f" after {last.cause}" if last else "")
+            return "the model server is restarting" + (f" after {last.seen or last.cause}" if last else "")
         if s.pressure.gated:
             return f"not taking new requests under {s.pressure.reason or 'memory pressure'}"
         return None
@@ -195,7 +195,7 @@ class Front:
         except ClientGone:
             return 499
         try:  # before it may queue: a malformed or over-cap body never waits for the engine
-            body = admit(path, body, self.caps)
+            body, notes = admit_noted(path, body, self.caps)
         except InvalidRequest as exc:
             return await self.error(send, 400, str(exc), code=exc.code)
         s = self.state
@@ -218,12 +218,12 @@ class Front:
             if not s.ready:  # the worker died while this request waited its turn
                 s.counts["restarting"] += 1
                 return await self.busy(send, self.unavailable() or "the model server is restarting")
-            return await self.relay(path, body, receive, send)
+            return await self.relay(path, body, receive, send, notes)
         finally:
             s.in_flight -= 1
             self.slot.release()
 
-    async def relay(self, path: str, body: bytes, receive: Receive, send: Send) -> int:
+    async def relay(self, path: str, body: bytes, receive: Receive, send: Send, notes: list[str]) -> int:
         timeout = self.config.request_timeout
         gone = asyncio.Event()
         upstream: proxy.Upstream | None = None
@@ -253,19 +253,15 @@ class Front:
                 message = "the model server stopped before answering (it is restarting); retry"
                 return await self.busy(send, message)
             ctype = upstream.header(b"content-type") or b"application/json"
+            said = note_header(upstream.header(NOTE_HEADER), notes)  # the worker's (a trimmed chat) and ours
             if not streaming:
-                note = upstream.header(b"x-edgepilot-note")  # the worker trimmed the conversation to fit
-                extra = [(b"x-edgepilot-note", note)] if note else None
                 if upstream.status >= 400:
                     payload, ctype = worker_error(upstream.status, payload), b"application/json"
-                return await self.reply(send, upstream.status, payload, ctype, extra)
-            await send(
-                {
-                    "type": "http.response.start",
-                    "status": upstream.status,
-                    "headers": [(b"content-type", ctype), (b"cache-control", b"no-cache"), *COMMON_HEADERS],
-                }
-            )
+                else:
+                    payload = with_notes(payload, notes)
+                return await self.reply(send, upstream.status, payload, ctype, said)
+            head = [(b"content-type", ctype), (b"cache-control", b"no-cache"), *COMMON_HEADERS, *said]
+            await send({"type": "http.response.start", "status": upstream.status, "headers": head})
             try:
                 async for chunk in upstream.body(timeout):
                     await send({"type": "http.response.body", "body": chunk, "more_body": True})

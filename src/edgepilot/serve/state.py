@@ -36,6 +36,15 @@ class Death:
     fix: str
     evidence: list[str] = field(default_factory=list)
     action: str = ""  # what the watchdog did about it
+    seen: str = ""  # what the watchdog saw, for people: "the worker was killed (SIGKILL: killed-by-system)"
+
+
+def what_was_seen(signal_name: str | None, exit_code: int, cause: str) -> str:
+    """The death as the watchdog saw it: the signal or exit status, and the doctor's cause when it has one."""
+    known = f": {cause}" if cause and cause != "unknown" else ""
+    if signal_name:
+        return f"the worker was killed ({signal_name}{known})"
+    return f"the worker exited (status {exit_code}{known})"
 
 
 @dataclass

@@ -31,7 +31,7 @@ from edgepilot.serve.context_policy import GROW_CHECK_SECONDS, GrowthPolicy, aft
 from edgepilot.serve.launch import Launch
 from edgepilot.serve.planning import MEMORY_CAUSES, MIN_CTX, after_memory_kill
 from edgepilot.serve.proxy import probe_health
-from edgepilot.serve.state import Death, Pressure, ServerState, WorkerInfo
+from edgepilot.serve.state import Death, Pressure, ServerState, WorkerInfo, what_was_seen
 
 if TYPE_CHECKING:
     from edgepilot.doctor.types import DeviceState
@@ -349,6 +349,7 @@ class Watchdog(threading.Thread):
             title=title,
             fix=fix,
             evidence=evidence,
+            seen=what_was_seen(signal_name(sig), 128 + sig if sig else rc, cause),
         )
 
 

@@ -33,3 +33,28 @@ def worker_error(status: int, payload: bytes) -> bytes:
     code = error.get("code")
     code = NATIVE_CODES.get(native) if isinstance(native, str) and native in NATIVE_CODES else code
     return json.dumps(error_body(str(message), kind, code if isinstance(code, str) else None)).encode()
+
+
+NOTE_HEADER = b"x-edgepilot-note"
+
+
+def note_header(worker_note: bytes | None, notes: list[str]) -> list[tuple[bytes, bytes]]:
+    """The X-Edgepilot-Note header: the worker's own note (a trimmed conversation) and the front's."""
+    parts = ([worker_note.decode("latin-1")] if worker_note else []) + notes
+    text = "; ".join(parts).encode("ascii", errors="replace")
+    return [(NOTE_HEADER, text)] if text else []
+
+
+def with_notes(payload: bytes, notes: list[str]) -> bytes:
+    """A JSON reply with the front's notes added to its `notes` list (an additive key both engines carry)."""
+    if not notes:
+        return payload
+    try:
+        body = json.loads(payload)
+    except ValueError:
+        return payload
+    if not isinstance(body, dict):
+        return payload
+    earlier = body.get("notes")
+    body["notes"] = [*(earlier if isinstance(earlier, list) else []), *notes]
+    return json.dumps(body).encode()
