@@ -16,62 +16,24 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from edgepilot.datadir import data_dir
-from edgepilot.engine.choice import EngineInfo, choose_engine
+from edgepilot.engine.choice import choose_engine
 from edgepilot.errors import UserError
 from edgepilot.model.resolve import resolve_model
 from edgepilot.model.tokenizer_id import differences, tokenizer_digests
 from edgepilot.models import quality
+from edgepilot.models.compare_types import Compared, CompareResult
 from edgepilot.models.quantize import bits_per_weight, describe_source
 from edgepilot.plan.requested import RequestedSettings
-from edgepilot.plan.settings import EngineSettings
 from edgepilot.safe_write import ensure_dir, write_failure
 from edgepilot.tuned.decide import decide
 
+__all__ = ["CompareResult", "Compared", "compare_models"]
+
 CHILD_TIMEOUT_S = 3600  # a 1B model's pp + quality on a slow phone core takes minutes, not hours
 MAX_FILES = 32
-
-
-@dataclass
-class Compared:
-    name: str
-    path: str
-    file_type: str | None
-    file_bytes: int
-    bits_per_weight: float
-    reference: bool
-    predicted_peak_bytes: int
-    measured_peak_bytes: int
-    peak_error: float  # (predicted - measured) / measured
-    pp_tps: float
-    tg_tps: float
-    perplexity: float
-    ppl_stderr: float
-    kl_mean: float | None
-    kl_max: float | None
-    same_top: float | None
-    settings: EngineSettings
-    n_prompt: int = 0  # the memory run's prompt, in tokens (it fills the context less n_gen)
-    fits: bool = True
-
-
-@dataclass
-class CompareResult:
-    reference: str
-    reference_note: str
-    text: str
-    text_tokens: int
-    ppl_ctx: int
-    n_scored: int
-    n_ctx: int
-    n_gen: int
-    rows: list[Compared] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    plot: str | None = None
-    engine: EngineInfo | None = None  # in-process, or llama-perplexity with its version
 
 
 def _check_sizes(ctx: int, ppl_ctx: int, chunks: int, n_gen: int) -> None:

@@ -11,7 +11,7 @@ from edgepilot.errors import UserError
 from edgepilot.safe_write import atomic_write, check_target
 
 if TYPE_CHECKING:
-    from edgepilot.models.compare import CompareResult
+    from edgepilot.models.compare_types import CompareResult
 
 MIB = 1 << 20
 
