@@ -1,6 +1,6 @@
 """`cluster plan`'s input is checked before planning (issue 25): hostile budgets, a host with a ','
 (llama.cpp's --rpc separator), a HOST:PORT given twice and more helpers than layers are one line and exit 2;
-a helper left without layers gets a zero share and is named; a snapshot archive is a ROOT."""
+a helper left without layers is left out of --rpc and named (issue 23); a snapshot archive is a ROOT."""
 
 from __future__ import annotations
 
@@ -16,10 +16,11 @@ from test_cluster_plan import llama_cpp_assign
 
 DEVICES = Path(__file__).resolve().parents[1] / "devices"
 SMOLLM_LAYERS = 30
+MAIN_BUDGET = "200MiB"  # SmolLM2 on a main device at ctx 4096 with a few layers of its own
 
 
-def plan(cli_app, model: Path, *helpers: str, as_json: bool = False):
-    args = ["cluster", "plan", str(model)] + (["--json"] if as_json else [])
+def plan(cli_app, model: Path, *helpers: str, as_json: bool = False, main_budget: str = MAIN_BUDGET):
+    args = ["cluster", "plan", str(model), "--main-budget", main_budget] + (["--json"] if as_json else [])
     for h in helpers:
         args += ["--helper", h]
     return CliRunner().invoke(cli_app, args)
@@ -68,7 +69,14 @@ def test_a_host_that_is_not_one_host_is_refused(cli_app, smollm_path, host):
 
 
 def test_host_names_and_bracketed_ipv6_are_hosts(cli_app, smollm_path):
-    result = plan(cli_app, smollm_path, "[::1]:50052=64MiB", "phone-2.lan:50053=64MiB", as_json=True)
+    result = plan(
+        cli_app,
+        smollm_path,
+        "[::1]:50052=64MiB",
+        "phone-2.lan:50053=64MiB",
+        as_json=True,
+        main_budget="400MiB",
+    )
     assert result.exit_code == 0, result.output
     main = json.loads(result.output)["main_command"]
     assert main[main.index("--rpc") + 1] == "[::1]:50052,phone-2.lan:50053"
@@ -91,25 +99,29 @@ def test_more_helpers_than_layers_is_one_line(cli_app, smollm_path):
 def test_as_many_helpers_as_layers_give_a_plan_llama_cpp_follows(cli_app, smollm_path, budget):
     n = SMOLLM_LAYERS + 1
     result = plan(cli_app, smollm_path, *[f"127.0.0.1:{50000 + i}={budget}" for i in range(n)], as_json=True)
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == (0 if budget == "1GiB" else 1), result.output
     found = json.loads(result.output)
     counts = [s["end_layer"] - s["first_layer"] for s in found["helpers"]]
-    assert sum(counts) == n and min(counts) >= 0 and counts[-1] >= 1
+    n_main = found["main"]["end_layer"]
+    assert n_main + sum(counts) == n and min(counts) >= 1
     split = found["tensor_split"]
-    assert min(split) >= 0  # `edgepilot serve --tensor-split` refuses a negative share
-    got = llama_cpp_assign(split, SMOLLM_LAYERS)
-    assert [got.count(j) for j in range(n)] == counts
-    idle = [s["name"] for s in found["helpers"] if s["end_layer"] == s["first_layer"]]
+    assert min(split) > 0 and len(split) == len(counts)  # only the helpers that hold layers are in --rpc
+    got = llama_cpp_assign(split, SMOLLM_LAYERS, found["n_gpu_layers"])
+    assert got.count(-1) == n_main and [got.count(j) for j in range(len(counts))] == counts
     if budget == "1GiB":
+        idle = found["left_out"]
         assert idle and any(", ".join(idle) in note for note in found["notes"])
+        assert len(idle) + len(counts) == n
     else:
-        assert counts == [1] * n and found["fits"] is False
+        assert found["fits"] is False and found["suggestions"]
 
 
-def test_a_helper_with_no_layers_gets_a_zero_share(cli_app, smollm_path):
+def test_a_helper_with_no_layers_is_left_out_and_named(cli_app, smollm_path):
     result = plan(cli_app, smollm_path, "127.0.0.1:50052=1MiB", "127.0.0.1:50053=1GiB", as_json=True)
     found = json.loads(result.output)
-    assert found["tensor_split"] == [0, SMOLLM_LAYERS + 1]
+    assert found["tensor_split"] == [SMOLLM_LAYERS + 1 - found["main"]["end_layer"]]
+    assert found["main_command"][found["main_command"].index("--rpc") + 1] == "127.0.0.1:50053"
+    assert found["left_out"] == ["127.0.0.1:50052"]
     assert "no layers for 127.0.0.1:50052" in found["notes"][0]
 
 

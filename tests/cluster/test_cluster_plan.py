@@ -19,14 +19,20 @@ EDGEPILOT = [sys.executable, "-m", "edgepilot"]
 DEVICES = Path(__file__).resolve().parents[1] / "devices"
 
 
-def llama_cpp_assign(split: list[float], n_layer: int) -> list[int]:
-    """llama-model.cpp's own arithmetic, in float32 as it does it (upper_bound over normalized sums)."""
+def llama_cpp_assign(split: list[float], n_layer: int, n_gpu_layers: int | None = None) -> list[int]:
+    """llama-model.cpp's own arithmetic (load_tensors), in float32 as it does it (upper_bound over normalized
+    sums): layers 0..n_layer (output included) -> RPC device index, -1 for the main device's CPU."""
     sums = np.cumsum(np.array(split, dtype=np.float32), dtype=np.float32)
     splits = sums / np.float32(sums[-1])
-    act = n_layer + 1
+    ngl = n_layer + 1 if n_gpu_layers is None else n_gpu_layers
+    i_gpu_start = max(n_layer + 1 - ngl, 0)
+    act = min(ngl, n_layer + 1)
     out = []
-    for il in range(act):
-        x = np.float32(il) / np.float32(act)
+    for il in range(n_layer + 1):
+        if il < i_gpu_start or il - i_gpu_start >= act:
+            out.append(-1)
+            continue
+        x = np.float32(il - i_gpu_start) / np.float32(act)
         out.append(min(int(np.searchsorted(splits, x, side="right")), len(split) - 1))
     return out
 
@@ -47,7 +53,7 @@ def test_the_split_gives_each_device_exactly_its_layer_count(n_layer):
 def test_plan_fits_the_sum_not_one_helper_and_prints_commands(cli_app, smollm_path):
     from click.testing import CliRunner
 
-    args = ["cluster", "plan", str(smollm_path), "--ctx", "512", "--json"]
+    args = ["cluster", "plan", str(smollm_path), "--ctx", "512", "--json", "--main-budget", "121MiB"]
     helpers = ["--helper", "127.0.0.1:50052=48MiB", "--helper", "10.0.0.7:50052=72MiB"]
     result = CliRunner().invoke(cli_app, args + helpers)
     assert result.exit_code == 0, result.output
@@ -55,7 +61,10 @@ def test_plan_fits_the_sum_not_one_helper_and_prints_commands(cli_app, smollm_pa
     assert plan["fits"] is True
     shares = plan["helpers"]
     assert [s["name"] for s in shares] == ["127.0.0.1:50052", "10.0.0.7:50052"]
-    assert shares[0]["first_layer"] == 0 and shares[-1]["end_layer"] == plan["n_layer"] + 1
+    assert (
+        shares[0]["first_layer"] == plan["main"]["end_layer"]
+        and shares[-1]["end_layer"] == plan["n_layer"] + 1
+    )
     assert all(s["predicted_peak_bytes"] <= s["budget_bytes"] for s in shares)
     main = plan["main_command"]
     assert main[main.index("--rpc") + 1] == "127.0.0.1:50052,10.0.0.7:50052"
@@ -63,7 +72,7 @@ def test_plan_fits_the_sum_not_one_helper_and_prints_commands(cli_app, smollm_pa
     assert plan["helper_commands"][1][-2:] == ["--host", "10.0.0.7"]
 
     alone = CliRunner().invoke(cli_app, [*args, "--helper", "127.0.0.1:50052=72MiB"])
-    assert json.loads(alone.output)["fits"] is False
+    assert alone.exit_code == 1 and json.loads(alone.output)["fits"] is False
 
 
 def test_a_helper_given_as_a_device_tree_gets_that_devices_budget(cli_app, smollm_path):
@@ -71,7 +80,7 @@ def test_a_helper_given_as_a_device_tree_gets_that_devices_budget(cli_app, smoll
 
     root = DEVICES / "raspberry-pi5"
     args = ["cluster", "plan", str(smollm_path), "--json", "--helper", f"127.0.0.1:50052={root}"]
-    result = CliRunner().invoke(cli_app, args)
+    result = CliRunner().invoke(cli_app, [*args, "--main-budget", "200MiB"])
     assert result.exit_code == 0, result.output
     share = json.loads(result.output)["helpers"][0]
     assert share["budget_bytes"] > 1 << 30 and share["end_layer"] == share["first_layer"] + 31

@@ -70,16 +70,20 @@ def render_plan(plan: Any, out: Console) -> None:
     rows = [
         [
             s.name,
-            f"{s.first_layer}-{s.end_layer - 1} ({s.n_layers})",
+            f"{s.first_layer}-{s.end_layer - 1} ({s.n_layers})" if s.n_layers else "input only",
             mib(s.weights_bytes),
             mib(s.kv_bytes),
             mib(s.predicted_peak_bytes),
             mib(s.budget_bytes) if s.budget_bytes is not None else "?",
             "yes" if s.fits else "OVER BUDGET",
         ]
-        for s in plan.helpers
+        for s in ([plan.main] if plan.main is not None else []) + plan.helpers
     ]
     print_records(out, columns, rows)
+    if plan.suggestions:
+        say(out, "the smallest change that would fit: " + plan.suggestions[0], style="bold")
+        for other in plan.suggestions[1:]:
+            say(out, f"  or: {other}", style="dim")
     say(out, "on each helper:", style="dim")
     for cmd in plan.helper_commands:
         print_command(out, "", cmd, style="")
@@ -102,13 +106,31 @@ def render_plan(plan: Any, out: Console) -> None:
 )
 @click.option("--ctx", default=DEFAULT_CTX, show_default=True, help="Context size")
 @click.option("--kv", default="f16", show_default=True, help="KV cache type")
+@click.option("--main-budget", help="The main device's memory budget (default: what `fit` plans on it)")
+@click.option("--root", default="/", show_default=True, help="The main device's tree or snapshot to probe")
 @flags.JSON
 @user_errors
-def plan(model: str, helpers: tuple[str, ...], ctx: int, kv: str, as_json: bool) -> None:
-    """Split a model's layers over RPC helpers by their memory budgets; print every command to run."""
-    from edgepilot.cluster.plan import parse_helper, plan_cluster
+def plan(
+    model: str,
+    helpers: tuple[str, ...],
+    ctx: int,
+    kv: str,
+    main_budget: str | None,
+    root: str,
+    as_json: bool,
+) -> None:
+    """Split a model's layers over the main device and RPC helpers by their memory budgets; print every
+    command to run. Exit status 1 when it does not fit (with the smallest change that would)."""
+    from edgepilot.cluster.plan import MIN_BUDGET, parse_helper, plan_cluster
     from edgepilot.plan.settings import kv_type_id
+    from edgepilot.sizes import parse_size
 
     kv_type_id(kv)
+    kv = kv.lower()
     flags.check_range("--ctx", ctx, 16, 1 << 30)
-    emit(plan_cluster(model, [parse_helper(h) for h in helpers], n_ctx=ctx, kv=kv), as_json, render_plan)
+    main = None if main_budget is None else parse_size(main_budget, what="--main-budget", minimum=MIN_BUDGET)
+    parsed = [parse_helper(h) for h in helpers]
+    result = plan_cluster(model, parsed, n_ctx=ctx, kv=kv, main_budget=main, root=root)
+    emit(result, as_json, render_plan)
+    if not result.fits:
+        raise click.exceptions.Exit(1)

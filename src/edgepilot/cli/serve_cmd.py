@@ -118,6 +118,11 @@ def _engine_kind(engine: str | None) -> str:
 )
 @click.option("--rpc", help="HOST:PORT,... of `edgepilot rpc-server` helpers (implies --engine llama-server)")
 @click.option("--tensor-split", help="Share of the layers per --rpc helper (see `edgepilot cluster plan`)")
+@click.option(
+    "--gpu-layers",
+    type=int,
+    help="Layers the --rpc helpers hold, output included (llama.cpp's -ngl; the rest stay on this CPU)",
+)
 @click.option("--cache-reuse", type=int, help="llama-server's --cache-reuse N (prompt cache by KV shifting)")
 @click.option("--header-timeout", default=10.0, show_default=True, help="Seconds for a request's head")
 @click.option("--body-timeout", default=30.0, show_default=True, help="Seconds for a request's body")
@@ -147,6 +152,7 @@ def serve(
     engine: str | None,
     rpc: str | None,
     tensor_split: str | None,
+    gpu_layers: int | None,
     cache_reuse: int | None,
     header_timeout: float,
     body_timeout: float,
@@ -166,10 +172,15 @@ def serve(
     helpers = parse_rpc(rpc)
     if tensor_split and not helpers:
         raise UserError("--tensor-split needs --rpc HOST:PORT,...")
+    if gpu_layers is not None and not helpers:
+        raise UserError("--gpu-layers needs --rpc HOST:PORT,...")
+    flags.check_range("--gpu-layers", gpu_layers, 1, 1 << 20)
     native = None
     if helpers or cache_reuse is not None or _engine_kind(engine) == "tools":
         flags.check_range("--cache-reuse", cache_reuse, 0, 1 << 30)
-        native = NativeEngine(helpers, parse_tensor_split(tensor_split, len(helpers)), cache_reuse)
+        native = NativeEngine(
+            helpers, parse_tensor_split(tensor_split, len(helpers)), cache_reuse, gpu_layers
+        )
 
     config = ServeConfig(
         header_timeout=header_timeout,

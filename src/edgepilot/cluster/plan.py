@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import re
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from edgepilot.cluster.split import DeviceShare, helper_share, kv_per_layer, llama_split, tensors_by_layer
+from edgepilot.cluster.layout import Costs, arrange
+from edgepilot.cluster.split import DeviceShare, llama_split
 from edgepilot.defaults import DEFAULT_CTX
 from edgepilot.device.probe import is_archive
 from edgepilot.errors import UserError
+from edgepilot.model.arch import ArchParams
+from edgepilot.model.gguf_records import GGUFHeader
 from edgepilot.plan.budget import compute_budget
-from edgepilot.plan.fit import load_model_facts, read_device
+from edgepilot.plan.planner import DeviceFacts, load_model_facts, read_device
+from edgepilot.plan.settings import UNQUANTIZED_KV
 from edgepilot.sizes import MIB, parse_size, show_size
 
 DEFAULT_PORT = 50052
@@ -91,10 +95,14 @@ class ClusterPlan:
     n_ctx: int
     fits: bool
     tensor_split: list[float]
-    helpers: list[DeviceShare]
+    helpers: list[DeviceShare]  # the helpers that hold layers, in --rpc order
     helper_commands: list[list[str]]
     main_command: list[str]  # llama.cpp's llama-server
     edgepilot_command: list[str]  # the same through edgepilot serve (front, watchdog, doctor)
+    main: DeviceShare | None = None  # the main device: the input layer and layers 0..n_gpu_start-1
+    n_gpu_layers: int = 0  # llama.cpp's -ngl: the layers the helpers hold, output included
+    left_out: list[str] = field(default_factory=list)  # helpers given no layers (not in --rpc)
+    suggestions: list[str] = field(default_factory=list)  # when it does not fit: changes that would fit
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -102,84 +110,120 @@ class ClusterPlan:
         return ",".join(h.name for h in self.helpers)
 
 
-def _fill(budgets: list[int], fraction: float, shares_for) -> list[int] | None:
-    """Layer counts, last helper first (it holds the output layer): each takes what fits in fraction of its
-    budget; None when layers are left over."""
-    n_total = shares_for.n_total
-    counts = [0] * len(budgets)
-    end = n_total
-    for j in range(len(budgets) - 1, -1, -1):
-        first = end
-        while first > 0 and shares_for(j, first - 1, end).predicted_peak_bytes <= fraction * budgets[j]:
-            first -= 1
-        if j == len(budgets) - 1 and first == end:
-            return None  # the output layer must go to the last helper
-        counts[j] = end - first
-        end = first
-    return counts if end == 0 else None
+_COSTS: list[tuple[GGUFHeader, DeviceFacts, int, str, Costs]] = []
 
 
-def plan_cluster(model: str, helpers: list[Helper], n_ctx: int = DEFAULT_CTX, kv: str = "f16") -> ClusterPlan:
+def _costs(header: GGUFHeader, arch: ArchParams, device: DeviceFacts, n_ctx: int, kv: str) -> Costs:
+    """The same model, device, context and KV type planned again: its per-range peaks are already known."""
+    for h, d, c, k, costs in _COSTS:
+        if h is header and d is device and (c, k) == (n_ctx, kv):
+            return costs
+    costs = Costs(header, arch, device, n_ctx, kv)
+    _COSTS[:] = [*_COSTS[-3:], (header, device, n_ctx, kv, costs)]
+    return costs
+
+
+def main_budget_of(root: str | Path) -> tuple[DeviceFacts, int]:
+    """This device's facts and budget, as `fit` plans them."""
+    device = read_device(root)
+    if device.memory.available_bytes is None:
+        raise UserError(
+            "no usable memory figure for the main device: give its budget with --main-budget SIZE"
+        )
+    return device, compute_budget(device.memory, device.android, None).budget_bytes
+
+
+def plan_cluster(
+    model: str,
+    helpers: list[Helper],
+    n_ctx: int = DEFAULT_CTX,
+    kv: str = "f16",
+    main_budget: int | None = None,
+    root: str | Path = "/",
+    suggest: bool = True,
+    facts: tuple[Path, GGUFHeader, ArchParams] | None = None,
+    device: DeviceFacts | None = None,
+) -> ClusterPlan:
+    """main_budget: the main device's (None: the probe of `root`, as `fit` plans it). facts and device: the
+    model and the main device already read, to plan many budgets without reading them again."""
     if not helpers:
         raise UserError("give at least one helper: --helper HOST:PORT=BUDGET")
-    path, header, arch = load_model_facts(model)
+    path, header, arch = facts or load_model_facts(model)
     n_layer = arch.n_layer
     check_helpers(helpers, n_layer)
-    layers = tensors_by_layer(header, n_layer)
-    kv_bytes = kv_per_layer(arch, n_ctx, kv, kv)
+    if main_budget is None:
+        device, main_budget = main_budget_of(root)
+    elif device is None:
+        device = read_device(root)
+    costs = _costs(header, arch, device, n_ctx, kv)
     budgets = [h.budget_bytes for h in helpers]
-
-    def shares_for(j: int, first: int, end: int) -> DeviceShare:
-        return helper_share(helpers[j].endpoint, first, end, layers, kv_bytes, budgets[j])
-
-    shares_for.n_total = n_layer + 1  # type: ignore[attr-defined]
-    counts = _fill(budgets, 1.0, shares_for)
-    fits = counts is not None
-    if counts is not None:
-        lo, hi = 0.0, 1.0  # the smallest share of every budget that still holds the model: balanced headroom
-        for _ in range(20):
-            mid = (lo + hi) / 2
-            found = _fill(budgets, mid, shares_for)
-            if found is None:
-                lo = mid
-            else:
-                hi, counts = mid, found
-    else:
-        total = sum(budgets)
-        counts = [max(1, round((n_layer + 1) * b / total)) for b in budgets]
-        counts[-1] = n_layer + 1 - sum(counts[:-1])
-        if counts[-1] < 1:
-            counts = [1] * len(budgets)
-            counts[0] = n_layer + 1 - (len(budgets) - 1)
-    shares, first = [], 0
-    for j, c in enumerate(counts):
-        shares.append(shares_for(j, first, first + c))
-        first += c
-    split = llama_split(counts)
+    layout = arrange(costs, budgets, main_budget)
+    shares, first, kept = [], layout.n_main, []
+    for h, c in zip(helpers, layout.counts, strict=True):
+        if c:
+            shares.append(
+                replace(costs.helper(first, first + c), name=h.endpoint, budget_bytes=h.budget_bytes)
+            )
+            kept.append(h)
+            first += c
+    main = costs.main.share(layout.n_main, main_budget)
+    n_gpu = n_layer + 1 - layout.n_main
+    split = llama_split([s.n_layers for s in shares])
     ts = ",".join(f"{s:g}" for s in split)
-    rpc = ",".join(h.endpoint for h in helpers)
+    rpc = ",".join(h.endpoint for h in kept)
     helper_cmds = [
         ["edgepilot", "rpc-server", "--port", str(h.port)]
         + (["--host", h.host] if h.host != "127.0.0.1" else [])
-        for h in helpers
+        for h in kept
     ]
-    main = ["llama-server", "-m", str(path), "-c", str(n_ctx), "-ctk", kv, "-ctv", kv, "-np", "1"]
-    main += ["-ngl", str(n_layer + 1), "--rpc", rpc, "--tensor-split", ts]
+    main_cmd = ["llama-server", "-m", str(path), "-c", str(n_ctx), "-ctk", kv, "-ctv", kv, "-np", "1"]
+    if kv not in UNQUANTIZED_KV:
+        main_cmd += ["-fa", "on"]
+    main_cmd += ["-ngl", str(n_gpu), "--rpc", rpc, "--tensor-split", ts]
     ours = ["edgepilot", "serve", str(path), "--ctx", str(n_ctx), "--rpc", rpc, "--tensor-split", ts]
+    if n_gpu != n_layer + 1:
+        ours += ["--gpu-layers", str(n_gpu)]
     if kv != "f16":
         ours += ["--kv", kv]
+    left_out = [h.endpoint for h, c in zip(helpers, layout.counts, strict=True) if not c]
     notes = [
-        "the main device keeps the input layer (token embeddings, memory-mapped) and runs the sampling",
+        "the main device keeps the input layer (token embeddings, memory-mapped)"
+        + (f" and layers 0-{layout.n_main - 1} on its CPU" if layout.n_main else "")
+        + ", and runs the sampling; it maps the whole file while loading",
         "rpc-server has no authentication: keep helpers on 127.0.0.1 and reach them over SSH tunnels",
     ]
-    idle = [s.name for s in shares if s.n_layers == 0]
-    if idle:  # named: each is still in --rpc, where llama.cpp connects to it
-        notes.insert(
-            0, f"no layers for {', '.join(idle)}: the others hold the model; leave them out of --rpc"
+    if left_out:
+        notes.insert(0, f"no layers for {', '.join(left_out)}: the others hold the model; left out of --rpc")
+    if not any(t.name == "output.weight" for t in header.tensors) and shares:
+        notes.append(
+            f"tied output: {shares[-1].name} holds its own copy of token_embd for the output layer "
+            "(llama.cpp offloads the output layer whenever any layer is offloaded)"
         )
-    if not fits:
-        notes.insert(0, "does not fit: the helpers' budgets together cannot hold the model at this context")
-    return ClusterPlan(str(path), n_layer, n_ctx, fits, split, shares, helper_cmds, main, ours, notes)
+    plan = ClusterPlan(
+        str(path),
+        n_layer,
+        n_ctx,
+        layout.fits,
+        split,
+        shares,
+        helper_cmds,
+        main_cmd,
+        ours,
+        main=main,
+        n_gpu_layers=n_gpu,
+        left_out=left_out,
+        notes=notes,
+    )
+    if not plan.fits:
+        over = [s.name for s in [main, *shares] if not s.fits]
+        notes.insert(0, f"does not fit: over budget on {', '.join(over) or 'the devices'} at this context")
+        if suggest:
+            from edgepilot.cluster.suggest import smallest_changes
+
+            plan.suggestions = smallest_changes(
+                (path, header, arch), device, budgets, main_budget, [h.endpoint for h in helpers], n_ctx, kv
+            )
+    return plan
 
 
 def as_lines(plan: ClusterPlan) -> list[str]:

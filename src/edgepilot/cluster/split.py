@@ -1,9 +1,10 @@
 """Which device holds which layer when llama.cpp splits a model over RPC helpers, and what each allocates.
 
 llama.cpp (src/llama-model.cpp, load_tensors): the input layer (token_embd) stays on the main device's CPU;
-with `-ngl N` the first n_layer+1-N layers stay there too; the rest, and the output layer (index n_layer), go
-to the RPC devices in --rpc order: layer il goes to the first device j with split_j > (il - start) / act,
-split_j being the running sum of --tensor-split normalized to 1. A tied output (no output.weight) is a copy of
+with `-ngl N` the layers below i_gpu_start = n_layer+1-N stay there too; the rest, the output layer (index
+n_layer) included, go to the RPC devices in --rpc order: layer il goes to the first device j with
+split_j > (il - i_gpu_start) / N, split_j being the running sum of --tensor-split normalized to 1 (float32).
+So the output layer is offloaded whenever any layer is. A tied output (no output.weight) is a copy of
 token_embd on the output layer's device. Each layer's KV cache lives on the layer's device (offload_kqv).
 
 What an rpc-server holds (ggml/src/ggml-rpc/ggml-rpc.cpp): its buffers are plain ggml CPU buffers, malloc'd,
@@ -106,16 +107,22 @@ def llama_split(counts: list[int]) -> list[float]:
     return [b - a for a, b in zip([0.0, *bounds[:-1]], bounds, strict=True)]
 
 
-def assign(split: list[float], n_layer: int, start: int = 0) -> list[int]:
-    """llama.cpp's mapping, layer index -> RPC device index, for layers start..n_layer (output included)."""
+def assign(split: list[float], n_layer: int, n_gpu_layers: int | None = None) -> list[int]:
+    """llama.cpp's mapping for layers 0..n_layer (output included): -1 for the main device's CPU, else the
+    RPC device's index. n_gpu_layers: -ngl (None: all of them)."""
+    ngl = n_layer + 1 if n_gpu_layers is None else n_gpu_layers
+    start = max(n_layer + 1 - ngl, 0)
+    act = min(ngl, n_layer + 1)
     total = sum(split)
     cums, running = [], 0.0
     for s in split:
         running += s
         cums.append(running / total)
-    act = n_layer + 1 - start
     out = []
-    for il in range(start, n_layer + 1):
+    for il in range(n_layer + 1):
+        if il < start or il - start >= act:
+            out.append(-1)
+            continue
         x = (il - start) / act
         out.append(next((j for j, c in enumerate(cums) if c > x), len(cums) - 1))
     return out

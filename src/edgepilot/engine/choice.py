@@ -134,9 +134,7 @@ def choose_engine(requested: str | None = None, load: bool = True, tool: str = "
     return _tools_info(path, "asked for" if choice == "tools" else f"llama-cpp-python {reason}")
 
 
-def describe_engine(
-    requested: str | None = None, load: bool = True
-) -> tuple[EngineInfo | None, str | None]:
+def describe_engine(requested: str | None = None, load: bool = True) -> tuple[EngineInfo | None, str | None]:
     """For probe and fit: the engine, or why there is none (never raises for a missing engine)."""
     try:
         return choose_engine(requested, load), None

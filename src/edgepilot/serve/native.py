@@ -37,6 +37,7 @@ class NativeLaunch(WorkerLaunch):
     rpc: list[str] = field(default_factory=list)
     tensor_split: list[float] = field(default_factory=list)
     cache_reuse: int | None = None
+    gpu_layers: int | None = None  # -ngl with --rpc (None: all: 999)
     tool: str = field(default_factory=lambda: str(find_tool("llama-server")))
     env: dict[str, str] = field(default_factory=lambda: dict(os.environ, GGML_NO_BACKTRACE="1"))
     preexec = staticmethod(_die_with_parent)
@@ -48,7 +49,7 @@ class NativeLaunch(WorkerLaunch):
         if self.cache_reuse is not None:
             extra += ["--cache-reuse", str(self.cache_reuse)]
         if self.rpc:
-            extra += ["--rpc", ",".join(self.rpc), "-ngl", "999"]
+            extra += ["--rpc", ",".join(self.rpc), "-ngl", str(self.gpu_layers or 999)]
         if self.tensor_split:
             extra += ["--tensor-split", ",".join(f"{v:g}" for v in self.tensor_split)]
         argv = llama_cpp_command(self.model, settings, self.tool, self.cpus, self.prompt_cpus, extra)

@@ -127,6 +127,7 @@ class NativeEngine:
     rpc: list[str] = field(default_factory=list)
     tensor_split: list[float] = field(default_factory=list)
     cache_reuse: int | None = None
+    gpu_layers: int | None = None  # -ngl with --rpc (None: every layer to the helpers)
 
 
 def prepare(
@@ -255,7 +256,11 @@ class Supervisor:
         if self.native is not None:
             native = self.native
             launch = NativeLaunch(
-                **common, rpc=native.rpc, tensor_split=native.tensor_split, cache_reuse=native.cache_reuse
+                **common,
+                rpc=native.rpc,
+                tensor_split=native.tensor_split,
+                cache_reuse=native.cache_reuse,
+                gpu_layers=native.gpu_layers,
             )
         else:
             launch = Launch(
