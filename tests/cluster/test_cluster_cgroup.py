@@ -21,6 +21,7 @@ from edgepilot.doctor.cgroup import MemoryLimit, cgroup_problem
 MiB = 1 << 20
 BUDGETS = [48 * MiB, 48 * MiB, 72 * MiB]  # SmolLM2 135M Q4_1 at ctx 512 needs ~120 MiB on one helper
 CTX = 512
+MAIN_BUDGET = 121 * MiB  # the main device with no layers of its own peaks at 120.1 MiB (the file mapped)
 problem = cgroup_problem()
 pytestmark = pytest.mark.skipif(problem is not None, reason=problem or "")
 
@@ -38,9 +39,11 @@ def test_three_small_helpers_serve_a_model_none_holds_alone(tmp_path, smollm_pat
 
     ports = [free_port() for _ in BUDGETS]
     helpers = [Helper("127.0.0.1", p, b) for p, b in zip(ports, BUDGETS, strict=True)]
-    plan = plan_cluster(str(smollm_path), helpers, n_ctx=CTX)
+    plan = plan_cluster(str(smollm_path), helpers, n_ctx=CTX, main_budget=MAIN_BUDGET)
     assert plan.fits and all(s.fits for s in plan.helpers)
-    alone = plan_cluster(str(smollm_path), [Helper("127.0.0.1", 1, max(BUDGETS))], n_ctx=CTX)
+    alone = plan_cluster(
+        str(smollm_path), [Helper("127.0.0.1", 1, max(BUDGETS))], n_ctx=CTX, main_budget=MAIN_BUDGET
+    )
     assert not alone.fits  # the model does not fit any one helper
     assert alone.helpers[0].predicted_peak_bytes > max(BUDGETS)
 
@@ -66,6 +69,8 @@ def test_three_small_helpers_serve_a_model_none_holds_alone(tmp_path, smollm_pat
             plan.rpc,
             "--tensor-split",
             split,
+            "--gpu-layers",
+            str(plan.n_gpu_layers),
             "--ctx",
             str(CTX),
             "--max-tokens",

@@ -141,3 +141,32 @@ def test_rpc_server_runs_on_loopback_by_default(rpc_server_tool, tmp_path):
 def test_rpc_server_bad_input_is_one_line_exit_2(flags, rpc_server_tool):
     out = subprocess.run([*EDGEPILOT, "rpc-server", *flags], capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
+
+
+def test_the_gemma_plan_from_issue_23_is_valid_and_a_plan_that_does_not_fit_exits_1(cli_app, gemma_path):
+    from click.testing import CliRunner
+
+    args = ["cluster", "plan", str(gemma_path), "--ctx", "1024", "--json"]
+    args += ["--helper", "127.0.0.1:50001=120MiB", "--helper", "127.0.0.1:50002=420MiB"]
+    result = CliRunner().invoke(cli_app, [*args, "--main-budget", "400MiB"])
+    assert result.exit_code == 0, result.output
+    plan = json.loads(result.output)
+    assert plan["fits"] and all(s["end_layer"] > s["first_layer"] for s in plan["helpers"])
+    assert min(plan["tensor_split"]) > 0
+    for s in [plan["main"], *plan["helpers"]]:
+        assert s["predicted_peak_bytes"] <= s["budget_bytes"]
+    main = plan["main_command"]
+    split = [float(v) for v in main[main.index("--tensor-split") + 1].split(",")]
+    got = llama_cpp_assign(split, plan["n_layer"], int(main[main.index("-ngl") + 1]))
+    assert [got.count(j) for j in range(len(split))] == [
+        s["end_layer"] - s["first_layer"] for s in plan["helpers"]
+    ]
+
+    short = CliRunner().invoke(cli_app, [*args, "--main-budget", "200MiB"])
+    assert short.exit_code == 1
+    found = json.loads(short.output)  # --json still prints the plan
+    assert found["fits"] is False and found["suggestions"]
+    assert "more for the main device" in found["suggestions"][0]
+    human = CliRunner().invoke(cli_app, [a for a in args if a != "--json"] + ["--main-budget", "200MiB"])
+    text = " ".join(human.output.split())
+    assert human.exit_code == 1 and "DOES NOT FIT" in text and "the smallest change that would fit" in text
