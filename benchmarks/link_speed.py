@@ -77,7 +77,8 @@ def measure(model: Path, links: list[Link], n_helpers: int, reps: int, n_ctx: in
 def show(rows: list[tuple]) -> None:
     _, _, gen1, prompt1 = rows[0]
     print(f"single device: generation {gen1:.1f} t/s, prompt {prompt1:.1f} t/s")
-    print(f"{'link':>16} {'gen pred':>9} {'gen meas':>9} {'err':>6}  {'prompt pred':>11} {'prompt meas':>11} {'err':>6}")
+    head = f"{'link':>16} {'gen pred':>9} {'gen meas':>9} {'err':>6}  "
+    print(head + f"{'prompt pred':>11} {'prompt meas':>11} {'err':>6}")
     for link, pred, gen, prompt in rows[1:]:
         assert isinstance(pred, SpeedPrediction)
         eg, ep = pred.gen_tps / gen - 1, pred.prompt_tps / prompt - 1
@@ -91,7 +92,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", type=Path, help="a GGUF model (default: SmolLM2-135M from the test extra)")
     ap.add_argument("--helpers", type=int, default=1, choices=(1, 2, 3))
-    ap.add_argument("--link", action="append", help="LATENCY,RATE or a profile (default: usb, wifi, poor-wifi)")
+    ap.add_argument(
+        "--link", action="append", help="LATENCY,RATE or a profile (default: usb, wifi, poor-wifi)"
+    )
     ap.add_argument("--reps", type=int, default=2, help="answers per measurement (the best counts)")
     args = ap.parse_args()
     links = [parse_link(t) for t in args.link] if args.link else list(PROFILES.values())

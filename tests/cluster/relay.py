@@ -12,6 +12,7 @@ Wi-Fi is half duplex; this link is full duplex, each direction at the full rate.
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import socket
 import sys
@@ -94,8 +95,6 @@ class Relay:
     def close(self) -> None:
         self.listener.close()
         for s in self.conns:
-            try:
+            with contextlib.suppress(OSError):
                 s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
             s.close()

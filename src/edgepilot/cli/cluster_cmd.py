@@ -88,6 +88,8 @@ def render_plan(plan: Any, out: Console) -> None:
         print_command(out, "", cmd, style="")
     for note in plan.notes:
         say(out, f"note: {note}", style="dim")
+    if plan.link is not None:
+        say(out, plan.link.summary, style="" if plan.link.pool_is_faster else "bold red")
 
 
 @cluster.command("plan")
@@ -102,13 +104,35 @@ def render_plan(plan: Any, out: Console) -> None:
 )
 @click.option("--ctx", default=DEFAULT_CTX, show_default=True, help="Context size")
 @click.option("--kv", default="f16", show_default=True, help="KV cache type")
+@click.option(
+    "--link", help="Predict the speed over this link: LATENCY,RATE (10ms,50Mbit) or usb, wifi, poor-wifi"
+)
+@click.option("--speed", help="With --link: this model's GEN,PROMPT t/s on one device (edgepilot bench)")
 @flags.JSON
 @user_errors
-def plan(model: str, helpers: tuple[str, ...], ctx: int, kv: str, as_json: bool) -> None:
+def plan(
+    model: str,
+    helpers: tuple[str, ...],
+    ctx: int,
+    kv: str,
+    link: str | None,
+    speed: str | None,
+    as_json: bool,
+) -> None:
     """Split a model's layers over RPC helpers by their memory budgets; print every command to run."""
+    from edgepilot.cluster.link import parse_link
+    from edgepilot.cluster.link_plan import link_verdict, parse_speed
     from edgepilot.cluster.plan import parse_helper, plan_cluster
+    from edgepilot.errors import UserError
     from edgepilot.plan.settings import kv_type_id
 
     kv_type_id(kv)
     flags.check_range("--ctx", ctx, 16, 1 << 30)
-    emit(plan_cluster(model, [parse_helper(h) for h in helpers], n_ctx=ctx, kv=kv), as_json, render_plan)
+    if (link is None) != (speed is None):
+        raise UserError("--link and --speed go together: the speed on one device, the link to predict over")
+    the_link, the_speed = (parse_link(link), parse_speed(speed)) if link and speed else (None, None)
+    result = plan_cluster(model, [parse_helper(h) for h in helpers], n_ctx=ctx, kv=kv)
+    if the_link and the_speed:
+        shares = [(s.name, s.first_layer, s.end_layer) for s in result.helpers if s.name != "main"]
+        result.link = link_verdict(result.model, shares, ctx, kv, the_link, the_speed)
+    emit(result, as_json, render_plan)

@@ -7,6 +7,7 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from edgepilot.cluster.link_plan import LinkVerdict
 from edgepilot.cluster.split import DeviceShare, helper_share, kv_per_layer, llama_split, tensors_by_layer
 from edgepilot.defaults import DEFAULT_CTX
 from edgepilot.device.probe import is_archive
@@ -96,6 +97,7 @@ class ClusterPlan:
     main_command: list[str]  # llama.cpp's llama-server
     edgepilot_command: list[str]  # the same through edgepilot serve (front, watchdog, doctor)
     notes: list[str] = field(default_factory=list)
+    link: LinkVerdict | None = None  # with --link: predicted speed, beside the main device alone
 
     @property
     def rpc(self) -> str:

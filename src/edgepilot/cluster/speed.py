@@ -69,7 +69,8 @@ def _kv_cells(n_used: int, n_ctx: int) -> int:
 def boundaries(
     arch: ArchParams, weights: dict[int, int], shares: list[tuple[str, int, int]], n_ctx: int, n_used: int
 ) -> list[Boundary]:
-    """One Boundary per helper with layers; shares: (name, first layer, end) of each helper, output = n_layer."""
+    """One Boundary per helper with layers; shares: each helper's (name, first layer, end); the output layer
+    is n_layer."""
     total = sum(weights.values()) or 1
     mask = _kv_cells(n_used, n_ctx) * MASK_BYTES
     out = []
@@ -120,7 +121,9 @@ def predict(
     n_ub = -(-n_prompt // UBATCH)
     prompt_s = n_prompt / single_prompt_tps
     for b in bounds:
-        up_pp = n_prompt * (arch.n_embd * F32 + _kv_cells(n_prompt, n_ctx) * MASK_BYTES) + TOKEN_OVERHEAD_BYTES
+        up_pp = (
+            n_prompt * (arch.n_embd * F32 + _kv_cells(n_prompt, n_ctx) * MASK_BYTES) + TOKEN_OVERHEAD_BYTES
+        )
         down_pp = b.down_bytes_per_token if b.holds_output else n_prompt * arch.n_embd * F32
         prompt_s += n_ub * (link.rtt_s + ROUND_TRIP_OVERHEAD_S)
         prompt_s += link.transfer_s(up_pp + down_pp + b.graph_bytes)
