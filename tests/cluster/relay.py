@@ -56,9 +56,9 @@ class _Direction:
                 wait = due - time.perf_counter()
                 if wait > 0:
                     time.sleep(wait)
-                self.dst.sendall(data)
-                with self.relay.lock:
+                with self.relay.lock:  # before sending: the peer may answer before this thread runs again
                     self.relay.sent[self.name] += len(data)
+                self.dst.sendall(data)
             self.dst.shutdown(socket.SHUT_WR)
         except OSError:
             pass
