@@ -99,3 +99,22 @@ def test_predicted_speed_over_three_links_is_within_20_percent_of_measured(
         assert pred_prompt == pytest.approx(prompt, rel=0.30), (name, results, gen1, prompt1)
         # the verdict: the plan says the pool is slower exactly when it measured slower
         assert (pred_gen > gen1) == (gen > gen1), (name, results, gen1)
+
+
+def test_the_single_device_alternative_comes_from_fits_planner(smollm_path):
+    from edgepilot.cluster.link_plan import link_verdict
+
+    shares = [("127.0.0.1:50052", 0, 31)]
+
+    def verdict(budget_mib: int):
+        return link_verdict(
+            str(smollm_path), shares, N_CTX, "f16", PROFILES["usb"], (50.0, 100.0), budget_mib << 20
+        )
+
+    smaller = verdict(150)  # Q4_1 does not fit in 150 MiB; a smaller quantization does, and runs faster
+    assert smaller.single is not None and "quantization" in smaller.single.description
+    assert smaller.single.gen_tps > 50 and smaller.single.peak_rss_bytes <= 150 << 20
+    assert not smaller.pool_is_faster and "SLOWER" in smaller.summary
+    nothing = verdict(60)  # nothing fits on the main device: the pool is the only way
+    assert nothing.single is None and nothing.pool_is_faster
+    assert "nothing fits on the main device alone" in nothing.summary
