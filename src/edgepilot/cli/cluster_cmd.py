@@ -92,6 +92,8 @@ def render_plan(plan: Any, out: Console) -> None:
         print_command(out, "", cmd, style="")
     for note in plan.notes:
         say(out, f"note: {note}", style="dim")
+    if plan.link is not None:
+        say(out, plan.link.summary, style="" if plan.link.pool_is_faster else "bold red")
 
 
 @cluster.command("plan")
@@ -108,6 +110,10 @@ def render_plan(plan: Any, out: Console) -> None:
 @click.option("--kv", default="f16", show_default=True, help="KV cache type")
 @click.option("--main-budget", help="The main device's memory budget (default: what `fit` plans on it)")
 @click.option("--root", default="/", show_default=True, help="The main device's tree or snapshot to probe")
+@click.option(
+    "--link", help="Predict the speed over this link: LATENCY,RATE (10ms,50Mbit) or usb, wifi, poor-wifi"
+)
+@click.option("--speed", help="With --link: this model's GEN,PROMPT t/s on one device (edgepilot bench)")
 @flags.JSON
 @user_errors
 def plan(
@@ -117,20 +123,35 @@ def plan(
     kv: str,
     main_budget: str | None,
     root: str,
+    link: str | None,
+    speed: str | None,
     as_json: bool,
 ) -> None:
     """Split a model's layers over the main device and RPC helpers by their memory budgets; print every
     command to run. Exit status 1 when it does not fit (with the smallest change that would)."""
+    from edgepilot.cluster.link import parse_link
+    from edgepilot.cluster.link_plan import link_verdict, parse_speed
     from edgepilot.cluster.plan import MIN_BUDGET, parse_helper, plan_cluster
+    from edgepilot.errors import UserError
     from edgepilot.plan.settings import kv_type_id
     from edgepilot.sizes import parse_size
 
     kv_type_id(kv)
     kv = kv.lower()
     flags.check_range("--ctx", ctx, 16, 1 << 30)
+    if (link is None) != (speed is None):
+        raise UserError("--link and --speed go together: the speed on one device, the link to predict over")
+    the_link, the_speed = (parse_link(link), parse_speed(speed)) if link and speed else (None, None)
     main = None if main_budget is None else parse_size(main_budget, what="--main-budget", minimum=MIN_BUDGET)
     parsed = [parse_helper(h) for h in helpers]
     result = plan_cluster(model, parsed, n_ctx=ctx, kv=kv, main_budget=main, root=root)
+    if the_link and the_speed:
+        shares = [
+            (s.name, s.first_layer, s.end_layer)
+            for s in result.helpers
+            if s.name != "main" and s.end_layer > s.first_layer
+        ]
+        result.link = link_verdict(result.model, shares, ctx, kv, the_link, the_speed, main_budget=main)
     emit(result, as_json, render_plan)
     if not result.fits:
         raise click.exceptions.Exit(1)

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from edgepilot.cluster.layout import Costs, arrange
+from edgepilot.cluster.link_plan import LinkVerdict
 from edgepilot.cluster.split import DeviceShare, llama_split
 from edgepilot.defaults import DEFAULT_CTX
 from edgepilot.device.probe import is_archive
@@ -104,6 +105,7 @@ class ClusterPlan:
     left_out: list[str] = field(default_factory=list)  # helpers given no layers (not in --rpc)
     suggestions: list[str] = field(default_factory=list)  # when it does not fit: changes that would fit
     notes: list[str] = field(default_factory=list)
+    link: LinkVerdict | None = None  # with --link: predicted speed, beside the main device alone
 
     @property
     def rpc(self) -> str:
