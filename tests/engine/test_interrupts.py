@@ -140,3 +140,20 @@ def test_an_error_of_an_interrupted_call_becomes_the_interrupt():
         raise RuntimeError("llama.cpp: load cancelled")
     with interrupts.deferred():
         pass  # nothing pending: no interrupt
+
+
+def test_an_ignored_sigint_or_a_callers_handler_is_left_alone():
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with interrupts.deferred():
+            assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.01)
+        seen = []
+        signal.signal(signal.SIGINT, lambda *_: seen.append(1))
+        with interrupts.deferred():
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.01)
+        assert seen == [1]
+    finally:
+        signal.signal(signal.SIGINT, old)

@@ -43,10 +43,11 @@ def _record(_sig: int, _frame: object) -> None:
 def deferred() -> Iterator[Callable[[], bool]]:
     """Run C calls with Ctrl-C recorded instead of raised; it is raised when the block ends, and it wins
     over an error the block raised (a load the progress callback stopped fails in llama.cpp)."""
-    try:
-        old = signal.signal(signal.SIGINT, _record)
-    except ValueError:  # not the main thread: signals go to the main thread anyway
-        old = None
+    old = None
+    # only where Ctrl-C would raise KeyboardInterrupt: an ignored SIGINT or a caller's own handler stays
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        with contextlib.suppress(ValueError):  # not the main thread: signals go to the main thread anyway
+            old = signal.signal(signal.SIGINT, _record)
     try:
         yield pending
     except Exception:
