@@ -15,8 +15,10 @@ MIB = 1 << 20
 
 
 def chat(model, stdin: bytes, env: dict[str, str] | None = None) -> tuple[int, str, float]:
-    """(exit code, stderr, peak RSS in MiB from wait4) of one chat fed `stdin` from a file."""
+    """(exit code, stderr, peak RSS in MiB from wait4) of one chat fed `stdin` from a file. A shell forks
+    it: ru_maxrss survives exec, so a child vforked from pytest would count pytest's pages."""
     argv = [sys.executable, "-m", "edgepilot", "chat", str(model), "--temp", "0", "-n", "4", "--ctx", "1024"]
+    argv = ["sh", "-c", '"$@"; exit $?', "sh", *argv]
     with tempfile.TemporaryFile() as f:
         f.write(stdin)
         f.seek(0)
