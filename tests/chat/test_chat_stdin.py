@@ -5,29 +5,23 @@ and in the C locale."""
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import tempfile
 
 import pytest
 
+from rsskit import run_measured
+
 MIB = 1 << 20
 
 
 def chat(model, stdin: bytes, env: dict[str, str] | None = None) -> tuple[int, str, float]:
-    """(exit code, stderr, peak RSS in MiB from wait4) of one chat fed `stdin` from a file. A shell forks
-    it: ru_maxrss survives exec, so a child vforked from pytest would count pytest's pages."""
+    """(exit code, stderr, peak RSS in MiB) of one chat fed `stdin` from a file."""
     argv = [sys.executable, "-m", "edgepilot", "chat", str(model), "--temp", "0", "-n", "4", "--ctx", "1024"]
-    argv = ["sh", "-c", '"$@"; exit $?', "sh", *argv]
     with tempfile.TemporaryFile() as f:
         f.write(stdin)
         f.seek(0)
-        proc = subprocess.Popen(argv, stdin=f, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
-        _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    err = proc.stderr.read().decode("utf-8", errors="replace")
-    proc.stderr.close()
-    return proc.returncode, err, usage.ru_maxrss / 1024
+        return run_measured(argv, stdin=f, env=env)
 
 
 def test_a_20_mb_line_is_skipped_with_one_line_and_costs_no_memory(smollm_path):

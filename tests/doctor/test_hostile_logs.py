@@ -12,9 +12,7 @@ from __future__ import annotations
 import ast
 import importlib
 import itertools
-import os
 import re
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -24,6 +22,7 @@ import pytest
 import edgepilot.doctor
 from edgepilot.doctor.diagnose import diagnose
 from edgepilot.doctor.logscan import scan
+from rsskit import edgepilot_env, run_measured
 
 DOCTOR = Path(edgepilot.doctor.__file__).resolve().parent
 MODULES = [f"edgepilot.doctor.{p.stem}" for p in sorted(DOCTOR.glob("*.py")) if p.stem != "__init__"] + [
@@ -148,25 +147,11 @@ def test_the_rewritten_patterns_still_find_what_they_did():
 
 
 def _run(args: list[str], stdin=None) -> tuple[int, str, float, float]:
-    """Run the CLI in a child process: (exit code, stderr, seconds, peak RSS in MiB from wait4).
-
-    Linux carries ru_maxrss across exec from the address space replaced, and subprocess's vfork shares
-    pytest's (hundreds of MiB once models were loaded): a shell forks the child from a small one, and its
-    wait4 figure includes the child it reaped (`; exit` keeps it from exec'ing the child directly)."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    """Run the CLI in a child process: (exit code, stderr, seconds, peak RSS in MiB)."""
     t = time.perf_counter()
-    proc = subprocess.Popen(
-        ["sh", "-c", '"$@"; exit $?', "sh", sys.executable, "-m", "edgepilot", *args],
-        stdin=stdin,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        env=env,
-    )
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    err = proc.stderr.read().decode()
-    proc.stderr.close()
-    return proc.returncode, err, time.perf_counter() - t, usage.ru_maxrss / 1024
+    argv = [sys.executable, "-m", "edgepilot", *args]
+    code, err, rss = run_measured(argv, stdin=stdin, env=edgepilot_env())
+    return code, err, time.perf_counter() - t, rss
 
 
 @pytest.fixture(scope="module")

@@ -18,18 +18,18 @@ from edgepilot.engine import interrupts
 DEADLINE = 60.0  # did not hang: a load of SmolLM2 takes well under a second
 
 
-def _interrupt_until_exit(
-    proc: subprocess.Popen[bytes], started: threading.Event, lines: list[bytes]
-) -> None:
-    """Once `started` is set, SIGINT every 20 ms until the command says it was interrupted (a signal during
-    the interpreter's shutdown would kill it: Python has given SIGINT back to the system by then)."""
+def _interrupt_until_exit(proc: subprocess.Popen[bytes], started: threading.Event) -> None:
+    """Once `started` is set, Ctrl-C; again every 5 s while the command runs (one at a time: a second
+    signal while the first is being handled would test the interpreter's shutdown, not the command)."""
     assert started.wait(DEADLINE), "the command never got going"
     first = time.monotonic()
-    while proc.poll() is None and not any(b"interrupted" in ln for ln in lines):
+    while proc.poll() is None:
         assert time.monotonic() - first < DEADLINE, "still running after Ctrl-C"
         proc.send_signal(signal.SIGINT)
-        time.sleep(0.02)
-    proc.wait(DEADLINE)
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            continue
 
 
 def _read_stderr(proc: subprocess.Popen[bytes], started: threading.Event, marker: bytes, out: list[bytes]):
@@ -57,7 +57,7 @@ def test_ctrl_c_during_chats_model_load_ends_it(smollm_path, mmap):
     reader = threading.Thread(target=_read_stderr, args=(proc, started, b"llama_model_loader", lines))
     reader.start()
     try:
-        _interrupt_until_exit(proc, started, lines)
+        _interrupt_until_exit(proc, started)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -92,7 +92,7 @@ def test_ctrl_c_during_quantize_leaves_no_output(smollm_path, tmp_path):
             assert time.monotonic() < deadline, "quantize never started writing"
             time.sleep(0.005)
         started.set()
-        _interrupt_until_exit(proc, started, lines)
+        _interrupt_until_exit(proc, started)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -111,7 +111,7 @@ def test_ctrl_c_in_a_piped_chat_waiting_for_input_ends_it(smollm_path):
     reader = threading.Thread(target=_read_stderr, args=(proc, started, b"[prompt ", lines))
     reader.start()
     try:
-        _interrupt_until_exit(proc, started, lines)  # after the first answer, waiting for the next line
+        _interrupt_until_exit(proc, started)  # after the first answer, waiting for the next line
     finally:
         if proc.poll() is None:
             proc.kill()
