@@ -16,6 +16,7 @@ LAYERS = {
     "datadir": 0,
     "untrusted": 0,  # bounded reads of user- and tree-supplied files
     "sizes": 0,  # the one bounded size and number parser
+    "records": 0,  # bounded line readers: chat's stdin, doctor's logs
     "safe_write": 0,  # every file edgepilot writes
     "defaults": 0,  # the prompt and context every command shares
     "device": 1,

@@ -2,7 +2,11 @@
 streaming, print a status line; slash commands; Ctrl-C stops an answer, Ctrl-D (or the end of piped input)
 ends.
 
-With stdin not a terminal it reads one message per line, so a conversation can be scripted.
+With stdin not a terminal it reads one message per line, so a conversation can be scripted. Lines are read
+with a cap (`line_limit`: more bytes than any context holds) and never whole when longer: such a line is
+skipped with one "error:" line and the chat goes on with the next, as for any message too long for the
+context. Invalid UTF-8 becomes U+FFFD, in any locale. Ctrl-C ends a piped chat (exit status 130); on a
+terminal it gives a fresh prompt.
 """
 
 from __future__ import annotations
@@ -16,6 +20,9 @@ from typing import TextIO
 
 from edgepilot.chat.session import ChatResult, ChatSession, ChatTurn
 from edgepilot.errors import UserError
+from edgepilot.records import LineTooLong, decode, read_line
+from edgepilot.sizes import show_size
+from edgepilot.untrusted import valid_text
 
 PROMPT = "> "
 HELP = (
@@ -50,6 +57,12 @@ def _readline_ready() -> None:
         import readline  # noqa: F401
 
 
+def line_limit(n_ctx: int) -> int:
+    """The longest message read, in bytes: 8 per token of context (a token is rarely more than 4), at least
+    1 MiB. A longer line could never fit, and is skipped without being held in memory."""
+    return max(MIB, 8 * n_ctx)
+
+
 def _lines(term: Terminal, read: Callable[[str], str]) -> Iterator[str]:
     """Lines the user types; Ctrl-C on an empty prompt gives a fresh one, Ctrl-D (EOF) ends."""
     while True:
@@ -60,9 +73,17 @@ def _lines(term: Terminal, read: Callable[[str], str]) -> Iterator[str]:
                 term.err.write("\n")
             return
         except KeyboardInterrupt:
+            if not term.interactive:  # a script or a pipe: Ctrl-C ends the chat
+                raise
             term.err.write("\n")
             continue
-        yield line
+        except LineTooLong as exc:
+            term.say(
+                f"error: a message of {show_size(exc.size)} was skipped: longer than {show_size(exc.limit)}, "
+                "more than the context can hold"
+            )
+            continue
+        yield valid_text(line)
 
 
 @contextlib.contextmanager
@@ -139,12 +160,15 @@ def _answer(chat: ChatSession, term: Terminal, text: str) -> None:
 
 def chat_loop(chat: ChatSession, term: Terminal, read: Callable[[str], str] | None = None) -> ChatResult:
     """Talk until /exit or the end of input; returns every turn's figures."""
+    limit = line_limit(chat.n_ctx)
     if term.interactive:
         _readline_ready()
         term.say(f"chatting with {chat.path.name} (ctx {chat.n_ctx}); /help for commands")
     if chat.plan.profile:
         term.say(chat.plan.profile)
-    for line in _lines(term, read or (input if term.interactive else _stdin_line)):
+    if read is None:
+        read = _terminal_reader(limit) if term.interactive else _stdin_reader(limit)
+    for line in _lines(term, read):
         text = line.strip()
         if not text:
             continue
@@ -159,8 +183,30 @@ def chat_loop(chat: ChatSession, term: Terminal, read: Callable[[str], str] | No
     return chat.result
 
 
-def _stdin_line(_prompt: str) -> str:
-    line = sys.stdin.readline()
-    if not line:
-        raise EOFError
-    return line
+def _stdin_reader(limit: int) -> Callable[[str], str]:
+    """Lines of piped stdin as bytes, at most `limit` each (LineTooLong for a longer one, skipped)."""
+    stream = sys.stdin.buffer
+
+    def read(_prompt: str) -> str:
+        line = read_line(stream, limit)
+        if line is None:
+            raise EOFError
+        return decode(line)
+
+    return read
+
+
+def _terminal_reader(limit: int) -> Callable[[str], str]:
+    """input() with line editing; bytes that are not valid text come back as surrogates (made U+FFFD by
+    _lines) instead of failing the read."""
+    with contextlib.suppress(AttributeError, ValueError):
+        sys.stdin.reconfigure(errors="surrogateescape")  # type: ignore[union-attr]
+
+    def read(prompt: str) -> str:
+        line = input(prompt)
+        size = len(line.encode("utf-8", "surrogateescape"))
+        if size > limit:  # a terminal hands the line over whole: refuse it all the same
+            raise LineTooLong(size, limit)
+        return line
+
+    return read

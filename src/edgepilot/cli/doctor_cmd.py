@@ -22,11 +22,11 @@ DETAILED = 3  # causes shown with evidence and fix; the rest get one line
 
 
 def _read_log(log: str) -> list[str]:
-    from edgepilot.doctor.evidence import MAX_LOG_BYTES, read_log
+    from edgepilot.doctor.evidence import read_log, read_log_stream
     from edgepilot.untrusted import failure
 
     if log == "-":
-        return sys.stdin.read(MAX_LOG_BYTES).splitlines()
+        return read_log_stream(sys.stdin.buffer)
     try:
         return read_log(Path(log).expanduser())
     except OSError as exc:

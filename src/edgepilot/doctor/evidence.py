@@ -10,20 +10,29 @@ import signal as _signal
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
 from edgepilot.device import fs
 from edgepilot.doctor.command import CommandFacts, parse_command, resolve_default_model
 from edgepilot.doctor.logscan import LogFacts, quote, scan
 from edgepilot.doctor.types import PlanCheck, RunRecord
 from edgepilot.plan.requested import RequestedSettings, merged
+from edgepilot.records import HeadTail
 from edgepilot.untrusted import open_regular
 
 if TYPE_CHECKING:
     from edgepilot.device.probe import Probe
     from edgepilot.model.gguf_validate import Validation
 
-MAX_LOG_BYTES = 64 << 20  # a longer log keeps its first and last 32 MiB
+# What of a log is read: its start (what was loaded) and its end (how it failed). Bounded in bytes, lines
+# and characters per line, so a 64 MiB log costs what a 4 MiB one does and no line is long enough to make a
+# pattern slow.
+LOG_HEAD_BYTES = 1 << 20
+LOG_TAIL_BYTES = 3 << 20
+LOG_HEAD_LINES = 5_000
+LOG_TAIL_LINES = 20_000
+LOG_LINE_CHARS = 4096
+MAX_LOG_BYTES = LOG_HEAD_BYTES + LOG_TAIL_BYTES
 
 
 def signal_name(sig: int | None) -> str | None:
@@ -113,15 +122,24 @@ class Evidence:
         )
 
 
+def log_keeper() -> HeadTail:
+    """Collects a log (a file, stdin, a command's output) as the diagnosis reads it."""
+    return HeadTail(LOG_HEAD_BYTES, LOG_TAIL_BYTES)
+
+
+def log_lines(kept: HeadTail) -> list[str]:
+    return kept.lines(LOG_HEAD_LINES, LOG_TAIL_LINES, LOG_LINE_CHARS)
+
+
+def read_log_stream(f: BinaryIO) -> list[str]:
+    """The lines of a log in an open binary stream (a pipe is read to its end, keeping head and tail)."""
+    return log_lines(log_keeper().read_from(f))
+
+
 def read_log(path: Path | str) -> list[str]:
     """The log's lines. Raises OSError (the CLI turns it into one line) when the file cannot be read."""
-    p = Path(path)
-    with open_regular(p) as f:  # a FIFO or device would block or never end
-        data = f.read(MAX_LOG_BYTES + 1)
-        if len(data) > MAX_LOG_BYTES:
-            f.seek(-MAX_LOG_BYTES // 2, 2)
-            data = data[: MAX_LOG_BYTES // 2] + b"\n[...]\n" + f.read()
-    return data.decode("utf-8", errors="replace").splitlines()
+    with open_regular(Path(path)) as f:  # a FIFO or device would block or never end
+        return read_log_stream(f)
 
 
 def gather(

@@ -11,9 +11,24 @@ from dataclasses import dataclass, field
 MIB = 1 << 20
 MAX_QUOTE = 240
 _NUM = r"([0-9]+(?:\.[0-9]+)?)"
+# A number where one starts: `[0-9]+` tried inside a run of digits would rescan the run from each of them.
+_NUM_START = r"(?<![0-9.])" + _NUM
+
+
+def upto(lead: str, rest: str) -> str:
+    """`lead.*?rest` that stays linear: the gap may not hold another `lead`, so each character is scanned
+    for one `lead` only (a line of many leads and no `rest` would otherwise cost leads x length). Finds a
+    match exactly when `lead.*?rest` does."""
+    return rf"(?:{lead})(?:(?!{lead}).)*?(?:{rest})"
+
+
+def upto_last(lead: str, rest: str) -> str:
+    """`lead.*rest` (the last `rest` after `lead`) with the same linear bound as `upto`."""
+    return rf"(?:{lead})(?:(?!{lead}).)*(?:{rest})"
+
 
 _MODEL_PATH = (
-    re.compile(r"loaded meta data with .* from (\S+\.gguf)\b"),
+    re.compile(upto_last("loaded meta data with ", r" from (\S+\.gguf)\b")),
     re.compile(r"loading model (?:from )?'([^']+)'"),
     re.compile(r"failed to load model (?:from )?'?([^'\s]+\.(?:gguf|bin))'?"),
     re.compile(r"(?:^|\s)(?:-m|--model)\s+(\S+)"),
@@ -31,16 +46,17 @@ _ALLOC_BYTES = (
     re.compile(rf"allocating {_NUM} MiB on device"),
 )
 _KV_FAIL = re.compile(
-    r"failed to allocate buffer for kv cache|llama_kv_cache_init\(\) failed|kv cache.*failed to allocate",
+    r"failed to allocate buffer for kv cache|llama_kv_cache_init\(\) failed|"
+    + upto("kv cache", "failed to allocate"),
     re.I,
 )
 _COMPUTE_FAIL = re.compile(r"failed to allocate compute (?:pp )?buffers?", re.I)
 _THREADS = re.compile(r"n_threads\s*=\s*(\d+)(?:\s*\(n_threads_batch\s*=\s*\d+\))?\s*/\s*(\d+)")
 _THREADS_FLAG = re.compile(r"(?:^|\s)(?:-t|--threads)\s+(\d+)\b")
-_BUILD_TARGET = re.compile(r"\b(?:built|build:).*?\bwith\b.*?\bfor\s+(Android\s+\S+|\S+)\s*$")
+_BUILD_TARGET = re.compile(upto(r"\b(?:built|build:)", upto(r"\bwith\b", r"\bfor\s+(Android\s+\S+|\S+)\s*$")))
 _LOAD_MS = re.compile(rf"load time\s+=\s+{_NUM} ms")
-_PROMPT_TPS = re.compile(rf"prompt eval time\s+=.*?{_NUM} tokens per second")
-_EVAL_TPS = re.compile(rf"(?<!prompt )eval time\s+=.*?{_NUM} tokens per second")
+_PROMPT_TPS = re.compile(upto(r"prompt eval time\s+=", rf"{_NUM_START} tokens per second"))
+_EVAL_TPS = re.compile(upto(r"(?<!prompt )eval time\s+=", rf"{_NUM_START} tokens per second"))
 _BENCH_ROW = re.compile(r"^\|(.+)\|\s*$")
 
 

@@ -6,10 +6,18 @@ import re
 
 from edgepilot.doctor.command import shell_join, with_context
 from edgepilot.doctor.evidence import Evidence
+from edgepilot.doctor.logscan import upto, upto_last
+
+__all__ = ["upto", "upto_last"]  # the rules build their patterns with them
 
 KILLER_LINE = re.compile(
-    r"lowmemorykiller|\blmkd\b.*\bKill\b|Out of memory: Kill|oom-kill|invoked oom-killer|"
-    r"Memory cgroup out of memory|am_kill.*\b(lmk|low ?mem)",
+    "|".join(
+        (
+            r"lowmemorykiller|Out of memory: Kill|oom-kill|invoked oom-killer|Memory cgroup out of memory",
+            upto(r"\blmkd\b", r"\bKill\b"),
+            upto("am_kill", r"\b(lmk|low ?mem)"),
+        )
+    ),
     re.I,
 )
 KILLED_LINE = re.compile(

@@ -15,13 +15,17 @@ from edgepilot.doctor.rulekit import (
     LOAD_FAIL,
     MAPPING_FAIL,
     thirty_two_bit_evidence,
+    upto_last,
 )
 from edgepilot.doctor.types import Cause, cause
 
 PHANTOM = re.compile(r"Trimming phantom processes|PhantomProcessRecord|excessive cpu", re.I)
 TERMUX_SIGNAL9 = re.compile(r"Process completed \(signal 9\)")
 AM_BACKGROUND = re.compile(
-    r"ActivityManager: Killing .*\((adj \d+)\): (empty|cached|bg )|am_kill.*(empty|cached) #", re.I
+    upto_last("ActivityManager: Killing ", r"\((adj \d+)\): (empty|cached|bg )")
+    + "|"
+    + upto_last("am_kill", "(empty|cached) #"),
+    re.I,
 )
 
 SHARED_PATH = re.compile(

@@ -17,10 +17,12 @@ from edgepilot.doctor.rulekit import (
     model_name,
     suggested_ctx,
     thirty_two_bit_evidence,
+    upto,
 )
 from edgepilot.doctor.types import LIKELY, Cause, cause
 
-REFUSAL = re.compile(r"exceeds the budget of .*the system would kill this run")
+REFUSAL = re.compile(upto("exceeds the budget of ", "the system would kill this run"))
+GPU_ALLOC = re.compile(r"cudaMalloc|ErrorOutOfDeviceMemory|Vulkan\d* buffer|" + upto("opencl", "alloc"), re.I)
 OUTSIDE_KILL_TITLE = "Killed by a SIGKILL from outside, with no sign of memory pressure"
 FIND_KILLER = (
     "find the killer: `logcat -d | grep lowmemorykiller` and `logcat -d -b events | grep am_kill` on "
@@ -140,7 +142,7 @@ def out_of_memory_alloc(ev: Evidence) -> list[Cause]:
         evidence.append(plan_evidence(plan))
     fix = _plan_fix(ev)
     if fix is None:
-        gpu = ev.has(r"cudaMalloc|ErrorOutOfDeviceMemory|Vulkan\d* buffer|opencl.*alloc")
+        gpu = ev.has(GPU_ALLOC)
         offload = "offload fewer layers (-ngl lower) or " if gpu else ""
         fix = (
             f"free memory (close other apps), then {offload}lower the context (-c 2048) and batch (-ub 128), "

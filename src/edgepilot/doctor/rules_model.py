@@ -11,7 +11,8 @@ from edgepilot.doctor.types import Cause, cause
 CORRUPT = re.compile(
     r"invalid magic|failed to read magic|bad magic|not within the file bounds|corrupted or incomplete|"
     r"unexpectedly reached end of file|failed to read (tensor|key|header)|wrong number of tensors|"
-    r"gguf_init_from_file\S*: failed|is this really a GGML file|invalid model data",
+    r"gguf_init_from_file(?:(?!gguf_init_from_file)\S)*: failed|"
+    r"is this really a GGML file|invalid model data",
     re.I,
 )
 # The header is sound but its tensors are not its architecture's: a broken or mismatched conversion,

@@ -25,7 +25,7 @@ NO_GPU = re.compile(r"no usable GPU found", re.I)
 
 
 def _parse_api(text: str | None) -> tuple[int, int] | None:
-    m = re.search(r"(\d+)\.(\d+)", text or "")
+    m = re.search(r"(?<!\d)(\d+)\.(\d+)", text or "")
     return (int(m.group(1)), int(m.group(2))) if m else None
 
 

@@ -20,12 +20,11 @@ from typing import BinaryIO
 from edgepilot.device import fs
 from edgepilot.device.process import rss_bytes
 from edgepilot.doctor.cgroup import MemoryLimit, drop_page_cache
-from edgepilot.doctor.evidence import signal_name
+from edgepilot.doctor.evidence import log_keeper, log_lines, signal_name
 from edgepilot.doctor.types import DeviceState, RunRecord
 from edgepilot.errors import UserError
 
 SAMPLE_SECONDS = 0.02
-KEEP_BYTES = 16 << 20  # per stream: the first and the last 16 MiB of output are kept for the diagnosis
 QUIET_SECONDS = 5.0  # a child silent this long gets a progress line (a run crawling at a memory limit)
 
 
@@ -84,9 +83,7 @@ class _Capture:
 
     def __init__(self, fd: int, sink: BinaryIO | None) -> None:
         self.fd, self.sink = fd, sink
-        self.head = bytearray()
-        self.tail = bytearray()
-        self.dropped = 0
+        self.kept = log_keeper()
         self.last_output = time.monotonic()
         self.thread = threading.Thread(target=self._pump, daemon=True)
         self.thread.start()
@@ -106,23 +103,10 @@ class _Capture:
                     self.sink.flush()
                 except (OSError, ValueError):
                     self.sink = None  # our own output is gone (closed pipe): keep capturing
-            room = KEEP_BYTES - len(self.head)
-            if room > 0:
-                self.head += chunk[:room]
-                chunk = chunk[room:]
-            if chunk:
-                self.tail += chunk
-                if len(self.tail) > KEEP_BYTES:
-                    cut = len(self.tail) - KEEP_BYTES
-                    self.dropped += cut
-                    del self.tail[:cut]
+            self.kept.feed(chunk)
 
     def lines(self) -> list[str]:
-        data = bytes(self.head)
-        if self.dropped:
-            data += f"\n[... {self.dropped} bytes of output not kept ...]\n".encode()
-        data += bytes(self.tail)
-        return data.decode("utf-8", errors="replace").splitlines()
+        return log_lines(self.kept)
 
 
 @dataclass

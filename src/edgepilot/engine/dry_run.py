@@ -11,13 +11,13 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from edgepilot.engine import llama_log
+from edgepilot.engine import interrupts, llama_log
 from edgepilot.engine.inprocess import EngineError, init_backend
 from edgepilot.engine.llama_binding import llama_cpp
 from edgepilot.engine.params import context_params, model_params
 from edgepilot.plan.settings import EngineSettings
 
-_BUFFER = re.compile(r"(\w+) compute buffer size =\s+([\d.]+) MiB")
+_BUFFER = re.compile(r"(?<!\w)(\w+) compute buffer size =\s+([\d.]+) MiB")
 
 
 @dataclass
@@ -29,6 +29,11 @@ class DryRun:
 
 
 def dry_run(model_path: Path, settings: EngineSettings) -> DryRun:
+    with interrupts.deferred():  # a Ctrl-C in llama.cpp's callbacks is raised once it returns
+        return _dry_run(model_path, settings)
+
+
+def _dry_run(model_path: Path, settings: EngineSettings) -> DryRun:
     init_backend(verbose=False)
     start = llama_log.mark()
     mp = model_params(settings, no_alloc=True)

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-from edgepilot.engine import llama_log
+from edgepilot.engine import interrupts, llama_log
 from edgepilot.engine.base import EngineError, GenerationStats, LoadInfo
 from edgepilot.engine.llama_binding import llama_cpp
 from edgepilot.engine.params import context_params, model_params
@@ -81,20 +81,26 @@ class LlamaEngine:
     def _load_model(self) -> llama_cpp.llama_model_p:
         params = model_params(self.settings)
         start = llama_log.mark()
-        model = llama_cpp.llama_model_load_from_file(str(self.model_path).encode(), params)
-        if not model:
-            detail = _error_lines(llama_log.lines_since(start)) or "see --verbose for llama.cpp's log"
-            raise EngineError(f"llama.cpp could not load {self.model_path}: {detail}")
+        with interrupts.deferred() as interrupted:
+            model = llama_cpp.llama_model_load_from_file(str(self.model_path).encode(), params)
+            if not model:
+                detail = _error_lines(llama_log.lines_since(start)) or "see --verbose for llama.cpp's log"
+                raise EngineError(f"llama.cpp could not load {self.model_path}: {detail}")
+            if interrupted():  # loaded all the same: free it, the interrupt is raised on the way out
+                llama_cpp.llama_model_free(model)
         return model
 
     def _new_context(self) -> llama_cpp.llama_context_p:
         s = self.settings
         params = context_params(s)
         start = llama_log.mark()
-        ctx = llama_cpp.llama_init_from_model(self._model, params)
-        if not ctx:
-            detail = _error_lines(llama_log.lines_since(start)) or "see --verbose for llama.cpp's log"
-            raise EngineError(f"llama.cpp could not create a context (n_ctx={s.n_ctx}): {detail}")
+        with interrupts.deferred() as interrupted:
+            ctx = llama_cpp.llama_init_from_model(self._model, params)
+            if not ctx:
+                detail = _error_lines(llama_log.lines_since(start)) or "see --verbose for llama.cpp's log"
+                raise EngineError(f"llama.cpp could not create a context (n_ctx={s.n_ctx}): {detail}")
+            if interrupted():
+                llama_cpp.llama_free(ctx)
         return ctx
 
     def reconfigure(self, settings: EngineSettings, park: bool = False) -> bool:

@@ -10,6 +10,7 @@ import sys
 import threading
 from collections import deque
 
+from edgepilot.engine import interrupts
 from edgepilot.engine.llama_binding import llama_cpp
 
 _lock = threading.Lock()
@@ -20,8 +21,7 @@ _partial: list[str] = []
 _echo = False
 
 
-@llama_cpp.llama_log_callback
-def _callback(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
+def _capture(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
     global _total
     piece = text.decode("utf-8", errors="replace")
     with _lock:
@@ -32,6 +32,10 @@ def _callback(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
             _total += 1
     if _echo:
         sys.stderr.write(piece)
+
+
+# guarded: a Ctrl-C landing in here is recorded and raised once llama.cpp returns (engine/interrupts.py)
+_callback = llama_cpp.llama_log_callback(interrupts.guard_callback(_capture, None))
 
 
 def install(echo: bool = False) -> None:

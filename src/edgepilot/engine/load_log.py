@@ -15,7 +15,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 MIB = 1 << 20
-BUFFER = re.compile(r"(\S+)\s+(model|KV|compute|output) buffer size\s*=\s*([\d.]+)\s*MiB")
+# (?<!\S): the backend name starts a word, so one long word is not rescanned from each of its characters
+BUFFER = re.compile(r"(?<!\S)(\S+)\s+(model|KV|compute|output) buffer size\s*=\s*([\d.]+)\s*MiB")
 
 
 @dataclass

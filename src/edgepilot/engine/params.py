@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from edgepilot.engine.interrupts import load_progress_callback
 from edgepilot.engine.llama_binding import llama_cpp
 from edgepilot.plan.settings import EngineSettings, kv_type_id
 
@@ -15,6 +16,7 @@ def model_params(s: EngineSettings, no_alloc: bool = False) -> llama_cpp.llama_m
         params.load_mode = llama_cpp.LLAMA_LOAD_MODE_NONE
     else:
         params.load_mode = llama_cpp.LLAMA_LOAD_MODE_MMAP if s.use_mmap else llama_cpp.LLAMA_LOAD_MODE_NONE
+    params.progress_callback = load_progress_callback()  # Ctrl-C stops the load
     return params
 
 

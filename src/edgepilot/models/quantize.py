@@ -143,7 +143,7 @@ def run_quantizer(
     """llama_model_quantize into target (written to a fresh temporary file beside it, renamed when complete);
     returns the number of fallback tensors llama.cpp reported. A UserError with llama.cpp's reason on
     failure."""
-    from edgepilot.engine import llama_log
+    from edgepilot.engine import interrupts, llama_log
     from edgepilot.engine.inprocess import init_backend
     from edgepilot.engine.llama_binding import llama_cpp
 
@@ -159,7 +159,10 @@ def run_quantizer(
         params.imatrix = ctypes.cast(imatrix, type(params.imatrix))
     start = llama_log.mark()
     with atomic_path(target, inputs=[source], what="quantized model") as part:
-        rc = llama_cpp.llama_model_quantize(str(source).encode(), str(part).encode(), ctypes.byref(params))
+        with interrupts.deferred():  # Ctrl-C: raised once llama.cpp returns; atomic_path removes the part
+            rc = llama_cpp.llama_model_quantize(
+                str(source).encode(), str(part).encode(), ctypes.byref(params)
+            )
         log = llama_log.lines_since(start)
         if rc != 0:
             reason = next(
