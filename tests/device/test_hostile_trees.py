@@ -329,4 +329,4 @@ def test_device_strings_are_not_rich_markup_and_surrogates_print(cli_app, tree, 
             [sys.executable, "-m", "edgepilot", *args], capture_output=True, text=True, timeout=60
         )
         assert proc.returncode == 0, proc.stderr[-2000:]
-        assert expected in proc.stdout
+        assert expected in " ".join(proc.stdout.split()), proc.stdout  # as shown, wrapped to the screen
