@@ -1,7 +1,7 @@
 """The aarch64 lane (scripts/aarch64-lane.sh sets it up): find it, run llama.cpp's tools under qemu-user.
 
 The lane is llama.cpp's tools from the engine's own vendored source (llama-cpp-python 0.3.36), cross-built for
-armv8.2-a+dotprod+i8mm by `edgepilot build --target aarch64` (the same build tests/build use: one compile),
+armv8.2-a+dotprod+i8mm by `edgepilot build --target aarch64` (the build tests/toolchain use: one compile),
 plus libggml-cpu alone for a dotprod CPU without i8mm and for a NEON-only one, which the lane keeps in
 $EDGEPILOT_AARCH64_LANE or ~/.cache/edgepilot/aarch64-lane. In this llama.cpp the repack layouts follow the
 compile flags (ggml_cpu_has_matmul_int8 / _dotprod are compile-time on ARM), so a feature set is a CPU
@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from edgepilot.build.builder import BuildResult, build_tools  # noqa: E402
 from edgepilot.plan.settings import EngineSettings  # noqa: E402
+from edgepilot.toolchain.builder import BuildResult, build_tools  # noqa: E402
 from memlab import parse_llama_log, run_measured  # noqa: E402
 
 LANE_ENV = "EDGEPILOT_AARCH64_LANE"

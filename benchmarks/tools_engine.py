@@ -33,7 +33,7 @@ from edgepilot.engine.choice import choose_engine  # noqa: E402
 from edgepilot.engine.native_tools import find_tool  # noqa: E402
 from edgepilot.engine.server_engine import ServerEngine  # noqa: E402
 from edgepilot.engine.unix_http import UnixClient  # noqa: E402
-from edgepilot.model.resolve import bundled_model_path  # noqa: E402
+from edgepilot.gguf.resolve import bundled_model_path  # noqa: E402
 from edgepilot.plan.settings import EngineSettings  # noqa: E402
 from run_speed import smollm2_path  # noqa: E402  (benchmarks/ is not a package)
 

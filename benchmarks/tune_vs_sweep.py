@@ -25,7 +25,7 @@ from edgepilot.bench.lab import EngineLab  # noqa: E402
 from edgepilot.bench.search import Candidate, Search, SearchConfig, exhaustive, ubatch_candidates  # noqa: E402
 from edgepilot.device.cpu import read_cpu  # noqa: E402
 from edgepilot.device.cpusets import cpulist  # noqa: E402
-from edgepilot.model.resolve import bundled_model_path  # noqa: E402
+from edgepilot.gguf.resolve import bundled_model_path  # noqa: E402
 from edgepilot.tuned.pinning import allowed_cpus  # noqa: E402
 from run_speed import smollm2_path  # noqa: E402
 

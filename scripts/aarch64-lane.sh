@@ -8,7 +8,7 @@
 # What it does (Debian/Ubuntu, as root or with sudo for apt):
 #   1. apt-installs gcc-aarch64-linux-gnu, g++-aarch64-linux-gnu, qemu-user-static if a command is missing;
 #   2. runs `edgepilot build --target aarch64 --arm-arch armv8.2-a+dotprod+i8mm` (the default aarch64 target,
-#      so this is the build tests/build use too: llama.cpp is compiled once for both): the engine's vendored
+#      so this is the build tests/toolchain use too: llama.cpp is compiled once for both): the engine's vendored
 #      llama.cpp (llama-cpp-python's sdist, the commit the engine runs, so buffer sizes measured on the lane
 #      are the ones the engine logs), all of edgepilot's tools, ~15-20 min with -j2, "up to date" once built;
 #   3. builds libggml-cpu alone twice more from that source with the same cmake flags, for a dotprod CPU

@@ -15,7 +15,7 @@ import model_7b  # noqa: E402
 
 @pytest.fixture(scope="session")
 def gemma_path() -> Path:
-    from edgepilot.model.resolve import bundled_model_path
+    from edgepilot.gguf.resolve import bundled_model_path
 
     return bundled_model_path()
 

@@ -20,7 +20,7 @@ LAYERS = {
     "safe_write": 0,  # every file edgepilot writes
     "defaults": 0,  # the prompt and context every command shares
     "device": 1,
-    "model": 2,
+    "gguf": 2,  # what a GGUF file is: header, validation, architecture, the MODEL argument
     "plan": 3,
     "engine": 4,
     "tuned": 5,  # the one settings decision
@@ -29,14 +29,14 @@ LAYERS = {
     "bench": 7,
     "serve": 7,
     "chat": 7,  # interactive multi-turn sessions
-    "models": 7,  # the model store: pull, list, remove, quantize, compare
-    "build": 7,  # llama.cpp's own tools compiled for this device
+    "store": 7,  # getting, keeping and shrinking models: pull, list, remove, quantize, compare
+    "toolchain": 7,  # compiling llama.cpp's own tools for this device
     "cluster": 7,  # devices pooled over llama.cpp's RPC backend
     "cli": 8,
     "__main__": 9,
     "__init__": 0,
 }
-TOOLS = {"run", "bench", "serve", "chat", "models", "build", "cluster"}
+TOOLS = {"run", "bench", "serve", "chat", "store", "toolchain", "cluster"}
 MAX_LINES = 400
 
 

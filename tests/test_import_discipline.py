@@ -68,5 +68,5 @@ def test_probe_table_imports_rich_but_nothing_heavy(devices):
 
 def test_fit_json_plans_without_llama_cpp_numpy_or_gguf(smollm_path):
     modules = imported("fit", str(smollm_path), "--json")
-    assert "edgepilot.tuned.decide" in modules and "edgepilot.model.gguf_header" in modules
+    assert "edgepilot.tuned.decide" in modules and "edgepilot.gguf.gguf_header" in modules
     assert not tops(modules) & (HEAVY | {"rich"})

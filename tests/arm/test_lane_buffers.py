@@ -15,8 +15,8 @@ import pytest
 
 import aarch64_lane
 from edgepilot.device.isa import repack_plan
-from edgepilot.model.arch import arch_params
-from edgepilot.model.gguf_header import read_header
+from edgepilot.gguf.arch import arch_params
+from edgepilot.gguf.gguf_header import read_header
 from edgepilot.plan.fit import read_device
 from edgepilot.plan.memory_model import INTERPRETER_BYTES, predict
 from edgepilot.plan.settings import EngineSettings

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 import aarch64_lane
-from edgepilot.build.builder import stamp_text
-from edgepilot.build.flags import choose_flags
 from edgepilot.engine import native_tools
+from edgepilot.toolchain.builder import stamp_text
+from edgepilot.toolchain.flags import choose_flags
 
 
 @pytest.fixture

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from edgepilot.device.isa import repack_plan, summarize
-from edgepilot.model.arch import arch_params
-from edgepilot.model.gguf_header import read_header
-from edgepilot.model.gguf_records import TensorInfo
+from edgepilot.gguf.arch import arch_params
+from edgepilot.gguf.gguf_header import read_header
+from edgepilot.gguf.gguf_records import TensorInfo
 from edgepilot.plan.fit import read_device
 from edgepilot.plan.memory_model import predict
 from edgepilot.plan.settings import EngineSettings

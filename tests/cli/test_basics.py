@@ -60,6 +60,6 @@ def test_fit_defaults_to_the_bundled_model_like_run(cli_app, bundled_model):
 
 @pytest.fixture
 def bundled_model():
-    from edgepilot.model.resolve import bundled_model_path
+    from edgepilot.gguf.resolve import bundled_model_path
 
     return bundled_model_path()

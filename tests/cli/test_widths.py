@@ -110,7 +110,7 @@ def test_probe_every_device_tree(devices):
 def test_inspect(smollm_path):
     from edgepilot.cli.format import human_bytes
     from edgepilot.cli.inspect_cmd import render
-    from edgepilot.model.inspect import inspect_model
+    from edgepilot.gguf.inspect import inspect_model
 
     info = inspect_model(smollm_path)
     figures = [human_bytes(q.bytes) for q in info.quant_mix] + [
@@ -126,7 +126,7 @@ def test_inspect(smollm_path):
 
 @pytest.fixture(scope="module")
 def quantized(smollm_path, tmp_path_factory):
-    from edgepilot.models.quantize import quantize_model
+    from edgepilot.store.quantize import quantize_model
 
     out = tmp_path_factory.mktemp("narrow-quantized")
     return quantize_model(str(smollm_path), ["Q4_0"], out_dir=str(out), threads=2)
@@ -147,7 +147,7 @@ def test_quantize(quantized):
 def test_compare(quantized):
     from edgepilot.cli.format import mib
     from edgepilot.cli.quantize_cmd import render_compare
-    from edgepilot.models.compare import compare_models
+    from edgepilot.store.compare import compare_models
 
     files = [quantized.reference, quantized.variants[0].path]
     result = compare_models(files, ctx=128, ppl_ctx=64, max_chunks=1, n_gen=4, threads=2)
@@ -218,7 +218,7 @@ def test_tune(smollm_path):
 def test_models(smollm_path, tmp_path):
     from edgepilot.cli.format import human_bytes
     from edgepilot.cli.models_cmd import render_models
-    from edgepilot.models.store import list_store, record
+    from edgepilot.store.manifest import list_store, record
 
     store = tmp_path / "store"
     target = store / "HuggingFaceTB__SmolLM2-135M-Instruct-GGUF" / smollm_path.name
@@ -239,7 +239,7 @@ def test_models(smollm_path, tmp_path):
 def test_pull_listing(gemma_path, smollm_path):
     from edgepilot.cli.format import human_bytes, mib
     from edgepilot.cli.models_cmd import render_pull
-    from edgepilot.models.pull import Candidate, PullResult
+    from edgepilot.store.pull import Candidate, PullResult
     from edgepilot.tuned.decide import decide
 
     candidates = []
@@ -317,8 +317,8 @@ def test_serve_started(fit_plans):
 
 
 def test_build_print_only():
-    from edgepilot.build.builder import build_tools
     from edgepilot.cli.build_cmd import render_build
+    from edgepilot.toolchain.builder import build_tools
 
     result = build_tools("aarch64", print_only=True)
     shown = each_width(render_build, result, [])

@@ -114,7 +114,7 @@ def filling_prompt(root: Path, model: str, n_tokens: int) -> str:
 
 def bundled_model(root: Path) -> str:
     """The bundled Gemma 3 270M, assembled in the root as edgepilot does for a user."""
-    code = "from edgepilot.model.resolve import resolve_model; print(resolve_model(None))"
+    code = "from edgepilot.gguf.resolve import resolve_model; print(resolve_model(None))"
     done = run(root, [f"{VENV}/bin/python", "-c", code])
     if done.returncode != 0:
         raise RuntimeError(done.stderr[-2000:])

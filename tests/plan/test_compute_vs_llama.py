@@ -9,8 +9,8 @@ import pytest
 from edgepilot.engine import llama_log
 from edgepilot.engine.dry_run import dry_run
 from edgepilot.engine.inprocess import LlamaEngine
-from edgepilot.model.arch import arch_params
-from edgepilot.model.gguf_header import read_header
+from edgepilot.gguf.arch import arch_params
+from edgepilot.gguf.gguf_header import read_header
 from edgepilot.plan.fit import read_device
 from edgepilot.plan.memory_model import predict
 from edgepilot.plan.settings import EngineSettings

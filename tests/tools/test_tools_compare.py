@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from edgepilot.engine.native_tools import tool_version
-from edgepilot.models.compare_tool import parse_base, parse_kl
+from edgepilot.store.compare_tool import parse_base, parse_kl
 from nativekit import native_tool
 
 SAMPLES = Path(__file__).resolve().parent / "samples"

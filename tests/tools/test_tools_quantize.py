@@ -13,9 +13,9 @@ import pytest
 from click.testing import CliRunner
 
 from edgepilot.engine.native_tools import tool_version
-from edgepilot.model.gguf_header import read_header
-from edgepilot.model.gguf_info import file_type_name
-from edgepilot.models.quantize import REFERENCE_KEY, quantize_model
+from edgepilot.gguf.gguf_header import read_header
+from edgepilot.gguf.gguf_info import file_type_name
+from edgepilot.store.quantize import REFERENCE_KEY, quantize_model
 
 runner = CliRunner()
 
@@ -59,7 +59,7 @@ def test_the_same_bytes_as_the_in_process_quantizer(quantized, llama_quantize_to
 
 
 def _ones_imatrix(reference: str, path: Path) -> Path:
-    """A legacy .dat importance matrix with all-equal weights for every matrix (as tests/models builds it)."""
+    """A legacy .dat importance matrix with all-equal weights for every matrix (as tests/store builds it)."""
     mats = [t for t in read_header(reference).tensors if len(t.shape) == 2 and t.name != "token_embd.weight"]
     blob = struct.pack("<i", len(mats))
     for t in mats:

@@ -68,7 +68,7 @@ def measure_bandwidth(threads: int, buffer_mib: int = COPY_MIB, reps: int = REPS
 def bytes_per_token(model_path: Path) -> int | None:
     """Weight bytes one generated token reads: every tensor, except the token embedding table when the model
     has a separate output matrix (then only one embedding row is read per token)."""
-    from edgepilot.model.gguf_header import read_header
+    from edgepilot.gguf.gguf_header import read_header
 
     try:
         header = read_header(model_path)

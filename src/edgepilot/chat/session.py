@@ -19,7 +19,7 @@ from edgepilot.engine.conversation import TRANSCRIPT_STOP, answer_room, fit_conv
 from edgepilot.engine.sampling import SamplerSettings
 from edgepilot.engine.stops import StopMatcher
 from edgepilot.errors import UserError
-from edgepilot.model.resolve import resolve_model
+from edgepilot.gguf.resolve import resolve_model
 from edgepilot.plan.requested import RequestedSettings
 from edgepilot.plan.settings import EngineSettings
 from edgepilot.plan.types import DoesNotFit

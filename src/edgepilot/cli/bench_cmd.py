@@ -121,7 +121,7 @@ def bench(
         _history(model, last, as_json)
         return
     from edgepilot.bench.runner import BenchRequest
-    from edgepilot.model.resolve import resolve_model
+    from edgepilot.gguf.resolve import resolve_model
 
     allowed = allowed_cpus()
     cpu = read_cpu(Path("/"))
@@ -167,7 +167,7 @@ def bench(
 def _history(model: str | None, last: int, as_json: bool) -> None:
     from edgepilot.bench.store import history
     from edgepilot.cli.bench_render import render_history
-    from edgepilot.model.resolve import check_model_path
+    from edgepilot.gguf.resolve import check_model_path
     from edgepilot.tuned.identity import device_id, model_id
 
     if last < 1:
@@ -232,7 +232,7 @@ def tune(
     """Find the fastest threads x cores, flash attention and ubatch here; save them for `run` and `serve`."""
     from edgepilot.bench.tune import TuneRequest, run_tune, sweep_points
     from edgepilot.cli.bench_render import render_tune
-    from edgepilot.model.resolve import resolve_model
+    from edgepilot.gguf.resolve import resolve_model
 
     if show or forget:
         from edgepilot.cli.bench_render import render_profile

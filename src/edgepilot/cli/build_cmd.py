@@ -1,4 +1,4 @@
-"""`edgepilot build`: thin CLI over edgepilot.build.builder.build_tools."""
+"""`edgepilot build`: thin CLI over edgepilot.toolchain.builder.build_tools."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from edgepilot.cli.app import app, emit, err_console, user_errors
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from edgepilot.build.builder import BuildResult
+    from edgepilot.toolchain.builder import BuildResult
 
 
 @contextlib.contextmanager
@@ -98,7 +98,7 @@ def build(
     as_json: bool,
 ) -> None:
     """Compile llama.cpp's tools (llama-server, llama-bench, ...) from the engine's source for this device."""
-    from edgepilot.build.builder import build_tools
+    from edgepilot.toolchain.builder import build_tools
 
     flags.check_range("--jobs", jobs, 1, 256)
     tools = [t.strip() for t in tool_list.split(",") if t.strip()] if tool_list else None

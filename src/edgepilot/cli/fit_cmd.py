@@ -33,7 +33,7 @@ def fit(
     The plan is for the llama.cpp that will run it here (--engine; a device tree gets the pinned one's)."""
     from edgepilot.cli.fit_render import render_fit
     from edgepilot.engine.choice import describe_engine
-    from edgepilot.model.resolve import bundled_model_path
+    from edgepilot.gguf.resolve import bundled_model_path
     from edgepilot.tuned.decide import decide
 
     info = describe_engine(engine, load=False)[0] if root == "/" else None

@@ -1,4 +1,4 @@
-"""`edgepilot inspect`: thin CLI over edgepilot.model.inspect.inspect_model."""
+"""`edgepilot inspect`: thin CLI over edgepilot.gguf.inspect.inspect_model."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from edgepilot.cli.format import human_bytes, human_count
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from edgepilot.model.gguf_info import ModelInfo
+    from edgepilot.gguf.gguf_info import ModelInfo
 
 
 def render(info: ModelInfo, out: Console) -> None:
@@ -73,7 +73,7 @@ def inspect(model: str, sha256: str | None, as_json: bool) -> None:
 
     Exit code 1 when the file is damaged (the problems are listed), 2 for bad input.
     """
-    from edgepilot.model.inspect import inspect_model
+    from edgepilot.gguf.inspect import inspect_model
 
     info = inspect_model(model, sha256=sha256)
     emit(info, as_json, render)

@@ -1,4 +1,4 @@
-"""`edgepilot pull`, `edgepilot models` and `edgepilot rm`: thin CLI over edgepilot.models (pull, store)."""
+"""`edgepilot pull`, `edgepilot models` and `edgepilot rm`: thin CLI over edgepilot.store (pull, store)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.text import Text
 
-    from edgepilot.models.pull import PullResult
-    from edgepilot.models.store import Removed, StoreListing
+    from edgepilot.store.manifest import Removed, StoreListing
+    from edgepilot.store.pull import PullResult
 
 STORE = click.option(
     "--store", help="Model store folder (default: $EDGEPILOT_MODELS_DIR, else models/ in the data dir)"
@@ -141,8 +141,8 @@ def pull(
 ) -> None:
     """Download a GGUF model from a Hugging Face-style hub ($HF_ENDPOINT) into the model store: resumable,
     sha256-checked. Without FILE: the repository's GGUF files and whether each fits this device."""
-    from edgepilot.models.hub import read_token
-    from edgepilot.models.pull import pull as pull_model
+    from edgepilot.store.hub import read_token
+    from edgepilot.store.pull import pull as pull_model
 
     bar = _Bar()
     try:
@@ -204,7 +204,7 @@ def render_models(listing: StoreListing, out: Console) -> None:
 @user_errors
 def models(store: str | None, as_json: bool) -> None:
     """List the model store: size, quantization and whether llama.cpp can load each file."""
-    from edgepilot.models.store import list_store, store_path
+    from edgepilot.store.manifest import list_store, store_path
 
     emit(list_store(store_path(store)), as_json, render_models)
 
@@ -224,6 +224,6 @@ def render_removed(r: Removed, out: Console) -> None:
 @user_errors
 def rm(name: str, store: str | None, as_json: bool) -> None:
     """Remove a model from the store (and its manifest entry); never touches files outside the store."""
-    from edgepilot.models.store import remove, store_path
+    from edgepilot.store.manifest import remove, store_path
 
     emit(remove(store_path(store), name), as_json, render_removed)

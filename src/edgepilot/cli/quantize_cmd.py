@@ -1,4 +1,4 @@
-"""`edgepilot quantize` and `edgepilot compare`: thin CLIs over edgepilot.models.quantize / .compare."""
+"""`edgepilot quantize` and `edgepilot compare`: thin CLIs over edgepilot.store.quantize / .compare."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from edgepilot.cli.format import mib
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from edgepilot.models.compare import CompareResult
-    from edgepilot.models.quantize import QuantizeResult
+    from edgepilot.store.compare import CompareResult
+    from edgepilot.store.quantize import QuantizeResult
 
 
 def _progress(message: str) -> None:
@@ -133,7 +133,7 @@ def quantize(
 
     A source that is already quantized is first dequantized to F16 (the reference `compare` measures against).
     """
-    from edgepilot.models.quantize import quantize_model, split_types
+    from edgepilot.store.quantize import quantize_model, split_types
 
     types = split_types(to)
     result = quantize_model(
@@ -172,7 +172,7 @@ def compare(
 ) -> None:
     """Size, predicted and measured peak memory, speed and quality (perplexity, KL divergence against the most
     precise file) of model files, each measured in a process of its own."""
-    from edgepilot.models.compare import compare_models
+    from edgepilot.store.compare import compare_models
 
     result = compare_models(
         list(files),

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 from edgepilot.cluster.main_device import MainDevice
 from edgepilot.cluster.split import DeviceShare, helper_share, kv_per_layer, tensors_by_layer
-from edgepilot.model.arch import ArchParams
-from edgepilot.model.gguf_records import GGUFHeader
+from edgepilot.gguf.arch import ArchParams
+from edgepilot.gguf.gguf_records import GGUFHeader
 from edgepilot.plan.planner import DeviceFacts
 
 

@@ -10,7 +10,7 @@ from edgepilot.cluster.link import Link
 from edgepilot.cluster.speed import SpeedPrediction, layer_bytes, predict
 from edgepilot.cluster.split import tensors_by_layer
 from edgepilot.errors import UserError
-from edgepilot.model.quant_types import estimate_file_bytes
+from edgepilot.gguf.quant_types import estimate_file_bytes
 from edgepilot.plan.fit import fit_model, load_model_facts
 from edgepilot.plan.requested import RequestedSettings
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from edgepilot.cluster.split import DeviceShare, layer_of
-from edgepilot.model.arch import ArchParams
-from edgepilot.model.gguf_records import GGUFHeader
+from edgepilot.gguf.arch import ArchParams
+from edgepilot.gguf.gguf_records import GGUFHeader
 from edgepilot.plan.arithmetic import EngineArithmetic
 from edgepilot.plan.memory_model import INTERPRETER_BYTES, predict, runtime_bytes
 from edgepilot.plan.planner import DeviceFacts

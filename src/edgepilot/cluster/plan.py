@@ -13,8 +13,8 @@ from edgepilot.cluster.split import DeviceShare, llama_split
 from edgepilot.defaults import DEFAULT_CTX
 from edgepilot.device.probe import is_archive
 from edgepilot.errors import UserError
-from edgepilot.model.arch import ArchParams
-from edgepilot.model.gguf_records import GGUFHeader
+from edgepilot.gguf.arch import ArchParams
+from edgepilot.gguf.gguf_records import GGUFHeader
 from edgepilot.plan.budget import compute_budget
 from edgepilot.plan.planner import DeviceFacts, load_model_facts, read_device
 from edgepilot.plan.settings import UNQUANTIZED_KV

@@ -19,8 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from edgepilot.cluster.link import Link
-from edgepilot.model.arch import ArchParams
-from edgepilot.model.gguf_records import TensorInfo
+from edgepilot.gguf.arch import ArchParams
+from edgepilot.gguf.gguf_records import TensorInfo
 
 F32 = 4
 MASK_BYTES = 2  # f16 with flash attention, which llama.cpp picks on CPU ("auto")

@@ -19,9 +19,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from edgepilot.model.arch import ArchParams
-from edgepilot.model.gguf_records import GGUFHeader, TensorInfo
-from edgepilot.model.kv_cache import kv_cache_bytes
+from edgepilot.gguf.arch import ArchParams
+from edgepilot.gguf.gguf_records import GGUFHeader, TensorInfo
+from edgepilot.gguf.kv_cache import kv_cache_bytes
 
 MIB = 1 << 20
 # Measured on x86-64 (VmHWM of the rpc-server built from the engine's commit, -t 1): the idle server, and

@@ -12,8 +12,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from edgepilot.cluster.layout import Costs, fits
-from edgepilot.model.arch import ArchParams
-from edgepilot.model.gguf_records import GGUFHeader
+from edgepilot.gguf.arch import ArchParams
+from edgepilot.gguf.gguf_records import GGUFHeader
 from edgepilot.plan.planner import CTX_STEP, DeviceFacts
 from edgepilot.sizes import MIB, show_size
 

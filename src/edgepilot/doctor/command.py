@@ -157,7 +157,7 @@ def shell_join(argv: list[str]) -> str:
 
 def resolve_default_model() -> str | None:
     """The bundled Gemma's path when it has been assembled already (never assemble it from here)."""
-    from edgepilot.model.resolve import BUNDLED_NAME, cache_dir
+    from edgepilot.gguf.resolve import BUNDLED_NAME, cache_dir
 
     path = cache_dir() / "models" / BUNDLED_NAME
     return str(path) if Path(path).is_file() else None

@@ -22,7 +22,7 @@ from edgepilot.untrusted import open_regular
 
 if TYPE_CHECKING:
     from edgepilot.device.probe import Probe
-    from edgepilot.model.gguf_validate import Validation
+    from edgepilot.gguf.gguf_validate import Validation
 
 # What of a log is read: its start (what was loaded) and its end (how it failed). Bounded in bytes, lines
 # and characters per line, so a 64 MiB log costs what a 4 MiB one does and no line is long enough to make a
@@ -207,7 +207,7 @@ def _model(ev: Evidence, given: str | None) -> None:
     if ev.model_local is None:
         ev.checked.append(f"model: {model} is not readable here (not validated)")
         return
-    from edgepilot.model.verdict import validate_model
+    from edgepilot.gguf.verdict import validate_model
 
     try:
         ev.validation = validate_model(ev.model_local, sidecar=False)

@@ -197,7 +197,7 @@ class ServerEngine:
     # -- text <-> tokens -------------------------------------------------------------------------------------
     def _has_template(self) -> bool:
         if self._template is False:
-            from edgepilot.model.gguf_header import read_header
+            from edgepilot.gguf.gguf_header import read_header
 
             try:
                 self._template = read_header(self.model_path).metadata.get("tokenizer.chat_template") or None

@@ -6,8 +6,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from edgepilot.model.gguf_records import GGUFHeader
-from edgepilot.model.quant_types import estimate_file_bytes, quant_for_file_type, smaller_than
+from edgepilot.gguf.gguf_records import GGUFHeader
+from edgepilot.gguf.quant_types import estimate_file_bytes, quant_for_file_type, smaller_than
 from edgepilot.plan.commands import llama_cpp_command
 from edgepilot.plan.search import MIN_USEFUL_CTX, QUANTIZED_KV
 from edgepilot.plan.settings import EngineSettings

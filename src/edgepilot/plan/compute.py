@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from edgepilot.model.arch import ArchParams
+from edgepilot.gguf.arch import ArchParams
 
 F32 = 4
 F16 = 2

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from edgepilot.errors import UserError
-from edgepilot.model.arch import ArchParams
+from edgepilot.gguf.arch import ArchParams
 from edgepilot.plan.alternatives import find_alternatives
 from edgepilot.plan.arithmetic import EngineArithmetic
 from edgepilot.plan.budget import compute_budget

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from edgepilot.model.arch import ArchParams
-from edgepilot.model.gguf_records import GGUFHeader
-from edgepilot.model.kv_cache import KVCacheSize, kv_cache_bytes
+from edgepilot.gguf.arch import ArchParams
+from edgepilot.gguf.gguf_records import GGUFHeader
+from edgepilot.gguf.kv_cache import KVCacheSize, kv_cache_bytes
 from edgepilot.plan.arithmetic import EngineArithmetic
 from edgepilot.plan.compute import ComputeEstimate, compute_buffer
 from edgepilot.plan.settings import EngineSettings

@@ -13,9 +13,9 @@ from edgepilot.device.cpu import CpuFacts, read_cpu
 from edgepilot.device.memory import MemoryFacts, read_memory
 from edgepilot.device.probe import open_root
 from edgepilot.device.process import allowed_cpus
-from edgepilot.model.arch import ArchParams, arch_params
-from edgepilot.model.gguf_records import GGUFHeader
-from edgepilot.model.verdict import model_verdict
+from edgepilot.gguf.arch import ArchParams, arch_params
+from edgepilot.gguf.gguf_records import GGUFHeader
+from edgepilot.gguf.verdict import model_verdict
 from edgepilot.plan.arithmetic import EngineArithmetic
 from edgepilot.plan.memory_model import Prediction, predict
 from edgepilot.plan.requested import default_threads

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from edgepilot.errors import UserError
-from edgepilot.model.ggml_types import KV_CACHE_TYPES, type_id
+from edgepilot.gguf.ggml_types import KV_CACHE_TYPES, type_id
 
 UNQUANTIZED_KV = {"f32", "f16", "bf16"}
 # llama.cpp keeps context and batch sizes in uint32: a larger value would silently wrap around.

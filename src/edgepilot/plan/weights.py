@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from edgepilot.model.gguf_records import TensorInfo
+from edgepilot.gguf.gguf_records import TensorInfo
 
 OUTPUT = "output.weight"
 TOKEN_EMBD = "token_embd.weight"

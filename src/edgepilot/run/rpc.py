@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from edgepilot.engine.native_tools import find_tool
 from edgepilot.errors import UserError
-from edgepilot.model.resolve import resolve_model
+from edgepilot.gguf.resolve import resolve_model
 from edgepilot.plan.commands import llama_cpp_command
 from edgepilot.plan.requested import RequestedSettings
 from edgepilot.plan.settings import EngineSettings

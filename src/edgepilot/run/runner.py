@@ -10,7 +10,7 @@ from edgepilot.engine.choice import EngineInfo, choose_engine, open_engine
 from edgepilot.engine.preload import Preload, preload, skip_reason
 from edgepilot.engine.sampling import SamplerSettings
 from edgepilot.errors import UserError
-from edgepilot.model.resolve import resolve_model
+from edgepilot.gguf.resolve import resolve_model
 from edgepilot.plan.commands import llama_cpp_command
 from edgepilot.plan.requested import RequestedSettings
 from edgepilot.plan.settings import EngineSettings

@@ -26,7 +26,7 @@ from typing import Any
 from edgepilot.engine.choice import EngineInfo, choose_engine
 from edgepilot.engine.native_tools import find_tool
 from edgepilot.errors import UserError
-from edgepilot.model.resolve import resolve_model
+from edgepilot.gguf.resolve import resolve_model
 from edgepilot.plan.requested import RequestedSettings
 from edgepilot.plan.settings import EngineSettings
 from edgepilot.plan.types import DoesNotFit

@@ -23,8 +23,8 @@ from edgepilot.engine.choice import EngineInfo
 from edgepilot.engine.load_log import LoggedBuffers
 from edgepilot.engine.native_tools import tool_version
 from edgepilot.errors import UserError
-from edgepilot.model.arch import ArchParams
-from edgepilot.model.kv_cache import kv_cache_bytes
+from edgepilot.gguf.arch import ArchParams
+from edgepilot.gguf.kv_cache import kv_cache_bytes
 from edgepilot.plan.arithmetic import EngineArithmetic
 from edgepilot.plan.compute import compute_buffer
 from edgepilot.plan.memory_model import VOCAB_BYTES_PER_TOKEN
@@ -181,8 +181,8 @@ def learn_from_run(
 ) -> None:
     """After a run on the tools engine (engine/server_engine.py): what its load log and peaks showed."""
     from edgepilot.engine.load_log import logged_buffers
-    from edgepilot.model.arch import arch_params
-    from edgepilot.model.gguf_header import read_header
+    from edgepilot.gguf.arch import arch_params
+    from edgepilot.gguf.gguf_header import read_header
 
     try:
         arch = arch_params(read_header(model).metadata)

@@ -1,0 +1,34 @@
+"""The MODEL argument as a path to a GGUF file: it exists (or names a model in the store), is a regular file,
+and starts with the GGUF magic."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from edgepilot.errors import UserError
+from edgepilot.untrusted import failure, open_regular
+
+
+def check_model_path(arg: str | os.PathLike[str]) -> Path:
+    """A path that exists, is a file, is readable and starts with the GGUF magic; else a UserError."""
+    path = Path(arg).expanduser()
+    if not path.exists():  # a name from the model store (`edgepilot pull`): owner/repo:file, a file name
+        from edgepilot.gguf.stored import find_in_store
+
+        path = find_in_store(str(arg)) or path
+    try:
+        with open_regular(path) as f:  # a FIFO or a device would block or never end
+            magic = f.read(4)
+    except OSError as exc:
+        raise failure(exc, "model file", path) from None
+    if magic != b"GGUF":
+        if len(magic) < 4:
+            raise UserError(
+                f"{path} is not a GGUF model: the file is {len(magic)} bytes long (empty or truncated)"
+            )
+        raise UserError(
+            f"{path} is not a GGUF model (it starts with {magic!r}, not b'GGUF'); "
+            "llama.cpp only loads .gguf files — convert it with llama.cpp's convert_hf_to_gguf.py"
+        )
+    return path

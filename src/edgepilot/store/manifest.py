@@ -1,0 +1,287 @@
+"""The model store: `<store>/<owner>__<repo>/<file>` plus `manifest.json` (repo, file, revision, sha256, size,
+time of each pulled file).
+
+The store is `--store`, else $EDGEPILOT_MODELS_DIR, else `models/` under edgepilot's data dir. A store on
+FUSE (Android's /sdcard) or another slow filesystem gets a warning naming a better place (Termux's home).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import stat
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from edgepilot import safe_write, untrusted
+from edgepilot.device import fs
+from edgepilot.device.storage import classify, read_mounts
+from edgepilot.errors import UserError
+from edgepilot.gguf.stored import find_in_store, store_path  # noqa: F401  (store_path: re-exported)
+from edgepilot.sizes import read_count
+from edgepilot.store.hub import MAX_FILE, join_inside, safe_repo_path, store_dir_name
+from edgepilot.store.locks import remove_unclaimed, store_lock
+
+MANIFEST = "manifest.json"
+MAX_MANIFEST_BYTES = 8 << 20
+PART_SUFFIX = ".part"
+GLOB_CHARS = "*?[]"
+SHA256_RE = re.compile(r"[0-9a-f]{64}")
+
+
+@dataclass
+class ManifestEntry:
+    name: str  # `<owner>__<repo>/<file>`: the path inside the store, what `rm` and `run` accept
+    repo: str
+    file: str
+    revision: str
+    commit: str | None
+    sha256: str
+    size: int
+    time: str  # UTC, ISO 8601
+
+
+@dataclass
+class StoredModel:
+    name: str
+    path: Path
+    size: int
+    repo: str | None  # None for a file put in the store by hand (not in the manifest)
+    quant: str | None
+    verdict: str  # "ok", or the problem that stops llama.cpp from loading it
+    sha256: str | None = None
+    pulled: str | None = None
+
+
+@dataclass
+class StoreListing:
+    store: Path
+    models: list[StoredModel] = field(default_factory=list)
+    partial: list[str] = field(default_factory=list)  # unfinished downloads (`.part`), resumed by `pull`
+    warning: str | None = None
+
+
+@dataclass
+class Removed:
+    name: str
+    path: Path
+    bytes_freed: int
+
+
+def entry_name(repo: str, file: str) -> str:
+    return f"{store_dir_name(repo)}/{safe_repo_path(file)}"
+
+
+def target_path(store: Path, repo: str, file: str) -> Path:
+    return join_inside(store, entry_name(repo, file))
+
+
+# --- manifest -------------------------------------------------------------------------------------------
+def read_manifest(store: Path) -> list[ManifestEntry]:
+    """The manifest's entries; an absent manifest is empty, an unreadable one a UserError. An entry of the
+    wrong shape or with a value out of range is left out, not trusted."""
+    entries = (_entry(item) for item in _read_items(store))
+    return [e for e in entries if e is not None]
+
+
+def _read_items(store: Path) -> list[object]:
+    """The manifest's list of models as stored: rewrites keep the items they do not understand."""
+    path = store / MANIFEST
+    try:
+        data = untrusted.loads_json(untrusted.read_capped(path, MAX_MANIFEST_BYTES))
+        if not isinstance(data, dict) or not isinstance(data.get("models", []), list):
+            raise ValueError("not a manifest: no list of models")
+    except FileNotFoundError:
+        return []
+    except NotADirectoryError:
+        raise UserError(
+            f"the model store {store} is not a directory (or a part of its path is not)"
+        ) from None
+    except (OSError, ValueError) as exc:
+        raise UserError(
+            f"the store's manifest {path} is unreadable ({exc}); move it away to start afresh"
+        ) from None
+    return list(data.get("models", []))
+
+
+def _without(items: list[object], name: str) -> list[object]:
+    return [item for item in items if (e := _entry(item)) is None or e.name != name]
+
+
+def _entry(item: object) -> ManifestEntry | None:
+    if not isinstance(item, dict):
+        return None
+    texts = {k: item.get(k) for k in ("name", "repo", "file", "revision", "sha256", "time")}
+    commit = item.get("commit")
+    if not all(isinstance(v, str) and 0 < len(v) <= 1024 for v in texts.values()):
+        return None
+    if commit is not None and not (isinstance(commit, str) and len(commit) <= 1024):
+        return None
+    try:
+        size = read_count(item.get("size"), what="size", maximum=MAX_FILE)
+        safe_repo_path(texts["name"])
+    except (ValueError, UserError):
+        return None
+    if "/" not in texts["name"] or not SHA256_RE.fullmatch(texts["sha256"]):
+        return None
+    clean = {k: untrusted.valid_text(v) for k, v in texts.items()}
+    return ManifestEntry(commit=commit and untrusted.valid_text(commit), size=size, **clean)
+
+
+def write_manifest(store: Path, items: list[ManifestEntry] | list[object]) -> None:
+    """Atomically (a fresh temporary file in the store, then os.replace); call with the store lock held."""
+    from edgepilot.jsonable import to_jsonable
+
+    body = json.dumps({"version": 1, "models": to_jsonable(items)}, indent=2) + "\n"
+    safe_write.write_text(store / MANIFEST, body, what="the store's manifest")
+
+
+def record(
+    store: Path, repo: str, file: str, revision: str, commit: str | None, sha256: str, size: int
+) -> None:
+    name = entry_name(repo, file)
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    with store_lock(store):  # read, change and write back as one step: concurrent pulls lose no entry
+        items = _without(_read_items(store), name)
+        items.append(ManifestEntry(name, repo, file, revision, commit, sha256, size, now))
+        write_manifest(store, items)
+
+
+def find_entry(store: Path, repo: str, file: str) -> ManifestEntry | None:
+    name = entry_name(repo, file)
+    return next((e for e in read_manifest(store) if e.name == name), None)
+
+
+# --- where the store lives --------------------------------------------------------------------------------
+def storage_warning(store: Path, root: Path | str = "/") -> str | None:
+    """A warning when the store is on FUSE or another slow filesystem, naming a better path."""
+    root = Path(root)
+    mounts, _ = read_mounts(root)
+    if not mounts:
+        return None
+    env, _ = fs.read_env(root)
+    home = env.get("HOME")
+    place = classify(root, str(store.expanduser().absolute()), mounts, home)
+    if not place.slow:
+        return None
+    better = f"{home.rstrip('/')}/models" if home else "~/models"
+    return (
+        f"the model store {store} is on {place.note}; models load and run faster from Termux's home "
+        f"(internal storage): use --store {better} or EDGEPILOT_MODELS_DIR={better}"
+    )
+
+
+# --- list and remove ------------------------------------------------------------------------------------
+def _describe(path: Path) -> tuple[str | None, str]:
+    """(quantization, verdict) of a stored file, from its header and tail (never the whole file)."""
+    from edgepilot.gguf.gguf_info import file_type_name
+    from edgepilot.gguf.verdict import model_verdict, one_line
+
+    try:
+        verdict = model_verdict(path, "load")
+    except UserError as exc:
+        return None, one_line(str(exc), 160)
+    quant = file_type_name(verdict.header.metadata.get("general.file_type"))
+    return quant, "ok" if verdict.refusal is None else one_line(verdict.refusal.message, 160)
+
+
+def list_store(store: Path, root: Path | str = "/") -> StoreListing:
+    listing = StoreListing(store=store, warning=storage_warning(store, root) if store.exists() else None)
+    if not store.is_dir():
+        return listing
+    manifest = {e.name: e for e in read_manifest(store)}
+    for path in sorted(store.rglob("*")):
+        if path.is_symlink() or not path.is_file() or path.parent == store:
+            continue
+        name = path.relative_to(store).as_posix()
+        if name.endswith(PART_SUFFIX):
+            listing.partial.append(name)
+            continue
+        if not name.endswith(".gguf"):
+            continue
+        try:
+            size = path.stat().st_size
+        except OSError:
+            continue  # removed while we listed
+        quant, verdict = _describe(path)
+        entry = manifest.get(name)
+        listing.models.append(
+            StoredModel(
+                name=name,
+                path=path,
+                size=size,
+                repo=entry.repo if entry else None,
+                quant=quant,
+                verdict=verdict,
+                sha256=entry.sha256 if entry else None,
+                pulled=entry.time if entry else None,
+            )
+        )
+    return listing
+
+
+def find_stored(store: Path, name: str) -> Path | None:
+    """A stored file by its store name (`owner__repo/file`), `owner/repo:file`, or a bare file name that is
+    unique in the store; None when nothing matches."""
+    return find_in_store(name, store)
+
+
+def _match(entries: list[ManifestEntry], name: str) -> ManifestEntry | None:
+    """The one entry `name` names exactly: its store name, OWNER/REPO:FILE, or a file name that only one
+    entry has. Nothing is globbed or guessed."""
+    exact = next((e for e in entries if e.name == name), None)
+    head, sep, file = name.partition(":")
+    if exact is not None or "/" in name and not sep:
+        return exact
+    if sep:
+        try:
+            wanted = entry_name(head, file)
+        except UserError:
+            return None
+        return next((e for e in entries if e.name == wanted), None)
+    by_file = [e for e in entries if e.name.rsplit("/", 1)[-1] == name]
+    return by_file[0] if len(by_file) == 1 else None
+
+
+def remove(store: Path, name: str) -> Removed:
+    """Delete one pulled model and its manifest entry. The manifest is read (and must be readable) before
+    anything is deleted, and is written back before the file goes: a failure leaves both as they were."""
+    shown = untrusted.valid_text(name)[:200]
+    missing = UserError(
+        f"{shown!r} is not in the model store {store} (rm takes a pulled model's name exactly as "
+        "`edgepilot models` lists it)"
+    )
+    if not store.is_dir():
+        raise missing
+    with store_lock(store):
+        items = _read_items(store)
+        entry = _match([e for e in map(_entry, items) if e is not None], name)
+        if entry is None:
+            if any(ch in name for ch in GLOB_CHARS):
+                raise UserError(
+                    f"{shown!r} is a pattern: rm removes one model, named as `edgepilot models` lists it"
+                )
+            raise missing
+        path = join_inside(store, entry.name)
+        try:
+            st = os.stat(path, follow_symlinks=False)
+        except FileNotFoundError:
+            st = None  # deleted by hand: only the entry is left to remove
+        except OSError as exc:
+            raise UserError(f"cannot remove {entry.name}: {exc.strerror or exc}") from None
+        if st is not None and not stat.S_ISREG(st.st_mode):
+            raise UserError(f"{entry.name} in the model store is not a regular file: refused")
+        write_manifest(store, _without(items, entry.name))
+        if st is not None:
+            try:
+                path.unlink()
+            except OSError as exc:
+                write_manifest(store, items)  # the file stays, so does its entry
+                raise safe_write.write_failure(exc, "the model store", path) from None
+        remove_unclaimed(Path(str(path) + PART_SUFFIX))
+        with contextlib.suppress(OSError):  # the repo folder goes when it is empty
+            path.parent.rmdir()
+    return Removed(entry.name, path, st.st_size if st is not None else 0)
