@@ -68,10 +68,10 @@ def measure_bandwidth(threads: int, buffer_mib: int = COPY_MIB, reps: int = REPS
 def bytes_per_token(model_path: Path) -> int | None:
     """Weight bytes one generated token reads: every tensor, except the token embedding table when the model
     has a separate output matrix (then only one embedding row is read per token)."""
-    from edgepilot.gguf.gguf_header import read_header
+    from edgepilot.gguf.verdict import header_of
 
     try:
-        header = read_header(model_path)
+        header = header_of(model_path)
     except (UserError, OSError):
         return None
     sizes = {t.name: t.n_bytes for t in header.tensors}

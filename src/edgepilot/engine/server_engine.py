@@ -197,10 +197,10 @@ class ServerEngine:
     # -- text <-> tokens -------------------------------------------------------------------------------------
     def _has_template(self) -> bool:
         if self._template is False:
-            from edgepilot.gguf.gguf_header import read_header
+            from edgepilot.gguf.verdict import header_of
 
             try:
-                self._template = read_header(self.model_path).metadata.get("tokenizer.chat_template") or None
+                self._template = header_of(self.model_path).metadata.get("tokenizer.chat_template") or None
             except (OSError, ValueError, UserError):
                 self._template = None
         return bool(self._template)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from edgepilot.untrusted import failure, open_regular
 
@@ -71,8 +73,29 @@ class GGUFHeader:
             )
 
 
-def open_checked(path: str | os.PathLike[str]):
+# Files a verdict has open (gguf/verdict.py, `sharing`): the header parser and the tail check read through the
+# one open of the file instead of opening it again.
+_SHARED: dict[str, BinaryIO] = {}
+
+
+@contextlib.contextmanager
+def sharing(path: str | os.PathLike[str], f: BinaryIO) -> Iterator[None]:
+    """While the block runs, open_checked(path) reads through `f` (a new file object on a dup of its fd)."""
+    key = str(path)
+    _SHARED[key] = f
+    try:
+        yield
+    finally:
+        _SHARED.pop(key, None)
+
+
+def open_checked(path: str | os.PathLike[str]) -> BinaryIO:
     """Open a model file for reading; UserError for a path that is missing, a directory or not readable."""
+    shared = _SHARED.get(str(path))
+    if shared is not None:
+        f = os.fdopen(os.dup(shared.fileno()), "rb")
+        f.seek(0)
+        return f
     p = Path(path)
     try:
         return open_regular(p)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import BinaryIO
 
 from edgepilot.errors import UserError
 from edgepilot.untrusted import failure, open_regular
@@ -12,17 +13,30 @@ from edgepilot.untrusted import failure, open_regular
 
 def check_model_path(arg: str | os.PathLike[str]) -> Path:
     """A path that exists, is a file, is readable and starts with the GGUF magic; else a UserError."""
+    path, f = open_model(arg)
+    f.close()
+    return path
+
+
+def open_model(arg: str | os.PathLike[str]) -> tuple[Path, BinaryIO]:
+    """check_model_path's checks, and the file left open (at offset 0) for the caller to read and close."""
     path = Path(arg).expanduser()
     if not path.exists():  # a name from the model store (`edgepilot pull`): owner/repo:file, a file name
         from edgepilot.gguf.stored import find_in_store
 
         path = find_in_store(str(arg)) or path
     try:
-        with open_regular(path) as f:  # a FIFO or a device would block or never end
-            magic = f.read(4)
+        f = open_regular(path)  # a FIFO or a device would block or never end
     except OSError as exc:
         raise failure(exc, "model file", path) from None
+    try:
+        magic = f.read(4)
+        f.seek(0)
+    except OSError as exc:
+        f.close()
+        raise failure(exc, "model file", path) from None
     if magic != b"GGUF":
+        f.close()
         if len(magic) < 4:
             raise UserError(
                 f"{path} is not a GGUF model: the file is {len(magic)} bytes long (empty or truncated)"
@@ -31,4 +45,4 @@ def check_model_path(arg: str | os.PathLike[str]) -> Path:
             f"{path} is not a GGUF model (it starts with {magic!r}, not b'GGUF'); "
             "llama.cpp only loads .gguf files — convert it with llama.cpp's convert_hf_to_gguf.py"
         )
-    return path
+    return path, f

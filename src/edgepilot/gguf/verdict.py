@@ -12,20 +12,25 @@ import os
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import BinaryIO, Literal
 
 from edgepilot.errors import UserError
 from edgepilot.gguf.arch import arch_params
 from edgepilot.gguf.gguf_header import read_header
-from edgepilot.gguf.gguf_records import GGUFHeader, Problem
+from edgepilot.gguf.gguf_records import GGUFHeader, Problem, open_checked, sharing
 from edgepilot.gguf.gguf_validate import Validation, validate_gguf
-from edgepilot.gguf.model_path import check_model_path
+from edgepilot.gguf.model_path import open_model
 
 Purpose = Literal["inspect", "plan", "load"]
 PURPOSES: tuple[str, ...] = ("inspect", "plan", "load")
 # Damage a plan may go on with: the memory plan depends on the header alone, never on the weights' values.
 PLAN_TOLERATES = frozenset({"zero-tail"})
 MAX_LINE = 300  # characters of a problem quoted in a refusal
+# What this process read of a model, by file identity (device, inode, size, mtime) and what was checked (an
+# expected sha256, a sidecar): a command's layers (resolve, plan, engine, doctor) share one read of the model,
+# and a changed file is read again.
+_READ: dict[tuple, tuple[GGUFHeader, Validation]] = {}
+MAX_REMEMBERED = 8
 
 
 @dataclass
@@ -77,12 +82,27 @@ def validate_model(
     sidecar: bool = True,
     header: GGUFHeader | None = None,
 ) -> Validation:
-    """validate_gguf's file checks plus the metadata llama.cpp needs to load the model at all."""
-    header = header if header is not None else read_header(path)
-    validation = validate_gguf(path, sha256=sha256, sidecar=sidecar, header=header)
-    validation.problems += loader_problems(header)
-    validation.ok = not any(p.severity == "error" for p in validation.problems)
+    """validate_gguf's file checks plus the metadata llama.cpp needs to load the model at all (read once per
+    command: a file this process already validated, unchanged since, is not read again)."""
+    if header is not None:
+        validation = validate_gguf(path, sha256=sha256, sidecar=sidecar, header=header)
+        validation.problems += loader_problems(header)
+        validation.ok = not any(p.severity == "error" for p in validation.problems)
+        return validation
+    known = _known(path, sha256, sidecar)
+    if known is not None:
+        return known[1]
+    with open_checked(path) as f, sharing(path, f):  # one open for the header and the tail
+        header = read_header(path)
+        validation = validate_model(path, sha256=sha256, sidecar=sidecar, header=header)
+        _remember(_identity(f, sha256, sidecar), header, validation)
     return validation
+
+
+def _remember(key: tuple, header: GGUFHeader, validation: Validation) -> None:
+    _READ[key] = header, validation
+    while len(_READ) > MAX_REMEMBERED:
+        del _READ[next(iter(_READ))]
 
 
 def model_verdict(
@@ -98,9 +118,48 @@ def model_verdict(
     """
     if purpose not in PURPOSES:
         raise ValueError(f"unknown purpose {purpose!r}")
-    path = check_model_path(model)
-    header = read_header(path)
-    validation = validate_model(path, sha256=sha256, sidecar=purpose == "inspect", header=header)
+    sidecar = purpose == "inspect"
+    known = _known(model, sha256, sidecar)
+    if known is not None:  # read already in this command, unchanged since: not even opened again
+        return _judge(Path(model).expanduser(), purpose, *known)
+    path, f = open_model(model)
+    with f:
+        key = _identity(f, sha256, sidecar)
+        if key not in _READ:  # the same unchanged file asked again in this command: no second read
+            with sharing(path, f):  # the header and the tail are read through this one open
+                header = read_header(path)
+                _remember(key, header, validate_model(path, sha256=sha256, sidecar=sidecar, header=header))
+    header, validation = _READ[key]
+    return _judge(path, purpose, header, validation)
+
+
+def header_of(model: str | os.PathLike[str]) -> GGUFHeader:
+    """A model's header for a reader that needs no verdict (a chat template, an architecture): the one the
+    command's verdict already read when there is one, else read now."""
+    try:
+        st = os.stat(model)
+    except OSError:
+        return read_header(model)
+    for (dev, ino, size, mtime, *_), (header, _validation) in reversed(_READ.items()):
+        if (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns) == (dev, ino, size, mtime):
+            return header
+    return read_header(model)
+
+
+def _known(model: str | os.PathLike[str], sha256: str | None, sidecar: bool) -> tuple | None:
+    try:
+        st = os.stat(Path(model).expanduser())
+    except (OSError, ValueError):
+        return None
+    return _READ.get((st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, sha256, sidecar))
+
+
+def _identity(f: BinaryIO, sha256: str | None, sidecar: bool) -> tuple:
+    st = os.fstat(f.fileno())
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, sha256, sidecar)
+
+
+def _judge(path: Path, purpose: Purpose, header: GGUFHeader, validation: Validation) -> ModelVerdict:
     tolerated = PLAN_TOLERATES if purpose == "plan" else frozenset()
     refusing = [p for p in validation.problems if p.severity == "error" and p.code not in tolerated]
     if not header.complete and not refusing:  # read_header always says why; this is only a safety net

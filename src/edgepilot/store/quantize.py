@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING
 from edgepilot.device.process import allowed_cpus
 from edgepilot.engine.choice import EngineInfo
 from edgepilot.errors import UserError
-from edgepilot.gguf.gguf_header import read_header
 from edgepilot.gguf.gguf_info import file_type_name
 from edgepilot.gguf.resolve import resolve_model
+from edgepilot.gguf.verdict import header_of
 from edgepilot.safe_write import atomic_path, check_target, same_file
 from edgepilot.store.quantize_checks import (
     REFERENCE_ID_KEY,
@@ -105,7 +105,7 @@ def output_stem(path: Path) -> str:
 
 
 def bits_per_weight(path: Path) -> float:
-    header = read_header(path)
+    header = header_of(path)
     weights = sum(t.n_elements for t in header.tensors)
     data = sum(t.n_bytes or 0 for t in header.tensors)
     return 8 * data / weights if weights else 0.0
@@ -113,7 +113,7 @@ def bits_per_weight(path: Path) -> float:
 
 def describe_source(path: Path) -> tuple[str | None, str | None]:
     """(file type name, the reference's recorded origin if this file is a reference edgepilot made)."""
-    header = read_header(path)
+    header = header_of(path)
     origin = header.metadata.get(REFERENCE_KEY)
     return file_type_name(header.metadata.get("general.file_type")), origin if isinstance(
         origin, str
@@ -266,7 +266,7 @@ def quantize_model(
     quantizer = Quantizer(Path(str(info.path)) if info.kind == "tools" else None)
     _check_types(types, quantizer.types)
     source = resolve_model(model)
-    if not read_header(source).tensors:
+    if not header_of(source).tensors:
         raise UserError(f"{source} holds no tensors (a vocabulary-only file): there is nothing to quantize")
     out = Path(out_dir).expanduser() if out_dir else source.parent
     if not out.is_dir():
@@ -289,7 +289,7 @@ def quantize_model(
     _check_targets(
         list(dict.fromkeys(fresh + [t for t in targets if not (reuse and t == reference)])), inputs, force
     )
-    n_weights = sum(t.n_elements for t in read_header(source).tensors)
+    n_weights = sum(t.n_elements for t in header_of(source).tensors)
     planned = [(p.name, estimate_bytes("F16", n_weights)) for p in fresh]
     planned += [
         (t.name, estimate_bytes(n, n_weights)) for n, t in zip(types, targets, strict=True) if t != reference

@@ -182,10 +182,10 @@ def learn_from_run(
     """After a run on the tools engine (engine/server_engine.py): what its load log and peaks showed."""
     from edgepilot.engine.load_log import logged_buffers
     from edgepilot.gguf.arch import arch_params
-    from edgepilot.gguf.gguf_header import read_header
+    from edgepilot.gguf.verdict import header_of
 
     try:
-        arch = arch_params(read_header(model).metadata)
+        arch = arch_params(header_of(model).metadata)
     except (OSError, ValueError, UserError):
         return
     logged = logged_buffers(engine.log)
