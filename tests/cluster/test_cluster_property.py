@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from test_cluster_plan import llama_cpp_assign
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "model"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "gguf"))
 from synth import ARCHS, TensorSpec, write_model  # noqa: E402
 
 from edgepilot.cluster.plan import Helper, plan_cluster  # noqa: E402
