@@ -218,7 +218,7 @@ def _cgroup(root: Path) -> tuple[int | None, int | None, str | None, str | None]
     if best is not None:
         return best[0], best[1], best[2], None
     if not seen_any:
-        return None, None, None, "no memory cgroup limit visible (none found for this process)"
+        return None, None, None, "no memory cgroup limit visible (none in the cgroups proc/self/cgroup names)"
     return None, None, None, None
 
 
