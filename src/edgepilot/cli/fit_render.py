@@ -84,7 +84,7 @@ def render_fit(plan: FitResult, out: Console) -> None:
         where = "in-process" if e.get("kind") == "inprocess" else "llama.cpp's programs"
         say(out, f"engine: {where} · {e.get('version') or 'version unknown'}")
     for trade in plan.trade_offs:
-        say(out, f"to fit: {trade}", style="yellow")
+        say(out, f"{'to fit' if plan.fits else 'tried, still over'}: {trade}", style="yellow")
     say(out, f"largest context that fits: {plan.max_ctx or 'none'}")
     print_command(out, "llama.cpp:", plan.llama_cpp_args)
     print_command(out, "edgepilot:", plan.edgepilot_args)
