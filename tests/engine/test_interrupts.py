@@ -18,6 +18,21 @@ from edgepilot.engine import interrupts
 DEADLINE = 60.0  # did not hang: a load of SmolLM2 takes well under a second
 
 
+def _ctrl_c_as_in_a_terminal() -> None:
+    """In the child before exec: SIGINT at its default, as a command typed in a terminal has it. A job started
+    in the background of a non-interactive shell (as a CI runner may start the tests) ignores SIGINT, and an
+    ignored SIGINT is inherited across exec: Python would then never raise KeyboardInterrupt at all."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+@pytest.fixture(autouse=True)
+def python_ctrl_c():
+    """This process's own Ctrl-C as Python sets it up in a terminal (see above)."""
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, old)
+
+
 def _interrupt_until_exit(proc: subprocess.Popen[bytes], started: threading.Event) -> None:
     """Once `started` is set, Ctrl-C; again every 5 s while the command runs (one at a time: a second
     signal while the first is being handled would test the interpreter's shutdown, not the command)."""
@@ -52,7 +67,13 @@ def test_ctrl_c_during_chats_model_load_ends_it(smollm_path, mmap):
     # --verbose echoes llama.cpp's log from its callback: the time of the load is spent in it
     argv = [sys.executable, "-m", "edgepilot", "chat", str(smollm_path), "--verbose", "--ctx", "512"]
     argv += [] if mmap else ["--no-mmap"]
-    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        argv,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        preexec_fn=_ctrl_c_as_in_a_terminal,
+    )
     started, lines = threading.Event(), []
     reader = threading.Thread(target=_read_stderr, args=(proc, started, b"llama_model_loader", lines))
     reader.start()
@@ -81,7 +102,13 @@ def test_ctrl_c_during_quantize_leaves_no_output(smollm_path, tmp_path):
         "--out",
         str(out),
     ]
-    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        preexec_fn=_ctrl_c_as_in_a_terminal,
+    )
     started, lines = threading.Event(), []
     reader = threading.Thread(target=_read_stderr, args=(proc, started, b"\0never", lines))
     reader.start()
@@ -104,7 +131,13 @@ def test_ctrl_c_during_quantize_leaves_no_output(smollm_path, tmp_path):
 
 def test_ctrl_c_in_a_piped_chat_waiting_for_input_ends_it(smollm_path):
     argv = [sys.executable, "-m", "edgepilot", "chat", str(smollm_path), "--ctx", "512", "-n", "4"]
-    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        argv,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        preexec_fn=_ctrl_c_as_in_a_terminal,
+    )
     proc.stdin.write(b"hi\n")
     proc.stdin.flush()
     started, lines = threading.Event(), []
