@@ -89,25 +89,11 @@ def atomic_write(
 ) -> Iterator[BinaryIO]:
     """Write `target` through a fresh temporary file beside it, replaced in one step when the block ends
     without an exception (the temporary file is removed otherwise). OSErrors become one-line UserErrors."""
-    path = check_target(target, inputs=inputs, what=what)
-    directory = path.parent if str(path.parent) else Path(".")
-    try:
-        fd, tmp = fresh_temp(directory, f".{path.name}.", ".tmp")
-    except OSError as exc:
-        raise write_failure(exc, what, path) from None
-    try:
-        with os.fdopen(fd, mode) as f:
-            yield f  # type: ignore[misc]
-            f.flush()
-            os.fsync(f.fileno())
-        check_target(path, inputs=inputs, what=what)  # it may have changed while we wrote
-        os.replace(tmp, path)
-    except OSError as exc:
-        _discard(tmp)
-        raise write_failure(exc, what, path) from None
-    except BaseException:
-        _discard(tmp)
-        raise
+    path, fd, tmp = _fresh_beside(target, inputs, what, ".tmp")
+    with _replace_when_done(path, tmp, inputs, what), os.fdopen(fd, mode) as f:
+        yield f  # type: ignore[misc]
+        f.flush()
+        os.fsync(f.fileno())
 
 
 @contextlib.contextmanager
@@ -117,16 +103,32 @@ def atomic_path(
     """atomic_write for a writer that opens a file by name (llama.cpp's quantizer, a child process): the
     name of a fresh, empty temporary file beside the target (created exclusively: nothing it could follow),
     moved onto the target when the block ends without an exception and removed otherwise."""
+    path, fd, tmp = _fresh_beside(target, inputs, what, suffix)
+    os.close(fd)
+    with _replace_when_done(path, tmp, inputs, what):
+        yield tmp
+
+
+def _fresh_beside(
+    target: PathLike, inputs: Iterable[PathLike], what: str, suffix: str
+) -> tuple[Path, int, Path]:
+    """The checked target, and a fresh temporary file beside it: (target, fd, temporary path)."""
     path = check_target(target, inputs=inputs, what=what)
     directory = path.parent if str(path.parent) else Path(".")
     try:
         fd, tmp = fresh_temp(directory, f".{path.name}.", suffix)
-        os.close(fd)
     except OSError as exc:
         raise write_failure(exc, what, path) from None
+    return path, fd, tmp
+
+
+@contextlib.contextmanager
+def _replace_when_done(path: Path, tmp: Path, inputs: Iterable[PathLike], what: str) -> Iterator[None]:
+    """Move tmp onto path when the block ends without an exception (the target checked again: it may have
+    changed while we wrote); remove tmp otherwise. OSErrors become one-line UserErrors."""
     try:
-        yield tmp
-        check_target(path, inputs=inputs, what=what)  # it may have changed while we wrote
+        yield
+        check_target(path, inputs=inputs, what=what)
         os.replace(tmp, path)
     except OSError as exc:
         _discard(tmp)
