@@ -25,6 +25,12 @@ def _ctrl_c_as_in_a_terminal() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+def _start(argv: list[str], stdin: int, stdout: int) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        argv, stdin=stdin, stdout=stdout, stderr=subprocess.PIPE, preexec_fn=_ctrl_c_as_in_a_terminal
+    )
+
+
 @pytest.fixture(autouse=True)
 def python_ctrl_c():
     """This process's own Ctrl-C as Python sets it up in a terminal (see above)."""
@@ -67,13 +73,7 @@ def test_ctrl_c_during_chats_model_load_ends_it(smollm_path, mmap):
     # --verbose echoes llama.cpp's log from its callback: the time of the load is spent in it
     argv = [sys.executable, "-m", "edgepilot", "chat", str(smollm_path), "--verbose", "--ctx", "512"]
     argv += [] if mmap else ["--no-mmap"]
-    proc = subprocess.Popen(
-        argv,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        preexec_fn=_ctrl_c_as_in_a_terminal,
-    )
+    proc = _start(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
     started, lines = threading.Event(), []
     reader = threading.Thread(target=_read_stderr, args=(proc, started, b"llama_model_loader", lines))
     reader.start()
@@ -102,13 +102,7 @@ def test_ctrl_c_during_quantize_leaves_no_output(smollm_path, tmp_path):
         "--out",
         str(out),
     ]
-    proc = subprocess.Popen(
-        argv,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        preexec_fn=_ctrl_c_as_in_a_terminal,
-    )
+    proc = _start(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
     started, lines = threading.Event(), []
     reader = threading.Thread(target=_read_stderr, args=(proc, started, b"\0never", lines))
     reader.start()
@@ -131,13 +125,7 @@ def test_ctrl_c_during_quantize_leaves_no_output(smollm_path, tmp_path):
 
 def test_ctrl_c_in_a_piped_chat_waiting_for_input_ends_it(smollm_path):
     argv = [sys.executable, "-m", "edgepilot", "chat", str(smollm_path), "--ctx", "512", "-n", "4"]
-    proc = subprocess.Popen(
-        argv,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        preexec_fn=_ctrl_c_as_in_a_terminal,
-    )
+    proc = _start(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     proc.stdin.write(b"hi\n")
     proc.stdin.flush()
     started, lines = threading.Event(), []
