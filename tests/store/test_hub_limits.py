@@ -13,25 +13,14 @@ import time
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 from hubserver import REPO, SMOL, Hub, HubFile, start
+from pullkit import one_error_line, pull
 
 from edgepilot.store.hub import HubClient
 from edgepilot.store.pull import MAX_LISTING_HEADER_BYTES, MAX_PLANNED
 from edgepilot.store.remote_fit import HeaderAllowance, fetch_header
 
 DEADLINE = 2.0
-
-
-def pull(cli_app, *args: str):
-    return CliRunner().invoke(cli_app, ["pull", *args])
-
-
-def one_error_line(res) -> str:
-    assert res.exit_code == 2, res.output
-    lines = res.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("edgepilot: error: "), res.stderr
-    return lines[0]
 
 
 @pytest.fixture

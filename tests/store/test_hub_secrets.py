@@ -11,26 +11,14 @@ import shutil
 import subprocess
 
 import pytest
-from click.testing import CliRunner
 from hubserver import REPO, SMOL, Hub, HubFile, start
+from pullkit import one_error_line, pull
 
 from edgepilot.errors import UserError
 from edgepilot.store.hub import HubClient, next_page, read_token
 from edgepilot.store.hub_net import redact, token_allowed
 
 TOKEN = "hf_secret_token_1234"
-
-
-def pull(cli_app, *args: str):
-    return CliRunner().invoke(cli_app, ["pull", *args])
-
-
-def one_error_line(res) -> str:
-    assert res.exit_code == 2, res.output
-    lines = res.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("edgepilot: error: "), res.stderr
-    assert "Traceback" not in res.output
-    return lines[0]
 
 
 @pytest.fixture(scope="module")

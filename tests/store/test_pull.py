@@ -2,36 +2,16 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 from hubserver import BIG, GEMMA, REPO, SMOL
+from pullkit import one_error_line, pull, sha256, store
 
 from edgepilot.errors import UserError
 from edgepilot.store.hub import HubClient, HubError, parse_entry, safe_repo_path
-
-
-def pull(cli_app, *args: str):
-    return CliRunner().invoke(cli_app, ["pull", *args])
-
-
-def one_error_line(res) -> str:
-    assert res.exit_code == 2, res.output
-    lines = res.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("edgepilot: error: "), res.stderr
-    return lines[0]
-
-
-def sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def store() -> Path:
-    return Path(os.environ["EDGEPILOT_MODELS_DIR"])
 
 
 def test_listing_plans_each_file_from_its_header(hub, cli_app):

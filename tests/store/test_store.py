@@ -6,7 +6,6 @@ Concurrent pulls are real `edgepilot pull` processes against the hub server on 1
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import stat
@@ -18,6 +17,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from hubserver import REPO, SMOL, Hub, HubFile, start
+from pullkit import one_error_line, sha256
 
 FOLDER = "edge-test__small-models-GGUF"
 SMALL = [f"part-{i}.gguf" for i in range(6)]
@@ -25,17 +25,6 @@ SMALL = [f"part-{i}.gguf" for i in range(6)]
 
 def invoke(cli_app, *args: str):
     return CliRunner().invoke(cli_app, list(args))
-
-
-def one_error_line(res) -> str:
-    assert res.exit_code == 2, res.output
-    lines = res.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("edgepilot: error: "), res.stderr
-    return lines[0]
-
-
-def sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def manifest(store: Path) -> list[dict]:
