@@ -62,8 +62,12 @@ def test_timeouts_must_be_real_positive_seconds(smollm_path):
 
 def test_the_psi_limit_default_is_the_planners():
     # serve_cmd keeps its own copy so that `edgepilot --help` does not import the planner
+    from edgepilot.cli.serve_cmd import DEFAULT_SHORT_CTX as SHOWN_SHORT
     from edgepilot.cli.serve_cmd import PRESSURE_PSI as SHOWN
     from edgepilot.plan.budget import PRESSURE_PSI
+    from edgepilot.serve.config import DEFAULT_SHORT_CTX
+
+    assert SHOWN_SHORT == DEFAULT_SHORT_CTX
 
     assert SHOWN == PRESSURE_PSI
 

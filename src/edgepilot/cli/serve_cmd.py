@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from edgepilot.serve.server import ServeStarted, ServeStopped
 
 PRESSURE_PSI = 10.0  # plan.budget.PRESSURE_PSI, kept equal by a test (importing plan here costs start-up)
+DEFAULT_SHORT_CTX = 1024  # serve.config's, kept equal by the same test
 
 
 def _log(message: str) -> None:
@@ -102,6 +103,12 @@ def _engine_kind(engine: str | None) -> str:
     help="Most prompt tokens processed for one request (0: the context; older chat turns are dropped to fit)",
 )
 @click.option(
+    "--short-lane",
+    default=DEFAULT_SHORT_CTX,
+    show_default=True,
+    help="Context of a second lane that answers short requests while a long one runs (0: none)",
+)
+@click.option(
     "--psi-limit", default=PRESSURE_PSI, show_default=True, help="Memory PSI avg10 % pausing new requests"
 )
 @click.option("--min-available", help="Pause new requests below this")
@@ -141,6 +148,7 @@ def serve(
     max_messages: int,
     max_prompt_chars: int,
     max_prompt_tokens: int,
+    short_lane: int,
     psi_limit: float,
     min_available: str | None,
     force: bool,
@@ -194,6 +202,7 @@ def serve(
         max_messages=max_messages,
         max_prompt_chars=max_prompt_chars or None,
         max_prompt_tokens=max_prompt_tokens or None,
+        short_lane_ctx=short_lane,
         psi_limit=psi_limit,
         min_available_bytes=flags.size_or_none(min_available, "--min-available"),
         watch_root=Path(watch_root),

@@ -7,6 +7,7 @@ whole logits row into numpy every token and loses 20-30 % of generation speed on
 from __future__ import annotations
 
 import codecs
+import copy
 import ctypes
 import time
 from collections.abc import Callable
@@ -18,6 +19,7 @@ from edgepilot.engine.base import EngineError, GenerationStats, LoadInfo
 from edgepilot.engine.llama_binding import llama_cpp
 from edgepilot.engine.params import context_params, model_params
 from edgepilot.engine.sampling import GreedyPicker, SamplerSettings, build_chain
+from edgepilot.engine.turns import Turns
 from edgepilot.errors import UserError
 from edgepilot.plan.settings import EngineSettings
 
@@ -54,6 +56,8 @@ class LlamaEngine:
         self.settings = settings
         self.model_path = Path(model_path)
         self._parked: tuple[EngineSettings, llama_cpp.llama_context_p] | None = None
+        self._owns_model = True
+        self.turns: Turns | None = None  # serve's main lane: every decode is a step taken in turn
         init_backend(verbose)
         log_start = llama_log.mark()
         t0 = time.perf_counter()
@@ -141,6 +145,24 @@ class LlamaEngine:
         self.load.n_ubatch = llama_cpp.llama_n_ubatch(self._ctx)
         return fresh
 
+    def sibling(self, settings: EngineSettings) -> LlamaEngine:
+        """A second context with its own settings on this engine's model: the weights are shared, not loaded
+        again. Close it before this engine (which frees the model)."""
+        settings.validate()
+        twin = copy.copy(self)
+        twin.settings, twin._parked, twin._owns_model, twin.turns = settings, None, False, None
+        twin._piece_buf = ctypes.create_string_buffer(256)
+        twin._ctx = twin._new_context()
+        twin.load = replace(
+            self.load,
+            n_ctx=llama_cpp.llama_n_ctx(twin._ctx),
+            n_batch=llama_cpp.llama_n_batch(twin._ctx),
+            n_ubatch=llama_cpp.llama_n_ubatch(twin._ctx),
+            seconds=0.0,
+            log=[],
+        )
+        return twin
+
     def _describe(self) -> str:
         buf = ctypes.create_string_buffer(256)
         n = llama_cpp.llama_model_desc(self._model, buf, 256)
@@ -156,7 +178,8 @@ class LlamaEngine:
             llama_cpp.llama_free(self._ctx)
             self._ctx = None
         if getattr(self, "_model", None):
-            llama_cpp.llama_model_free(self._model)
+            if self._owns_model:
+                llama_cpp.llama_model_free(self._model)
             self._model = None
 
     def peak_rss_bytes(self) -> int:
@@ -262,13 +285,18 @@ class LlamaEngine:
         return n, seconds
 
     def eval_prompt(self, tokens: list[int]) -> float:
-        """Decode the prompt in n_batch chunks; returns the seconds it took."""
+        """Decode the prompt in n_batch chunks (serve's main lane: in turns); returns the seconds it took."""
         n_batch = self.load.n_batch
         t0 = time.perf_counter()
-        for start in range(0, len(tokens), n_batch):
-            chunk = tokens[start : start + n_batch]
-            self._decode((llama_cpp.llama_token * len(chunk))(*chunk), len(chunk))
+        if self.turns is not None:
+            self.turns.prompt_in_steps(tokens, n_batch, self._decode_tokens)
+        else:
+            for start in range(0, len(tokens), n_batch):
+                self._decode_tokens(tokens[start : start + n_batch])
         return time.perf_counter() - t0
+
+    def _decode_tokens(self, chunk: list[int]) -> None:
+        self._decode((llama_cpp.llama_token * len(chunk))(*chunk), len(chunk))
 
     def generate(
         self,
@@ -309,6 +337,8 @@ class LlamaEngine:
 
         chosen = (sampler or SamplerSettings()).validate()
         ctx, vocab, llama_decode = self._ctx, self.vocab, llama_cpp.llama_decode
+        if self.turns is not None:
+            llama_decode = self.turns.in_turn(llama_decode)
         if chosen.temperature == 0:
             chain = None
             pick = GreedyPicker(ctx, llama_cpp.llama_vocab_n_tokens(vocab))

@@ -69,13 +69,22 @@ def _over(what: str, count: int, cap: int, flag: str) -> OverCap:
     return OverCap(f"the prompt has {count} {what}; this server takes at most {cap} in one request ({flag})")
 
 
+@dataclass(frozen=True)
+class Admitted:
+    body: bytes  # what the worker gets
+    notes: list[str]  # what the response says about what admission changed (a capped max_tokens)
+    chars: int  # the prompt's characters (roles included)
+    n_messages: int  # 0 for a completion
+    max_tokens: int  # after the server's cap
+
+
 def admit(path: str, raw: bytes, caps: Caps) -> bytes:
     """The body to pass to the worker; InvalidRequest (a 400, naming the field or the cap) otherwise."""
-    return admit_noted(path, raw, caps)[0]
+    return admit_request(path, raw, caps).body
 
 
-def admit_noted(path: str, raw: bytes, caps: Caps) -> tuple[bytes, list[str]]:
-    """admit, and the notes the response carries about what admission changed (a capped max_tokens)."""
+def admit_request(path: str, raw: bytes, caps: Caps) -> Admitted:
+    """admit, with the notes for the response and what the request costs."""
     body = decode_json(raw)
     out: dict[str, Any]
     if path == CHAT_PATH:
@@ -91,10 +100,12 @@ def admit_noted(path: str, raw: bytes, caps: Caps) -> tuple[bytes, list[str]]:
             raise _over("characters", chars, caps.max_chars, "--max-prompt-chars")
         out = {"messages": messages, **_sampling(chat, chat.wanted_tokens(), caps)}
         notes = cap_note(chat.wanted_tokens(), caps)
+        n_messages = len(messages)
     else:
         completion = CompletionRequest.parse(body)
         if len(completion.prompt) > caps.max_chars:
             raise _over("characters", len(completion.prompt), caps.max_chars, "--max-prompt-chars")
         out = {"prompt": completion.prompt, **_sampling(completion, completion.wanted_tokens(), caps)}
         notes = cap_note(completion.wanted_tokens(), caps)
-    return json.dumps(out).encode(), notes
+        chars, n_messages = len(completion.prompt), 0
+    return Admitted(json.dumps(out).encode(), notes, chars, n_messages, out["max_tokens"])

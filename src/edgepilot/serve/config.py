@@ -19,6 +19,8 @@ from edgepilot.plan.budget import PRESSURE_PSI
 from edgepilot.untrusted import read_user_file
 
 MIB = 1 << 20
+DEFAULT_SHORT_CTX = 1024  # the short lane's context (serve/short_lane.py)
+MIN_SHORT_CTX = 256
 KEY_ENV = "EDGEPILOT_API_KEY"
 MAX_KEY_FILE_BYTES = 64 << 10
 
@@ -35,6 +37,7 @@ class ServeConfig:
     max_messages: int = 256
     max_prompt_chars: int | None = None  # None: 32 characters per token of the planned context
     max_prompt_tokens: int | None = None  # None: the context (older turns are dropped to fit)
+    short_lane_ctx: int = DEFAULT_SHORT_CTX  # a second context for short requests; 0: none
     psi_limit: float = PRESSURE_PSI  # memory PSI "some" avg10 (%) from which new requests get 503
     min_available_bytes: int | None = None  # None: 5 % of RAM, between 128 and 512 MiB
     retry_after: int = 5  # seconds, sent with every 503
@@ -63,6 +66,8 @@ class ServeConfig:
             raise UserError("--max-prompt-chars must be between 1 and 1073741824 (0: derived from --ctx)")
         if self.max_prompt_tokens is not None and not 1 <= self.max_prompt_tokens <= 1 << 30:
             raise UserError("--max-prompt-tokens must be between 1 and 1073741824 (0: the context)")
+        if self.short_lane_ctx and not MIN_SHORT_CTX <= self.short_lane_ctx <= 1 << 20:
+            raise UserError(f"--short-lane must be 0 (none) or between {MIN_SHORT_CTX} and 1048576 tokens")
         if self.max_body_bytes < 1024:
             raise UserError("--max-body must be at least 1KiB")
         if self.psi_limit <= 0:

@@ -20,9 +20,10 @@ from typing import Any
 
 from edgepilot.device.process import rss_bytes
 from edgepilot.serve import proxy, status_page
-from edgepilot.serve.admission import Caps, admit_noted, derived_max_chars
+from edgepilot.serve.admission import Admitted, Caps, admit_request, derived_max_chars
 from edgepilot.serve.config import ServeConfig, is_loopback
 from edgepilot.serve.request_body import InvalidRequest
+from edgepilot.serve.short_lane import LANE_HEADER, SHORT, short_enough
 from edgepilot.serve.state import FAILED, STARTING, STOPPING, ServerState
 from edgepilot.serve.wire import NOTE_HEADER, error_body, note_header, sse, with_notes, worker_error
 
@@ -74,6 +75,7 @@ class Front:
         log: Callable[[str], None],
         predicted_peak_bytes: int | None = None,
         n_ctx: int = 4096,  # the planned context, from which the character cap is derived
+        short_ctx: int = 0,  # the worker's short lane (serve/short_lane.py); 0: none
     ) -> None:
         self.config, self.state, self.socket_path, self.log = config, state, socket_path, log
         self.caps = Caps(
@@ -87,6 +89,9 @@ class Front:
         # guards, and clients reach the phone by whatever name or address the network gives it.
         self.check_host = is_loopback(config.host)
         self.slot = asyncio.Lock()  # the engine: one generation at a time, first come first served
+        # A short request that finds the main lane busy takes the short lane (one at a time), not the queue.
+        self.short_ctx = short_ctx
+        self.short_slot = asyncio.Lock()
         self._stats: tuple[float, dict[str, Any] | None] = (0.0, None)
 
     # -- ASGI ------------------------------------------------------------------------------------------
@@ -195,7 +200,7 @@ class Front:
         except ClientGone:
             return 499
         try:  # before it may queue: a malformed or over-cap body never waits for the engine
-            body, notes = admit_noted(path, body, self.caps)
+            admitted = admit_request(path, body, self.caps)
         except InvalidRequest as exc:
             return await self.error(send, 400, str(exc), code=exc.code)
         s = self.state
@@ -203,14 +208,16 @@ class Front:
         if why is not None:
             s.counts["pressure" if s.ready else "restarting"] += 1
             return await self.busy(send, why, code="server_restarting" if not s.ready else "memory_pressure")
-        if s.in_flight + s.waiting >= 1 + self.config.max_queue:
+        lanes = 2 if self.short_ctx else 1
+        if s.in_flight + s.waiting >= lanes + self.config.max_queue:
             s.counts["busy"] += 1
             ahead = s.in_flight + s.waiting
             message = f"the server is busy: {ahead} requests ahead (--max-queue {self.config.max_queue})"
             return await self.busy(send, message, code="queue_full")
+        slot = self.short_slot if self.takes_short_lane(admitted) else self.slot
         s.waiting += 1
         try:
-            await self.slot.acquire()
+            await slot.acquire()
         finally:
             s.waiting -= 1
         s.in_flight += 1
@@ -218,12 +225,28 @@ class Front:
             if not s.ready:  # the worker died while this request waited its turn
                 s.counts["restarting"] += 1
                 return await self.busy(send, self.unavailable() or "the model server is restarting")
-            return await self.relay(path, body, receive, send, notes)
+            lane = [(LANE_HEADER, SHORT)] if slot is self.short_slot else []
+            return await self.relay(path, admitted.body, receive, send, admitted.notes, lane)
         finally:
             s.in_flight -= 1
-            self.slot.release()
+            slot.release()
 
-    async def relay(self, path: str, body: bytes, receive: Receive, send: Send, notes: list[str]) -> int:
+    def takes_short_lane(self, admitted: Admitted) -> bool:
+        """The main lane is taken (or waited for) and the request surely fits the short lane whole."""
+        if not self.short_ctx or not (self.slot.locked() or self.state.waiting):
+            return False
+        a = admitted
+        return short_enough(a.chars, a.n_messages, a.max_tokens, self.short_ctx)
+
+    async def relay(
+        self,
+        path: str,
+        body: bytes,
+        receive: Receive,
+        send: Send,
+        notes: list[str],
+        lane: list[tuple[str, str]] | None = None,
+    ) -> int:
         timeout = self.config.request_timeout
         gone = asyncio.Event()
         upstream: proxy.Upstream | None = None
@@ -241,7 +264,8 @@ class Front:
                 upstream = await proxy.connect(self.socket_path)
                 if gone.is_set():
                     return 499
-                await upstream.start("POST", path, [("content-type", "application/json")], body, timeout)
+                head = [("content-type", "application/json"), *(lane or [])]
+                await upstream.start("POST", path, head, body, timeout)
                 streaming = (upstream.header(b"content-type") or b"").startswith(b"text/event-stream")
                 payload = b"" if streaming else await upstream.read_all(timeout)
             except (proxy.WorkerGone, asyncio.TimeoutError) as exc:
@@ -321,6 +345,7 @@ class Front:
             worker_rss_bytes=rss,
             worker_peak_rss_bytes=hwm,
             predicted_peak_bytes=self.predicted_peak_bytes,
+            short_lane_ctx=self.short_ctx,
             api_key_required=self.key is not None,
         )
         return snap

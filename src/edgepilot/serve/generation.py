@@ -9,6 +9,7 @@ next piece instead of running to max_tokens for nobody.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
 import threading
 import time
@@ -21,6 +22,7 @@ from edgepilot.engine.inprocess import LlamaEngine
 from edgepilot.engine.sampling import SamplerSettings
 from edgepilot.engine.session import KVSession
 from edgepilot.engine.stops import StopMatcher
+from edgepilot.engine.turns import Turns
 from edgepilot.errors import UserError
 from edgepilot.serve.prompt_fit import fit_within, message_overhead
 from edgepilot.serve.protocol import Outcome, finish_reason
@@ -44,6 +46,10 @@ class OverTokenCap(PromptRefused):
     """A completion prompt over the server's --max-prompt-tokens."""
 
     code = "request_too_large"
+
+
+class NotShort(Exception):
+    """A request the short lane cannot hold whole (prompt and answer): it goes to the main lane instead."""
 
 
 class EmptyPrompt(PromptRefused):
@@ -101,8 +107,12 @@ class Generator:
         on_phase: Callable[[str], None] | None = None,
         cache_reuse: bool = True,
         max_prompt_tokens: int | None = None,
+        short_turns: Turns | None = None,
     ) -> None:
+        """short_turns: this is the short lane, taking its turns with the main lane there; it runs only
+        requests it holds whole (NotShort otherwise), never trimming a conversation to fit."""
         self.engine = engine
+        self.short_turns = short_turns
         self.on_phase = on_phase  # re-pins between prompt and generation (tuned profile), or None
         self.n_ctx = engine.load.n_ctx
         self.max_prompt_tokens = max_prompt_tokens  # None: the context
@@ -155,6 +165,8 @@ class Generator:
         self.stats.busy = True
         try:
             tokens, stops, strip_lead, notes = self._prompt(job)
+            if self.short_turns is not None and (notes or len(tokens) + job.max_tokens > self.n_ctx):
+                raise NotShort()
             if len(tokens) >= self.n_ctx:
                 raise ContextFull(
                     f"the prompt has {len(tokens)} tokens but the server's context holds {self.n_ctx}; "
@@ -178,13 +190,16 @@ class Generator:
                     on_piece(out)
                 return hit
 
-            stats, turn = self.session.generate(
-                tokens, job.max_tokens, sampler=job.sampler, on_text=on_text, on_phase=self.on_phase
-            )
+            with self.short_turns.short_request() if self.short_turns else contextlib.nullcontext():
+                stats, turn = self.session.generate(
+                    tokens, job.max_tokens, sampler=job.sampler, on_text=on_text, on_phase=self.on_phase
+                )
             tail = matcher.flush()
             if tail:
                 pieces.append(tail)
                 on_piece(tail)
+        except NotShort:
+            raise
         except BaseException:
             self.stats.failed += 1
             raise
@@ -223,20 +238,31 @@ class Generator:
 
         future = asyncio.wrap_future(self._pool.submit(self._run, job, on_piece, cancelled))
         future.add_done_callback(lambda _f: queue.put_nowait(_DONE))
+        handed_on = False
         try:
             while True:
                 item = await queue.get()
                 if item is _DONE:
                     break
                 yield item  # type: ignore[misc]
-            yield future.result()
+            try:
+                yield future.result()
+            except NotShort:
+                handed_on = True  # the request goes on in the main lane: not cancelled
+                raise
         finally:
-            cancelled.set()
+            if not handed_on:
+                cancelled.set()
 
     async def complete(self, job: Job, cancelled: threading.Event) -> Outcome:
         """The whole reply at once. No per-token hop to the event loop: every wake-up of another thread
         takes a core from llama.cpp's compute threads, which wait for each other at every barrier."""
         try:
-            return await asyncio.wrap_future(self._pool.submit(self._run, job, lambda _p: None, cancelled))
-        finally:
+            outcome = await asyncio.wrap_future(self._pool.submit(self._run, job, lambda _p: None, cancelled))
+        except NotShort:
+            raise  # the request goes on in the main lane: not cancelled
+        except BaseException:
             cancelled.set()
+            raise
+        cancelled.set()
+        return outcome

@@ -29,6 +29,7 @@ class Launch(WorkerLaunch):
 
     cache_reuse: bool = True
     max_prompt_tokens: int | None = None  # None: the context
+    short_ctx: int = 0  # the short lane's context (serve/short_lane.py); 0: none
     python: str = field(default_factory=lambda: sys.executable)
 
     def argv(self, settings: EngineSettings) -> list[str]:
@@ -48,4 +49,6 @@ class Launch(WorkerLaunch):
             args.append("--no-cache-reuse")
         if self.max_prompt_tokens:
             args += ["--max-prompt-tokens", str(self.max_prompt_tokens)]
+        if self.short_ctx:
+            args += ["--short-ctx", str(self.short_ctx)]
         return args

@@ -16,7 +16,8 @@ from edgepilot.plan.fit import CTX_STEP, read_device
 from edgepilot.plan.requested import RequestedSettings, as_requested
 from edgepilot.plan.settings import EngineSettings
 from edgepilot.plan.types import Budget, FitResult
-from edgepilot.tuned.decide import decide
+from edgepilot.serve.short_lane import short_lane_bytes
+from edgepilot.tuned.decide import Decision, decide
 
 MIB = 1 << 20
 # RSS of the worker module with Starlette and uvicorn on top of what `edgepilot run` has loaded
@@ -35,6 +36,7 @@ class ServePlan:
     predicted_peak_bytes: int  # the worker's, HTTP stack included
     cpus: list[int] | None  # the tuned profile's CPUs (the worker pins itself before loading)
     prompt_cpus: list[int] | None = None  # the profile's CPUs for prompt processing, when they differ
+    short_ctx: int = 0  # the short lane's context (serve/short_lane.py); 0: none
 
 
 def device_budget(root: str | Path, override: int | None) -> Budget:
@@ -48,18 +50,38 @@ def plan_serve(
     budget_bytes: int | None = None,
     root: str | Path = "/",
     engine: EngineInfo | None = None,
+    short_ctx: int = 0,
 ) -> ServePlan:
     """The same decision as `run`'s, with the server's HTTP stack counted in the worker's peak. engine: the
-    worker's llama.cpp when it is llama-server (its own HTTP stack is in its calibrated runtime)."""
+    worker's llama.cpp when it is llama-server (its own HTTP stack is in its calibrated runtime).
+    short_ctx: the short lane's context, planned in when the budget has room for it beside the main one."""
     tools = engine is not None and engine.kind == "tools"
-    decision = decide(
-        model_path,
-        requested,
-        root=root,
-        budget_bytes=budget_bytes,
-        reserve_bytes=0 if tools else SERVER_RUNTIME_BYTES,
-        engine=engine,
-    )
+    base = 0 if tools else SERVER_RUNTIME_BYTES
+
+    def decision_for(reserve: int) -> Decision:
+        return decide(
+            model_path, requested, root=root, budget_bytes=budget_bytes, reserve_bytes=reserve, engine=engine
+        )
+
+    decision = decision_for(base)
+    if short_ctx and not tools and decision.plan.fits:
+        short_ctx = min(short_ctx, decision.plan.settings.n_ctx)
+        extra = short_lane_bytes(model_path, decision.plan.settings, short_ctx, root)
+        with_lane = decision_for(base + extra)
+        if with_lane.plan.fits and with_lane.plan.settings.n_ctx >= decision.plan.settings.n_ctx:
+            decision = with_lane
+            decision.plan.notes.append(
+                f"short lane: a second context of {short_ctx} tokens ({extra / MIB:.0f} MiB) answers short "
+                "requests while a long one runs (--short-lane 0: none)"
+            )
+        else:
+            decision.plan.notes.append(
+                f"no short lane: its {extra / MIB:.0f} MiB would cost the context; short requests wait for "
+                "long ones"
+            )
+            short_ctx = 0
+    else:
+        short_ctx = 0
     fit = decision.plan
     return ServePlan(
         model=model_path,
@@ -68,6 +90,7 @@ def plan_serve(
         predicted_peak_bytes=fit.memory.peak_rss_bytes,
         cpus=decision.cpus,
         prompt_cpus=decision.prompt_cpus,
+        short_ctx=short_ctx,
     )
 
 

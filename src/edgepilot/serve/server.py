@@ -137,9 +137,10 @@ def prepare(
     force: bool,
     rpc: bool = False,
     engine: EngineInfo | None = None,
+    short_ctx: int = 0,
 ) -> ServePlan:
     path = resolve_model(model)
-    plan = plan_serve(path, requested, budget_bytes, engine=engine)
+    plan = plan_serve(path, requested, budget_bytes, engine=engine, short_ctx=short_ctx)
     if rpc:  # the helpers hold the layers: `edgepilot cluster plan` checks their budgets
         plan.fit.notes.append(
             "layers on the --rpc helpers: see `edgepilot cluster plan` for each one's memory"
@@ -264,7 +265,10 @@ class Supervisor:
             )
         else:
             launch = Launch(
-                **common, cache_reuse=config.cache_reuse, max_prompt_tokens=config.max_prompt_tokens
+                **common,
+                cache_reuse=config.cache_reuse,
+                max_prompt_tokens=config.max_prompt_tokens,
+                short_ctx=plan.short_ctx,
             )
         watchdog = Watchdog(
             launch,
@@ -277,7 +281,13 @@ class Supervisor:
         )
         watch = self.memory_watch()
         front = Front(
-            config, self.state, socket_path, self.log, plan.predicted_peak_bytes, n_ctx=plan.settings.n_ctx
+            config,
+            self.state,
+            socket_path,
+            self.log,
+            plan.predicted_peak_bytes,
+            n_ctx=plan.settings.n_ctx,
+            short_ctx=plan.short_ctx,
         )
         self.server = uvicorn.Server(front_config(front))
         previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
@@ -335,7 +345,9 @@ def serve(
             )
         find_tool("llama-server")  # one clear line now, not a worker that cannot start
         engine = choose_engine("tools")
-    plan = prepare(model, requested, budget_bytes, force, rpc=bool(native and native.rpc), engine=engine)
+    rpc = bool(native and native.rpc)
+    short_ctx = 0 if native else config.short_lane_ctx
+    plan = prepare(model, requested, budget_bytes, force, rpc=rpc, engine=engine, short_ctx=short_ctx)
     if warm:
         warm_page_cache(plan, log)
     sock = bind_front(config.host, config.port)

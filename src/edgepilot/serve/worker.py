@@ -30,6 +30,7 @@ from starlette.routing import Route
 from edgepilot.engine.sampling import SamplerSettings
 from edgepilot.serve import protocol as p
 from edgepilot.serve.generation import Generator, Job, PromptRefused
+from edgepilot.serve.lanes import LANE_HEADER, SHORT, Lanes
 from edgepilot.serve.request_body import ChatRequest, CompletionRequest, InvalidRequest, Sampling, decode_json
 from edgepilot.serve.wire import error_body, sse
 
@@ -62,7 +63,7 @@ async def _watch_disconnect(request: Request, cancelled: threading.Event) -> Non
         await asyncio.sleep(DISCONNECT_POLL)
 
 
-def create_app(gen: Generator, model_name: str, max_tokens: int, info: dict[str, Any]) -> Starlette:
+def create_app(lanes: Lanes, model_name: str, max_tokens: int, info: dict[str, Any]) -> Starlette:
     async def http_error(_request: Request, exc: HTTPException) -> Response:
         kind = "invalid_request_error" if exc.status_code < 500 else "server_error"
         return _error(exc.status_code, str(exc.detail), kind)
@@ -71,7 +72,7 @@ def create_app(gen: Generator, model_name: str, max_tokens: int, info: dict[str,
         return _error(500, f"the model server failed on this request: {type(exc).__name__}", "server_error")
 
     async def health(_request: Request) -> Response:
-        return JSONResponse({"status": "ok", "pid": os.getpid(), **info, "stats": gen.stats.as_dict()})
+        return JSONResponse({"status": "ok", "pid": os.getpid(), **info, "stats": lanes.stats()})
 
     def clamp(wanted: int | None) -> int:
         return max_tokens if wanted is None else min(wanted, max_tokens)
@@ -79,10 +80,11 @@ def create_app(gen: Generator, model_name: str, max_tokens: int, info: dict[str,
     async def respond(job: Job, stream: bool, usage: bool, request: Request, chat: bool) -> Response:
         rid = p.new_id("chatcmpl" if chat else "cmpl")
         cancelled = threading.Event()
+        short = request.headers.get(LANE_HEADER) == SHORT
         if not stream:
             watcher = asyncio.create_task(_watch_disconnect(request, cancelled))
             try:
-                outcome = await gen.complete(job, cancelled)
+                outcome = await lanes.complete(job, cancelled, short)
             except PromptRefused as exc:
                 return _error(400, str(exc), code=exc.code)
             finally:
@@ -91,7 +93,7 @@ def create_app(gen: Generator, model_name: str, max_tokens: int, info: dict[str,
             headers = {"X-Edgepilot-Note": "; ".join(outcome.notes)} if outcome.notes else None
             return JSONResponse(p.with_notes(body, outcome), headers=headers)
 
-        pieces = gen.stream(job, cancelled)
+        pieces = lanes.stream(job, cancelled, short)
         try:  # the first item: the prompt was accepted (or an error can still be a proper status code)
             first = await anext(pieces)
         except PromptRefused as exc:
@@ -181,6 +183,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--verbose", action="store_true")
     ap.add_argument("--no-cache-reuse", action="store_true")
     ap.add_argument("--max-prompt-tokens", type=int, default=0, help="0: the context")
+    ap.add_argument("--short-ctx", type=int, default=0, help="the short lane's context (0: none)")
     return ap.parse_args(argv)
 
 
@@ -189,7 +192,9 @@ def main(argv: list[str] | None = None) -> int:
     die_with_parent(args.parent)
     from edgepilot.engine import llama_log
     from edgepilot.engine.inprocess import EngineError, LlamaEngine
+    from edgepilot.engine.turns import Turns
     from edgepilot.plan.settings import EngineSettings
+    from edgepilot.serve.short_lane import short_settings
 
     settings = EngineSettings(**json.loads(args.settings))
     on_phase = None
@@ -223,8 +228,18 @@ def main(argv: list[str] | None = None) -> int:
         "max_prompt_tokens": args.max_prompt_tokens or engine.load.n_ctx,
     }
     cap = args.max_prompt_tokens or None
-    gen = Generator(engine, on_phase, cache_reuse=not args.no_cache_reuse, max_prompt_tokens=cap)
-    app = create_app(gen, args.model_name, args.max_tokens, info)
+    lanes = Lanes(Generator(engine, on_phase, cache_reuse=not args.no_cache_reuse, max_prompt_tokens=cap))
+    short_engine = None
+    if args.short_ctx:
+        try:
+            short_engine = engine.sibling(short_settings(settings, args.short_ctx))
+        except EngineError as exc:  # the main lane serves alone
+            sys.stderr.write(f"edgepilot-worker: note: no short lane: {exc}\n")
+        else:
+            engine.turns = Turns()
+            lanes.short = Generator(short_engine, None, cache_reuse=True, short_turns=engine.turns)
+    info["short_ctx"] = short_engine.load.n_ctx if short_engine else 0
+    app = create_app(lanes, args.model_name, args.max_tokens, info)
 
     import uvicorn
 
@@ -243,7 +258,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         server.run()
     finally:
-        gen.close()
+        lanes.close()
+        if short_engine is not None:
+            short_engine.close()
         engine.close()
     return 0
 

@@ -1,0 +1,102 @@
+"""The short lane: a real `edgepilot serve` (SmolLM2) with its default caps answers a small request within 5 s
+while the largest request those caps allow is in flight (a full-context prompt of random letters, then
+--max-tokens of answer: tens of seconds on this machine). Before the short lane, the small one waited for all
+of it: serve had one context and no preemption.
+
+The worker's second context is planned into its peak: after both lanes have run, the worker's VmHWM is within
+the plan's prediction (an upper bound: the main lane's prompt, processed in short steps, touches less of its
+compute buffer than the plan allows for)."""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+
+import pytest
+from servekit import Served, start_server, write_device
+
+N_CTX = 2048
+SMALL_DEADLINE = 5.0  # the issue's bound
+MIB = 1 << 20
+
+
+@pytest.fixture(scope="module")
+def laned(smollm_path, tmp_path_factory) -> Served:
+    tmp = tmp_path_factory.mktemp("serve-lanes")
+    write_device(tmp / "device")
+    server = start_server(smollm_path, "--ctx", str(N_CTX), "--watch-root", str(tmp / "device"), tmp=tmp)
+    yield server
+    assert server.stop() == 0, server.stderr()
+
+
+def _post(served: Served, body: dict, timeout: float = 300) -> tuple[int, dict, float]:
+    t0 = time.monotonic()
+    code, _, raw = served.request("POST", "/v1/chat/completions", body, served.auth(), timeout=timeout)
+    return code, json.loads(raw), time.monotonic() - t0
+
+
+def _maximal(served: Served) -> dict:
+    """As many characters as the server takes (its derived --max-prompt-chars), in 256 messages of random
+    letters, and the server's whole --max-tokens for the answer."""
+    status = served.status()
+    chars, n = status["max_prompt_chars"], status["max_messages"]
+    rng = random.Random(7)
+    messages = []
+    for i in range(n):
+        role = "user" if i % 2 == 0 else "assistant"
+        text = "".join(rng.choice("abcdefghijklmnopqrstuvwxyz ") for _ in range(chars // n - len(role)))
+        messages.append({"role": role, "content": text})
+    return {"messages": messages, "max_tokens": status["max_tokens"]}
+
+
+def _in_flight(served: Served, runner: threading.Thread) -> None:
+    deadline = time.monotonic() + 30
+    while served.status()["requests"]["in_flight"] == 0 and runner.is_alive():
+        assert time.monotonic() < deadline, "the large request never started"
+        time.sleep(0.05)
+    time.sleep(1.0)  # well into its prompt
+
+
+def test_a_small_request_is_answered_within_5_s_while_the_largest_allowed_one_runs(laned):
+    maximal = _maximal(laned)
+    first: list[tuple[int, dict, float]] = []
+    runner = threading.Thread(target=lambda: first.append(_post(laned, maximal)))
+    runner.start()
+    _in_flight(laned, runner)
+    small = {"messages": [{"role": "user", "content": "Say hi."}], "max_tokens": 8, "temperature": 0}
+    code, body, waited = _post(laned, small)
+    still_running = runner.is_alive()
+    runner.join(600)
+    assert code == 200 and body["choices"][0]["message"]["content"], body
+    assert first and first[0][0] == 200, first
+    _, big, big_took = first[0]
+    assert big["usage"]["prompt_tokens"] > N_CTX // 2, big["usage"]
+    assert still_running, f"the large request ({big_took:.1f} s) ended before the small one"
+    assert waited < SMALL_DEADLINE, f"the small one waited {waited:.1f} s (the large one: {big_took:.1f} s)"
+    lane = laned.status()["engine"]["short_lane"]
+    assert lane["requests"] >= 1 and lane["n_ctx"] == 1024, lane
+    assert lane["main_pauses"] >= 1, lane  # the large one paused for it: they took turns
+
+
+def test_the_worker_peak_with_both_lanes_is_within_the_plan(laned):
+    predicted = laned.info["predicted_peak_rss_bytes"]
+    measured = laned.status()["worker_peak_rss_bytes"]
+    said = f"worker peak {measured / MIB:.1f} MiB, planned {predicted / MIB:.1f}"
+    assert measured <= predicted * 1.05, said
+    assert any("short lane" in note for note in laned.info["notes"]), laned.info["notes"]
+
+
+def test_a_request_too_long_for_the_short_lane_waits_for_the_main_one(laned):
+    maximal = _maximal(laned)
+    maximal["max_tokens"] = 16
+    before = laned.status()["engine"]["short_lane"]["requests"]
+    runner = threading.Thread(target=lambda: _post(laned, maximal))
+    runner.start()
+    _in_flight(laned, runner)
+    long_one = {"messages": [{"role": "user", "content": "word " * 400}], "max_tokens": 4}
+    code, body, _ = _post(laned, long_one)
+    runner.join(600)
+    assert code == 200, body
+    assert laned.status()["engine"]["short_lane"]["requests"] == before
