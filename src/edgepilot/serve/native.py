@@ -13,16 +13,25 @@ import contextlib
 import ctypes
 import os
 import signal
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from edgepilot.engine.native_tools import find_tool
-from edgepilot.engine.tool_flags import adapt_args
+from edgepilot.engine.tool_flags import adapt_args, known_flags
 from edgepilot.plan.commands import llama_cpp_command
 from edgepilot.plan.settings import EngineSettings
 from edgepilot.serve.launch import WorkerLaunch
 
 ENGINES = ("inprocess", "llama-server")
+SHORT_SLOT_FLAGS = ("-kvu", "--kv-unified-per-slot")  # a llama-server without them gets one slot
+# llama-server batches a short request's tokens with a long prompt's next chunk: with two slots the chunk is
+# kept small, so each step of the short request waits for at most this many tokens of the long prompt.
+SHORT_SLOT_BATCH = 32
 PR_SET_PDEATHSIG = 1
+
+
+def takes_short_slot(tool: str) -> bool:
+    known = known_flags(tool)
+    return known is not None and all(flag in known for flag in SHORT_SLOT_FLAGS)
 
 
 def _die_with_parent() -> None:  # runs in the child before exec: SIGTERM when the supervisor dies
@@ -38,12 +47,21 @@ class NativeLaunch(WorkerLaunch):
     tensor_split: list[float] = field(default_factory=list)
     cache_reuse: int | None = None
     gpu_layers: int | None = None  # -ngl with --rpc (None: all: 999)
+    short_ctx: int = 0  # a second slot for short requests, its cells beside the main one's (0: one slot)
     tool: str = field(default_factory=lambda: str(find_tool("llama-server")))
     env: dict[str, str] = field(default_factory=lambda: dict(os.environ, GGML_NO_BACKTRACE="1"))
     preexec = staticmethod(_die_with_parent)
 
     def argv(self, settings: EngineSettings) -> list[str]:
-        extra = ["--host", self.socket_path, "-np", "1", "-n", str(self.max_tokens), "--no-webui"]
+        slots = ["-np", "1"]
+        if self.short_ctx:  # one KV pool of both contexts; no slot may take more than the main context
+            slots = ["-np", "2", "-kvu", "--kv-unified-per-slot", str(settings.n_ctx)]
+            n_batch = min(settings.n_batch, SHORT_SLOT_BATCH)
+            n_ubatch = min(settings.n_ubatch, n_batch)
+            settings = replace(
+                settings, n_ctx=settings.n_ctx + self.short_ctx, n_batch=n_batch, n_ubatch=n_ubatch
+            )
+        extra = ["--host", self.socket_path, *slots, "-n", str(self.max_tokens), "--no-webui"]
         extra += ["--cache-ram", "0", "--fit", "off"]  # newer llama-servers: no RAM prompt cache, no auto-fit
         extra += ["-a", self.model_name]
         if self.cache_reuse is not None:

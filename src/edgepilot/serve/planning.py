@@ -64,9 +64,9 @@ def plan_serve(
         )
 
     decision = decision_for(base)
-    if short_ctx and not tools and decision.plan.fits:
+    if short_ctx and decision.plan.fits:
         short_ctx = min(short_ctx, decision.plan.settings.n_ctx)
-        extra = short_lane_bytes(model_path, decision.plan.settings, short_ctx, root)
+        extra = short_lane_bytes(model_path, decision.plan.settings, short_ctx, root, slot=tools)
         with_lane = decision_for(base + extra)
         if with_lane.plan.fits and with_lane.plan.settings.n_ctx >= decision.plan.settings.n_ctx:
             decision = with_lane

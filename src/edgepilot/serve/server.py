@@ -32,7 +32,7 @@ from edgepilot.plan.settings import EngineSettings
 from edgepilot.plan.types import DoesNotFit
 from edgepilot.serve.config import ServeConfig, default_min_available
 from edgepilot.serve.front import Front
-from edgepilot.serve.native import NativeLaunch
+from edgepilot.serve.native import NativeLaunch, takes_short_slot
 from edgepilot.serve.planning import ServePlan, plan_serve
 from edgepilot.serve.pressure import PressureWatch
 from edgepilot.serve.state import Death, Pressure, ServerState, WorkerInfo
@@ -262,6 +262,7 @@ class Supervisor:
                 tensor_split=native.tensor_split,
                 cache_reuse=native.cache_reuse,
                 gpu_layers=native.gpu_layers,
+                short_ctx=plan.short_ctx,
             )
         else:
             launch = Launch(
@@ -346,7 +347,9 @@ def serve(
         find_tool("llama-server")  # one clear line now, not a worker that cannot start
         engine = choose_engine("tools")
     rpc = bool(native and native.rpc)
-    short_ctx = 0 if native else config.short_lane_ctx
+    short_ctx = config.short_lane_ctx
+    if native is not None and (rpc or not takes_short_slot(str(find_tool("llama-server")))):
+        short_ctx = 0  # the helpers' memory is the cluster plan's; an older llama-server: one slot
     plan = prepare(model, requested, budget_bytes, force, rpc=rpc, engine=engine, short_ctx=short_ctx)
     if warm:
         warm_page_cache(plan, log)

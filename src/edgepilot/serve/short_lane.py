@@ -30,10 +30,16 @@ def short_settings(main: EngineSettings, n_ctx: int) -> EngineSettings:
     return replace(main, n_ctx=n_ctx, n_batch=n_batch, n_ubatch=min(main.n_ubatch, n_batch))
 
 
-def short_lane_bytes(model_path: Path, main: EngineSettings, n_ctx: int, root: str | Path = "/") -> int:
-    """What the second context adds to the worker's resident memory."""
+def short_lane_bytes(
+    model_path: Path, main: EngineSettings, n_ctx: int, root: str | Path = "/", slot: bool = False
+) -> int:
+    """What the second context adds to the worker's resident memory. slot: llama-server's second slot, whose
+    cells join the one KV pool and whose tokens join the main slot's batches (no compute buffer of its
+    own)."""
     _, header, arch = load_model_facts(model_path)
     memory = Planner(header, arch, read_device(root)).predict(short_settings(main, n_ctx)).memory
+    if slot:
+        return memory.kv_bytes + memory.output_bytes
     return memory.kv_bytes + memory.compute_touched_bytes + memory.output_bytes
 
 
