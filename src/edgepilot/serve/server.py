@@ -39,6 +39,8 @@ from edgepilot.serve.state import Death, Pressure, ServerState, WorkerInfo
 from edgepilot.serve.wakelock import WakeLock
 from edgepilot.serve.watchdog import Launch, Watchdog
 
+RPC_BUDGET = 1 << 50  # planning this device's settings with --rpc: not bounded by its memory (see prepare)
+
 
 class ServeFailed(UserError):
     """The model server could not be started (the message carries the doctor's cause and fix)."""
@@ -128,6 +130,7 @@ class NativeEngine:
     tensor_split: list[float] = field(default_factory=list)
     cache_reuse: int | None = None
     gpu_layers: int | None = None  # -ngl with --rpc (None: every layer to the helpers)
+    override_tensor: str | None = None  # llama.cpp's -ot (`cluster plan` keeps a tied output here with it)
 
 
 def prepare(
@@ -139,7 +142,10 @@ def prepare(
     engine: EngineInfo | None = None,
 ) -> ServePlan:
     path = resolve_model(model)
-    plan = plan_serve(path, requested, budget_bytes, engine=engine)
+    # with --rpc the helpers hold the layers: the settings are the cluster plan's, which checked every
+    # device's budget with them; fitting the whole model into this device's budget would shrink them
+    # (a quantized KV cache on every helper, no mmap, a smaller ubatch) behind the plan's back
+    plan = plan_serve(path, requested, RPC_BUDGET if rpc else budget_bytes, engine=engine)
     if rpc:  # the helpers hold the layers: `edgepilot cluster plan` checks their budgets
         plan.fit.notes.append(
             "layers on the --rpc helpers: see `edgepilot cluster plan` for each one's memory"
@@ -261,6 +267,7 @@ class Supervisor:
                 tensor_split=native.tensor_split,
                 cache_reuse=native.cache_reuse,
                 gpu_layers=native.gpu_layers,
+                override_tensor=native.override_tensor,
             )
         else:
             launch = Launch(
