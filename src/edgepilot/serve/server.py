@@ -147,6 +147,9 @@ def prepare(
     # (a quantized KV cache on every helper, no mmap, a smaller ubatch) behind the plan's back
     plan = plan_serve(path, requested, RPC_BUDGET if rpc else budget_bytes, engine=engine)
     if rpc:  # the helpers hold the layers: `edgepilot cluster plan` checks their budgets
+        here = plan_serve(path, requested, budget_bytes, engine=engine).fit  # this device's own budget
+        notes = [n for n in plan.fit.notes if n not in plan.fit.budget.reasons]  # RPC_BUDGET's
+        plan.fit = replace(plan.fit, budget_bytes=here.budget_bytes, budget=here.budget, notes=notes)
         plan.fit.notes.append(
             "layers on the --rpc helpers: see `edgepilot cluster plan` for each one's memory"
         )
