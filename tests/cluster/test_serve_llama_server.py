@@ -104,6 +104,10 @@ def test_serve_rpc_bad_input_is_one_line_exit_2(smollm_path):
         ["--rpc", "nohost"],
         ["--rpc", "127.0.0.1:1", "--tensor-split", "1,2"],
         ["--tensor-split", "1"],
+        ["--override-tensor", "token_embd\\.weight=CPU"],  # without --rpc
+        ["--rpc", "127.0.0.1:1", "--override-tensor", "token_embd"],
+        ["--rpc", "127.0.0.1:1", "--override-tensor", "token_embd(=CPU"],
+        ["--rpc", "127.0.0.1:1", "--override-tensor", "x=CPU,"],
     ):
         cmd = [sys.executable, "-m", "edgepilot", "serve", str(smollm_path), "--port", "0", *flags]
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=60)

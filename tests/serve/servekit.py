@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -104,9 +105,14 @@ def edgepilot(*args: str) -> list[str]:
 
 
 def start_server(
-    model: Path | None, *args: str, tmp: Path, key: str | None = KEY, env: dict[str, str] | None = None
+    model: Path | None,
+    *args: str,
+    tmp: Path,
+    key: str | None = KEY,
+    env: dict[str, str] | None = None,
+    wrap: Callable[[list[str]], list[str]] | None = None,
 ) -> Served:
-    """model None: the bundled model (no MODEL argument)."""
+    """model None: the bundled model (no MODEL argument). wrap: what runs the command (e.g. in a cgroup)."""
     cmd = edgepilot("serve", *([str(model)] if model is not None else []), "--port", "0", "--json", *args)
     if key is not None:
         key_file = tmp / "api-key"
@@ -116,7 +122,11 @@ def start_server(
     stderr_path = tmp / "serve-stderr.txt"
     with stderr_path.open("w") as err:
         proc = subprocess.Popen(
-            cmd, stdout=subprocess.PIPE, stderr=err, text=True, env={**os.environ, **(env or {})}
+            wrap(cmd) if wrap else cmd,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+            env={**os.environ, **(env or {})},
         )
     line: list[str] = []
     reader = threading.Thread(target=lambda: line.append(proc.stdout.readline()), daemon=True)  # type: ignore[union-attr]

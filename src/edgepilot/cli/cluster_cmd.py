@@ -151,7 +151,16 @@ def plan(
             for s in result.helpers
             if s.name != "main" and s.end_layer > s.first_layer
         ]
-        result.link = link_verdict(result.model, shares, ctx, kv, the_link, the_speed, main_budget=main)
+        result.link = link_verdict(
+            result.model,
+            shares,
+            ctx,
+            kv,
+            the_link,
+            the_speed,
+            main_budget=main,
+            output_on_main=result.output_on_main,
+        )
     emit(result, as_json, render_plan)
     if not result.fits:
         raise click.exceptions.Exit(1)

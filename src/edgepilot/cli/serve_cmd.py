@@ -130,6 +130,11 @@ def _engine_kind(engine: str | None) -> str:
     type=int,
     help="Layers the --rpc helpers hold, output included (llama.cpp's -ngl; the rest stay on this CPU)",
 )
+@click.option(
+    "--override-tensor",
+    help="llama.cpp's -ot PATTERN=BUFFER_TYPE with --rpc, e.g. token_embd\\.weight=CPU: a tied output "
+    "stays on this device (see `edgepilot cluster plan`)",
+)
 @click.option("--cache-reuse", type=int, help="llama-server's --cache-reuse N (prompt cache by KV shifting)")
 @click.option("--header-timeout", default=10.0, show_default=True, help="Seconds for a request's head")
 @click.option("--body-timeout", default=30.0, show_default=True, help="Seconds for a request's body")
@@ -161,6 +166,7 @@ def serve(
     rpc: str | None,
     tensor_split: str | None,
     gpu_layers: int | None,
+    override_tensor: str | None,
     cache_reuse: int | None,
     header_timeout: float,
     body_timeout: float,
@@ -173,7 +179,7 @@ def serve(
     flags.check_range("--psi-limit", psi_limit, 0.0, 100.0)  # NaN too; ServeConfig checks the rest
     flags.check_range("--max-prompt-chars", max_prompt_chars, 0, 1 << 30)
     flags.check_range("--max-prompt-tokens", max_prompt_tokens, 0, 1 << 30)
-    from edgepilot.engine.rpc_args import parse_rpc, parse_tensor_split
+    from edgepilot.engine.rpc_args import parse_override_tensor, parse_rpc, parse_tensor_split
     from edgepilot.serve.server import NativeEngine
     from edgepilot.serve.server import serve as run_server
 
@@ -182,12 +188,18 @@ def serve(
         raise UserError("--tensor-split needs --rpc HOST:PORT,...")
     if gpu_layers is not None and not helpers:
         raise UserError("--gpu-layers needs --rpc HOST:PORT,...")
+    if override_tensor is not None and not helpers:
+        raise UserError("--override-tensor needs --rpc HOST:PORT,...")
     flags.check_range("--gpu-layers", gpu_layers, 1, 1 << 20)
     native = None
     if helpers or cache_reuse is not None or _engine_kind(engine) == "tools":
         flags.check_range("--cache-reuse", cache_reuse, 0, 1 << 30)
         native = NativeEngine(
-            helpers, parse_tensor_split(tensor_split, len(helpers)), cache_reuse, gpu_layers
+            helpers,
+            parse_tensor_split(tensor_split, len(helpers)),
+            cache_reuse,
+            gpu_layers,
+            parse_override_tensor(override_tensor),
         )
 
     config = ServeConfig(

@@ -2,7 +2,8 @@
 
 Layer order is llama.cpp's: the main device keeps layers [0, n_main) on its CPU (-ngl n_layer+1-n_main),
 then the helpers in --rpc order hold consecutive ranges, and the last helper that holds anything holds the
-output layer (this llama.cpp offloads the output layer first whenever -ngl >= 1). A helper left with no
+output layer (this llama.cpp offloads the output layer first whenever -ngl >= 1; a tied output's
+projection stays on the main device, split.py's docstring says how). A helper left with no
 layers is left out of --rpc altogether, so every device named holds at least one layer and every
 --tensor-split share is positive.
 
@@ -16,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from edgepilot.cluster.main_device import MainDevice
-from edgepilot.cluster.split import DeviceShare, helper_share, kv_per_layer, tensors_by_layer
+from edgepilot.cluster.split import DeviceShare, helper_share, kv_per_layer, tensors_by_layer, tied_output
 from edgepilot.gguf.arch import ArchParams
 from edgepilot.gguf.gguf_records import GGUFHeader
 from edgepilot.plan.planner import DeviceFacts
@@ -30,9 +31,13 @@ class Costs:
     ) -> None:
         self.n_layer = arch.n_layer
         self.n_total = arch.n_layer + 1  # the output layer included
-        self.layers = tensors_by_layer(header, arch.n_layer)
+        # a tied output stays on the main device (-ot): it maps token_embd anyway, where a helper would
+        # hold a copy (twice while it arrives) and send back a row of logits per token instead of a hidden
+        # state; here it costs nothing, or a CPU_REPACK copy where this CPU repacks its type (main_device.py)
+        self.output_on_main = tied_output(header)
+        self.layers = tensors_by_layer(header, arch.n_layer, self.output_on_main)
         self.kv = kv_per_layer(arch, n_ctx, kv, kv)
-        self.main = MainDevice(header, arch, device, n_ctx, kv, self.kv)
+        self.main = MainDevice(header, arch, device, n_ctx, kv, self.kv, self.layers, self.output_on_main)
         self._helper: dict[tuple[int, int], DeviceShare] = {}
 
     def helper(self, first: int, end: int) -> DeviceShare:

@@ -82,13 +82,16 @@ def link_verdict(
     speed: tuple[float, float],
     main_budget: int | None = None,
     n_prompt: int = 128,
+    output_on_main: bool = False,
 ) -> LinkVerdict:
     """shares: each helper's (name, first layer, end); speed: the whole model's generation and prompt t/s on
     one device (every device is taken as fast as that one); main_budget: None probes this device."""
     gen, prompt = speed
     _, header, arch = load_model_facts(model)
     weights = layer_bytes(tensors_by_layer(header, arch.n_layer))
-    pool = predict(arch, weights, shares, link, gen, prompt, n_ctx, n_prompt=n_prompt)
+    pool = predict(
+        arch, weights, shares, link, gen, prompt, n_ctx, n_prompt=n_prompt, output_on_main=output_on_main
+    )
     single = _alternative(model, n_ctx, kv, gen, prompt, main_budget)
     pool_is_faster = single is None or pool.gen_tps > single.gen_tps
     figures = f"pool {pool.gen_tps:.1f} t/s generation, {pool.prompt_tps:.0f} t/s prompt over {link.label}"

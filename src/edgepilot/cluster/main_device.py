@@ -5,6 +5,11 @@ the input layer (token_embd: GET_ROWS on the CPU, always) and blocks 0..n_main-1
 below n_layer+1-ngl on the CPU). Its KV cache is those layers' only. The whole file is still mapped with
 MAP_POPULATE while loading (the tensors sent to the helpers are read from the mapping), so the load peak
 counts the file whatever the split; after loading only the span of the tensors left in CPU_Mapped stays.
+Each tensor sent to a helper is first copied whole into one message (ggml-rpc.cpp serialize_set_tensor):
+while loading, the main device also holds the largest of them (a tied output's 170 MiB copy of Gemma 3's
+token_embd when a helper holds the output layer: measured 482 MiB where the rest predicts 303).
+With the output on the main device (a tied output kept here by -ot), its duplicate costs nothing unless
+this CPU repacks token_embd's type for the matrix multiplication: then it is a CPU_REPACK copy, as in `fit`.
 llama-server carries no Python interpreter: the runtime is the calibrated one minus INTERPRETER_BYTES.
 """
 
@@ -14,7 +19,7 @@ from dataclasses import replace
 
 from edgepilot.cluster.split import DeviceShare, layer_of
 from edgepilot.gguf.arch import ArchParams
-from edgepilot.gguf.gguf_records import GGUFHeader
+from edgepilot.gguf.gguf_records import GGUFHeader, TensorInfo
 from edgepilot.plan.arithmetic import EngineArithmetic
 from edgepilot.plan.memory_model import INTERPRETER_BYTES, predict, runtime_bytes
 from edgepilot.plan.planner import DeviceFacts
@@ -40,12 +45,23 @@ def _without_tied_output(w: WeightsEstimate) -> WeightsEstimate:
 
 
 class MainDevice:
-    """Predicted peaks of the main device for each number of layers it keeps (cached: budget-free)."""
+    """Predicted peaks of the main device for each number of layers it keeps (cached: budget-free).
+    layers: every layer's tensors as the helpers would get them (the output layer's included)."""
 
     def __init__(
-        self, header: GGUFHeader, arch: ArchParams, device: DeviceFacts, n_ctx: int, kv: str, kv_per: dict
+        self,
+        header: GGUFHeader,
+        arch: ArchParams,
+        device: DeviceFacts,
+        n_ctx: int,
+        kv: str,
+        kv_per: dict,
+        layers: dict[int, list[TensorInfo]],
+        output_here: bool = False,
     ) -> None:
-        self.header, self.arch, self.kv_per = header, arch, kv_per
+        self.header, self.arch, self.kv_per, self.output_here = header, arch, kv_per, output_here
+        # the largest message while loading when layers n.. go to the helpers
+        self._sent = [max((t.n_bytes or 0 for t in layers[il]), default=0) for il in sorted(layers)]
         self.repack_plan = device.cpu.repack_plan()
         self.settings = EngineSettings(
             n_ctx=n_ctx,
@@ -71,11 +87,11 @@ class MainDevice:
             il = layer_of(t.name, n_layer)
             if il is None or il < n_main:
                 kept.append(t)
-        weights = _without_tied_output(
-            estimate_weights(
-                kept, self.repack_plan, self.header.architecture, file_size=self.header.file_size
-            )
+        weights = estimate_weights(
+            kept, self.repack_plan, self.header.architecture, file_size=self.header.file_size
         )
+        if not self.output_here:
+            weights = _without_tied_output(weights)
         pred = predict(
             self.header,
             self.arch,
@@ -94,7 +110,7 @@ class MainDevice:
             + m.compute_touched_bytes
             + m.output_bytes
         )
-        load = m.runtime_bytes + weights.load_peak_bytes(True, True)
+        load = m.runtime_bytes + weights.load_peak_bytes(True, True) + max(self._sent[n_main:], default=0)
         return DeviceShare(
             name=MAIN,
             first_layer=0,

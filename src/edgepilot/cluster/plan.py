@@ -9,7 +9,7 @@ from pathlib import Path
 
 from edgepilot.cluster.layout import Costs, arrange
 from edgepilot.cluster.link_plan import LinkVerdict
-from edgepilot.cluster.split import DeviceShare, llama_split
+from edgepilot.cluster.split import OUTPUT_ON_MAIN, TOKEN_EMBD, DeviceShare, llama_split
 from edgepilot.defaults import DEFAULT_CTX
 from edgepilot.device.probe import is_archive
 from edgepilot.errors import UserError
@@ -106,6 +106,7 @@ class ClusterPlan:
     suggestions: list[str] = field(default_factory=list)  # when it does not fit: changes that would fit
     notes: list[str] = field(default_factory=list)
     link: LinkVerdict | None = None  # with --link: predicted speed, beside the main device alone
+    output_on_main: bool = False  # a tied output computed on the main device (-ot token_embd\.weight=CPU)
 
     @property
     def rpc(self) -> str:
@@ -185,6 +186,9 @@ def plan_cluster(
     ours = ["edgepilot", "serve", str(path), "--ctx", str(n_ctx), "--rpc", rpc, "--tensor-split", ts]
     if n_gpu != n_layer + 1:
         ours += ["--gpu-layers", str(n_gpu)]
+    if costs.output_on_main:
+        main_cmd += ["-ot", OUTPUT_ON_MAIN]
+        ours += ["--override-tensor", OUTPUT_ON_MAIN]
     if kv != "f16":
         ours += ["--kv", kv]
     left_out = [h.endpoint for h, c in zip(helpers, layout.counts, strict=True) if not c]
@@ -196,10 +200,12 @@ def plan_cluster(
     ]
     if left_out:
         notes.insert(0, f"no layers for {', '.join(left_out)}: the others hold the model; left out of --rpc")
-    if not any(t.name == "output.weight" for t in header.tensors) and shares:
+    if costs.output_on_main and shares:
+        embd = next(t for t in header.tensors if t.name == TOKEN_EMBD)
         notes.append(
-            f"tied output: {shares[-1].name} holds its own copy of token_embd for the output layer "
-            "(llama.cpp offloads the output layer whenever any layer is offloaded)"
+            "tied output: the main device computes the logits from its own token_embd (-ot "
+            f"{OUTPUT_ON_MAIN}); without it {shares[-1].name} would hold a {show_size(embd.n_bytes or 0)} "
+            f"copy and send back {show_size(4 * (arch.n_vocab or 0))} of logits per token"
         )
     plan = ClusterPlan(
         str(path),
@@ -215,6 +221,7 @@ def plan_cluster(
         n_gpu_layers=n_gpu,
         left_out=left_out,
         notes=notes,
+        output_on_main=costs.output_on_main,
     )
     if not plan.fits:
         over = [s.name for s in [main, *shares] if not s.fits]

@@ -67,17 +67,23 @@ def _kv_cells(n_used: int, n_ctx: int) -> int:
 
 
 def boundaries(
-    arch: ArchParams, weights: dict[int, int], shares: list[tuple[str, int, int]], n_ctx: int, n_used: int
+    arch: ArchParams,
+    weights: dict[int, int],
+    shares: list[tuple[str, int, int]],
+    n_ctx: int,
+    n_used: int,
+    output_on_main: bool = False,
 ) -> list[Boundary]:
     """One Boundary per helper with layers; shares: each helper's (name, first layer, end); the output layer
-    is n_layer."""
+    is n_layer. output_on_main: a tied output's projection runs on the main device (-ot), so the helper
+    with the output layer sends back the normed hidden state, not the logits."""
     total = sum(weights.values()) or 1
     mask = _kv_cells(n_used, n_ctx) * MASK_BYTES
     out = []
     for name, first, end in shares:
         if end <= first:
             continue
-        holds_output = first <= arch.n_layer < end
+        holds_output = first <= arch.n_layer < end and not output_on_main
         down = (arch.n_vocab or arch.n_embd) * F32 if holds_output else arch.n_embd * F32
         share = sum(weights.get(il, 0) for il in range(first, end)) / total
         out.append(
@@ -104,10 +110,11 @@ def predict(
     n_ctx: int,
     n_prompt: int = 128,
     n_gen: int = 128,
+    output_on_main: bool = False,
 ) -> SpeedPrediction:
     """Generation and prompt t/s of the split: each helper behind its own `link` to the main device."""
     used = min(n_ctx, n_prompt + n_gen // 2)
-    bounds = boundaries(arch, weights, shares, n_ctx, used)
+    bounds = boundaries(arch, weights, shares, n_ctx, used, output_on_main)
     on_link = sum(b.compute_share for b in bounds)
 
     token_s = 1 / single_gen_tps

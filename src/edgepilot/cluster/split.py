@@ -1,11 +1,16 @@
-"""Which device holds which layer when llama.cpp splits a model over RPC helpers, and what each allocates.
+r"""Which device holds which layer when llama.cpp splits a model over RPC helpers, and what each allocates.
 
 llama.cpp (src/llama-model.cpp, load_tensors): the input layer (token_embd) stays on the main device's CPU;
 with `-ngl N` the layers below i_gpu_start = n_layer+1-N stay there too; the rest, the output layer (index
 n_layer) included, go to the RPC devices in --rpc order: layer il goes to the first device j with
 split_j > (il - i_gpu_start) / N, split_j being the running sum of --tensor-split normalized to 1 (float32).
-So the output layer is offloaded whenever any layer is. A tied output (no output.weight) is a copy of
-token_embd on the output layer's device. Each layer's KV cache lives on the layer's device (offload_kqv).
+So the output layer is offloaded whenever any layer is. A tied output (no output.weight) is token_embd
+created a second time (TENSOR_DUPLICATED) in the output layer's buffer type: on a helper, a copy of it.
+`-ot token_embd\.weight=CPU` (--override-tensor, matched by name) puts that duplicate in a CPU buffer type
+instead; when it is the input's own (the type does not repack) the loader returns the input tensor itself,
+so the main device computes the logits from the embedding it maps anyway, and output_norm alone stays with
+the output layer on the last helper (llama-model-loader.cpp create_tensor). Each layer's KV cache lives on
+the layer's device (offload_kqv).
 
 What an rpc-server holds (ggml/src/ggml-rpc/ggml-rpc.cpp): its buffers are plain ggml CPU buffers, malloc'd,
 so pages count only once written: the weights it is sent, the KV cache (cleared at creation, so written),
@@ -29,6 +34,9 @@ MIB = 1 << 20
 RPC_BASE_BYTES = int(5.4 * MIB)
 RPC_GRAPH_BYTES = int(2.3 * MIB)
 _BLOCK = re.compile(r"^blk\.(\d+)\.")
+TOKEN_EMBD = "token_embd.weight"
+# llama.cpp's --override-tensor that keeps a tied output on the main device (see the module's docstring)
+OUTPUT_ON_MAIN = r"token_embd\.weight=CPU"
 OUTPUT_TENSORS = ("output.weight", "output_norm.weight", "output_norm.bias", "output.bias")
 
 
@@ -64,15 +72,24 @@ def layer_of(name: str, n_layer: int) -> int | None:
     return None
 
 
-def tensors_by_layer(header: GGUFHeader, n_layer: int) -> dict[int, list[TensorInfo]]:
-    """Tensors per layer in file order (the order llama.cpp loads them), the tied output included."""
-    out: dict[int, list[TensorInfo]] = {il: [] for il in range(n_layer + 1)}
+def tied_output(header: GGUFHeader) -> bool:
+    """The output projection is token_embd itself (Gemma, SmolLM2, Llama 3.2 1B/3B, small Qwen2.5)."""
     names = {t.name for t in header.tensors}
+    return TOKEN_EMBD in names and "output.weight" not in names
+
+
+def tensors_by_layer(
+    header: GGUFHeader, n_layer: int, output_on_main: bool = False
+) -> dict[int, list[TensorInfo]]:
+    r"""Tensors per layer in file order (the order llama.cpp loads them), the tied output included unless
+    output_on_main (-ot token_embd\.weight=CPU: the main device uses its own token_embd)."""
+    out: dict[int, list[TensorInfo]] = {il: [] for il in range(n_layer + 1)}
+    tied = tied_output(header) and not output_on_main
     for t in header.tensors:
         il = layer_of(t.name, n_layer)
         if il is not None:
             out[il].append(t)
-        elif t.name == "token_embd.weight" and "output.weight" not in names:
+        elif t.name == TOKEN_EMBD and tied:
             out[n_layer].append(t)  # the output layer's copy of the tied embedding, loaded when it is read
     return out
 

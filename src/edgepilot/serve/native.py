@@ -48,6 +48,7 @@ class NativeLaunch(WorkerLaunch):
     cache_reuse: int | None = None
     gpu_layers: int | None = None  # -ngl with --rpc (None: all: 999)
     short_ctx: int = 0  # a second slot for short requests, its cells beside the main one's (0: one slot)
+    override_tensor: str | None = None  # -ot PATTERN=BUFFER_TYPE,... (a tied output kept on this device)
     tool: str = field(default_factory=lambda: str(find_tool("llama-server")))
     env: dict[str, str] = field(default_factory=lambda: dict(os.environ, GGML_NO_BACKTRACE="1"))
     preexec = staticmethod(_die_with_parent)
@@ -70,5 +71,7 @@ class NativeLaunch(WorkerLaunch):
             extra += ["--rpc", ",".join(self.rpc), "-ngl", str(self.gpu_layers or 999)]
         if self.tensor_split:
             extra += ["--tensor-split", ",".join(f"{v:g}" for v in self.tensor_split)]
+        if self.override_tensor:
+            extra += ["-ot", self.override_tensor]
         argv = llama_cpp_command(self.model, settings, self.tool, self.cpus, self.prompt_cpus, extra)
         return adapt_args(self.tool, argv)  # the installed llama.cpp's flags (engine/tool_flags.py)

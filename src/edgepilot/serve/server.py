@@ -39,6 +39,8 @@ from edgepilot.serve.state import Death, Pressure, ServerState, WorkerInfo
 from edgepilot.serve.wakelock import WakeLock
 from edgepilot.serve.watchdog import Launch, Watchdog
 
+RPC_BUDGET = 1 << 50  # planning this device's settings with --rpc: not bounded by its memory (see prepare)
+
 
 class ServeFailed(UserError):
     """The model server could not be started (the message carries the doctor's cause and fix)."""
@@ -128,6 +130,7 @@ class NativeEngine:
     tensor_split: list[float] = field(default_factory=list)
     cache_reuse: int | None = None
     gpu_layers: int | None = None  # -ngl with --rpc (None: every layer to the helpers)
+    override_tensor: str | None = None  # llama.cpp's -ot (`cluster plan` keeps a tied output here with it)
 
 
 def prepare(
@@ -140,8 +143,15 @@ def prepare(
     short_ctx: int = 0,
 ) -> ServePlan:
     path = resolve_model(model)
-    plan = plan_serve(path, requested, budget_bytes, engine=engine, short_ctx=short_ctx)
+    # with --rpc the helpers hold the layers: the settings are the cluster plan's, which checked every
+    # device's budget with them; fitting the whole model into this device's budget would shrink them
+    # (a quantized KV cache on every helper, no mmap, a smaller ubatch) behind the plan's back
+    budget = RPC_BUDGET if rpc else budget_bytes
+    plan = plan_serve(path, requested, budget, engine=engine, short_ctx=short_ctx)
     if rpc:  # the helpers hold the layers: `edgepilot cluster plan` checks their budgets
+        here = plan_serve(path, requested, budget_bytes, engine=engine).fit  # this device's own budget
+        notes = [n for n in plan.fit.notes if n not in plan.fit.budget.reasons]  # RPC_BUDGET's
+        plan.fit = replace(plan.fit, budget_bytes=here.budget_bytes, budget=here.budget, notes=notes)
         plan.fit.notes.append(
             "layers on the --rpc helpers: see `edgepilot cluster plan` for each one's memory"
         )
@@ -263,6 +273,7 @@ class Supervisor:
                 cache_reuse=native.cache_reuse,
                 gpu_layers=native.gpu_layers,
                 short_ctx=plan.short_ctx,
+                override_tensor=native.override_tensor,
             )
         else:
             launch = Launch(
