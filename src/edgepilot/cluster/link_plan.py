@@ -10,7 +10,7 @@ from edgepilot.cluster.link import Link
 from edgepilot.cluster.speed import SpeedPrediction, layer_bytes, predict
 from edgepilot.cluster.split import tensors_by_layer
 from edgepilot.errors import UserError
-from edgepilot.gguf.quant_types import estimate_file_bytes
+from edgepilot.gguf.requant_size import requantized_bytes
 from edgepilot.plan.fit import fit_model, load_model_facts
 from edgepilot.plan.requested import RequestedSettings
 
@@ -68,7 +68,7 @@ def _alternative(
             # generation reads every weight per token: its speed scales with the weight bytes
             _, header, _ = load_model_facts(model)
             now = sum(t.n_bytes or 0 for t in header.tensors)
-            then = estimate_file_bytes(sum(t.n_elements for t in header.tensors), a.description.split()[0])
+            then = requantized_bytes(header, a.description.split()[0])
             return SingleDevice(a.description, gen * now / max(1, then), prompt, a.peak_rss_bytes)
     return None
 
