@@ -62,7 +62,9 @@ class Row:
 
 
 def the_plan(model: Path, n_ctx: int, main_budget: int, helper_budget: int) -> ClusterPlan:
-    plan = plan_cluster(str(model), [Helper("127.0.0.1", 50052, helper_budget)], n_ctx, main_budget=main_budget)
+    plan = plan_cluster(
+        str(model), [Helper("127.0.0.1", 50052, helper_budget)], n_ctx, main_budget=main_budget
+    )
     if not plan.fits or not plan.helpers:
         raise SystemExit(f"the plan does not fit or gives the helper nothing: {plan.suggestions}")
     return plan
@@ -95,7 +97,13 @@ def alternative_model(model: Path, verdict: LinkVerdict, n_ctx: int, work: Path)
 
 
 def measure(
-    model: Path, links: list[Link], n_ctx: int, main_budget: int, helper_budget: int, reps: int, use_netem: bool
+    model: Path,
+    links: list[Link],
+    n_ctx: int,
+    main_budget: int,
+    helper_budget: int,
+    reps: int,
+    use_netem: bool,
 ) -> tuple[float, float, ClusterPlan, list[Row]]:
     server_tool, rpc_tool = find_tool("llama-server"), find_tool("rpc-server")
     with single(server_tool, model, n_ctx) as s:
@@ -103,7 +111,9 @@ def measure(
         gen1, prompt1, n_prompt = s.measure(reps=reps)
     plan = the_plan(model, n_ctx, main_budget, helper_budget)
     verdicts = {
-        link: link_verdict(str(model), shares(plan), n_ctx, "f16", link, (gen1, prompt1), main_budget, n_prompt)
+        link: link_verdict(
+            str(model), shares(plan), n_ctx, "f16", link, (gen1, prompt1), main_budget, n_prompt
+        )
         for link in links
     }
     with tempfile.TemporaryDirectory(prefix="edgepilot-link-") as work:
@@ -139,33 +149,29 @@ def _f(v: float | None) -> str:
 
 
 def show(gen1: float, prompt1: float, plan: ClusterPlan, rows: list[Row]) -> None:
-    print(f"one device, the whole model: generation {gen1:.1f} t/s, prompt {prompt1:.1f} t/s")
+    """At 50 columns (the README quotes it)."""
+    print(f"one device: generation {gen1:.1f} t/s, prompt {prompt1:.1f} t/s")
     main = plan.main
-    print(
-        f"the plan: main layers 0-{main.end_layer - 1 if main else -1}, helper {plan.helpers[0].first_layer}-"
-        f"{plan.n_layer} + output; alternative: "
-        f"{rows[0].verdict.single.description if rows[0].verdict.single else 'none fits alone'}"
-    )
-    print(f"{'link':>13} {'pool gen':>15} {'err':>5} {'pool prompt':>13} {'err':>5} {'alone gen':>13}")
-    print(f"{'':>13} {'pred / meas':>15} {'':>5} {'pred / meas':>13} {'':>5} {'pred / meas':>13}")
+    first, last = plan.helpers[0].first_layer, main.end_layer - 1 if main else -1
+    print(f"the plan: main layers 0-{last}, helper {first}-{plan.n_layer} + output")
+    alone = rows[0].verdict.single if rows else None
+    print(f"alone: {alone.description if alone else 'nothing fits'}")
+    print(f"{'link':<13} {'pool gen':<13} {'pool prompt':<11}  {'alone gen':<11}")
+    print(f"{'':<13} {'pred / meas':<13} {'pred / meas':<11}  {'pred / meas':<11}")
     for r in rows:
-        pool = r.verdict.pool
-        alone = r.verdict.single
-        eg, ep = pool.gen_tps / r.gen - 1, pool.prompt_tps / r.prompt - 1
+        pool, one = r.verdict.pool, r.verdict.single
         print(
-            f"{r.link.label:>13} {pool.gen_tps:6.1f} / {r.gen:6.1f} {eg:+5.0%} "
-            f"{pool.prompt_tps:5.0f} / {r.prompt:5.0f} {ep:+5.0%} "
-            f"{_f(alone.gen_tps if alone else None):>5} / {_f(r.alt_gen):>5}"
+            f"{r.link.label:<13} {pool.gen_tps:4.1f} / {r.gen:4.1f}   "
+            f"{pool.prompt_tps:3.0f} / {r.prompt:3.0f}    "
+            f"{_f(one.gen_tps if one else None)} / {_f(r.alt_gen)}"
         )
-    print(f"{'link':>13} {'the plan says':>16} {'measured faster':>16} {'match':>6}")
+    print(f"{'link':<13} {'the plan says':<14} {'measured':<10} {'match'}")
     for r in rows:
         said = "pool" if r.verdict.pool_is_faster else "alone"
         seen = "pool" if r.measured_pool_faster else "alone"
-        print(f"{r.link.label:>13} {said:>16} {seen:>16} {'yes' if r.matches else 'NO':>6}")
-    if rows and rows[0].alt_prompt is not None:
-        alone = rows[0].verdict.single
-        assert alone is not None
-        print(f"alone prompt: predicted {alone.prompt_tps:.1f} t/s, measured {rows[0].alt_prompt:.1f} t/s")
+        print(f"{r.link.label:<13} {said:<14} {seen:<10} {'yes' if r.matches else 'NO'}")
+    if alone is not None and rows[0].alt_prompt is not None:
+        print(f"alone prompt: pred {alone.prompt_tps:.1f}, meas {rows[0].alt_prompt:.1f} t/s")
 
 
 def main() -> None:
@@ -194,7 +200,7 @@ def main() -> None:
         args.model or smollm(), links, args.ctx, main_budget, helper_budget, args.reps, args.netem
     )
     show(gen1, prompt1, plan, rows)
-    print(f"predicted vs measured over {N_GEN} generated tokens, best of {args.reps} answers")
+    print(f"{N_GEN} tokens generated, best of {args.reps} answers")
 
 
 if __name__ == "__main__":

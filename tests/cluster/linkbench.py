@@ -107,7 +107,14 @@ def pool(
             stack.callback(relay.close)
             relays.append(relay)
         rpc = ",".join(f"127.0.0.1:{r.port}" for r in relays)
-        extra = ["-ngl", str(n_gpu_layers), "--rpc", rpc, "--tensor-split", ",".join(f"{s:g}" for s in tensor_split)]
+        extra = [
+            "-ngl",
+            str(n_gpu_layers),
+            "--rpc",
+            rpc,
+            "--tensor-split",
+            ",".join(f"{s:g}" for s in tensor_split),
+        ]
         server = Server(server_tool, model, extra, n_ctx, threads)
         stack.callback(server.stop)
         yield Pool(server, relays)

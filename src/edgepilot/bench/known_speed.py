@@ -36,7 +36,9 @@ def _from_history(path: Path, root: Path, db: Path) -> KnownSpeed | None:
     if not gen:
         return None
     n, last = len(rows), max(r["started"] for r in rows)
-    detail = f"the best of {n} `edgepilot bench` result{'s' if n > 1 else ''} for this model here (last {last})"
+    detail = (
+        f"the best of {n} `edgepilot bench` result{'s' if n > 1 else ''} for this model here (last {last})"
+    )
     if not prompt:
         detail += "; no prompt result: prompt taken as generation"
     return KnownSpeed(gen, prompt or gen, "bench-history", detail)
@@ -60,7 +62,9 @@ def known_speed(model: Path, threads: int, root: Path = Path("/"), db: Path | No
         return found
     per_token = bytes_per_token(model)
     if not per_token:
-        raise UserError(f"{model}: cannot read its weight sizes; give --speed GEN,PROMPT (edgepilot bench MODEL)")
+        raise UserError(
+            f"{model}: cannot read its weight sizes; give --speed GEN,PROMPT (edgepilot bench MODEL)"
+        )
     bw = _stored_bandwidth(root, db)
     where = "the bandwidth a past `edgepilot bench` measured here"
     if bw is None:
