@@ -3,9 +3,9 @@
 The bits-per-weight table (quant_types) fits models whose rows are multiples of 256. Many small models' are
 not (SmolLM2's 576), and llama-quantize then gives those tensors another type (llama-quant.cpp,
 tensor_type_fallback): SmolLM2 at IQ3_M measures 84 MiB, not the 59 MiB the table says. Here the tensors of
-the file's main type are requantized one by one, with that fallback; the others (norms, and the embeddings
-llama.cpp gives a type of their own) keep their size. The _M mixes' few larger tensors are left out: within
-a few % of the files llama-quantize wrote for SmolLM2 (tests/gguf/test_requant_size.py).
+every layer are requantized one by one, with that fallback; norms stay F32 and quantized embeddings keep their
+size (llama.cpp gives them a type of their own; unquantized ones get Q6_K). The _M mixes' few larger tensors
+are left out: within a few % of the files llama-quantize wrote for SmolLM2 (tests/gguf/test_requant_size.py).
 """
 
 from __future__ import annotations
@@ -22,6 +22,9 @@ FALLBACK = {
     "Q5_K": "Q5_1",
     "Q6_K": "Q8_0",
 }
+
+
+EMBEDDINGS = ("token_embd.weight", "output.weight")
 
 
 def _type_for_row(main: str, row: int) -> str:
@@ -47,8 +50,15 @@ def requantized_bytes(header: GGUFHeader, name: str) -> int:
         return estimate_file_bytes(n_params, name)
     total = 0
     for t in header.tensors:
-        if t.type_name != current.main_type or len(t.shape) < 2:
-            total += t.n_bytes or 0
-            continue
-        total += _bytes(_type_for_row(target.main_type, t.shape[0]), t.n_elements)
+        if len(t.shape) < 2 or t.type_name == "F32":
+            total += t.n_bytes or 0  # norms and biases stay F32
+        elif t.name in EMBEDDINGS:
+            # llama.cpp gives these a type of their own (Q6_K for the output in most mixes): a quantized one
+            # keeps its size, an unquantized one gets Q6_K
+            unquantized = t.type_name in ("F16", "BF16")
+            total += (
+                _bytes(_type_for_row("Q6_K", t.shape[0]), t.n_elements) if unquantized else t.n_bytes or 0
+            )
+        else:  # every layer tensor, the mixes' larger ones too
+            total += _bytes(_type_for_row(target.main_type, t.shape[0]), t.n_elements)
     return total
