@@ -1,14 +1,17 @@
-"""Predicted vs measured speed of a split over a link, per link profile (USB tethering, good and poor Wi-Fi).
+"""The plan's speed over a link and its verdict, measured: per link profile (USB tethering, good and poor
+Wi-Fi) the pool's predicted and measured generation and prompt t/s, the single-device alternative the plan
+names, predicted and measured, the plan's verdict and the measured faster option.
 
-    python benchmarks/link_speed.py                    # SmolLM2, one helper, the three profiles
-    python benchmarks/link_speed.py --helpers 2 --reps 2
-    python benchmarks/link_speed.py --link 5ms,100Mbit --link wifi
+    python benchmarks/link_speed.py                    # SmolLM2, two phones: main + one helper
+    python benchmarks/link_speed.py --main-budget 170MiB   # nothing fits alone: the pool is the only way
+    python benchmarks/link_speed.py --link 5ms,100Mbit --link wifi --reps 3
 
-Real rpc-server helpers on loopback, each behind a relay that delays and rate-limits both directions
-(tests/cluster/relay.py: this machine's kernel has no netem), llama.cpp's llama-server on the main device.
-The single-device speed the plan needs as input is measured first, with the same server and threads; then
-the split loads over an unshaped relay and each profile is measured (generation and prompt t/s from the
-server's timings, best of --reps answers) and printed beside the plan's prediction.
+The plan is `cluster plan --ctx CTX --main-budget MAIN --helper 127.0.0.1:PORT=HELPER`: the main device keeps
+its first layers on its CPU, the helper (a real rpc-server on loopback) the rest and the output. The helper
+sits behind a relay that delays and rate-limits both directions (tests/cluster/relay.py; `--netem` shapes
+loopback with the kernel's netem instead, where `tc` has it). The single-device speed the plan needs as
+input is measured first, with the same server and threads. The alternative runs for real: the same model
+(at the shorter context the plan names), or the smaller quantization made with edgepilot's quantizer.
 """
 
 from __future__ import annotations
@@ -16,18 +19,21 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import sys
+import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "src"), str(ROOT / "tests" / "cluster")]
 
 from linkbench import N_GEN, pool, single  # noqa: E402
+from linkshape import NetemUnavailable, netem  # noqa: E402
 
 from edgepilot.cluster.link import PROFILES, Link, parse_link  # noqa: E402
-from edgepilot.cluster.speed import SpeedPrediction, layer_bytes, predict  # noqa: E402
-from edgepilot.cluster.split import assign, llama_split, tensors_by_layer  # noqa: E402
+from edgepilot.cluster.link_plan import LinkVerdict, link_verdict  # noqa: E402
+from edgepilot.cluster.plan import ClusterPlan, Helper, plan_cluster  # noqa: E402
 from edgepilot.engine.native_tools import find_tool  # noqa: E402
-from edgepilot.plan.fit import load_model_facts  # noqa: E402
+from edgepilot.sizes import parse_size  # noqa: E402
 
 
 def smollm() -> Path:
@@ -37,68 +43,164 @@ def smollm() -> Path:
     return Path(next(iter(spec.submodule_search_locations))) / "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
-def split_for(n_layer: int, n_helpers: int) -> tuple[list[float], list[tuple[str, int, int]]]:
-    """Even layer counts (output included) and each helper's (name, first, end), by llama.cpp's mapping."""
-    total = n_layer + 1
-    counts = [total // n_helpers + (1 if j < total % n_helpers else 0) for j in range(n_helpers)]
-    split = llama_split(counts)
-    owner = assign(split, n_layer)
-    shares = []
-    for j in range(n_helpers):
-        mine = [il for il, o in enumerate(owner) if o == j]
-        shares.append((f"helper{j + 1}", mine[0], mine[-1] + 1))
-    return split, shares
+@dataclass
+class Row:
+    link: Link
+    verdict: LinkVerdict
+    gen: float  # the pool, measured
+    prompt: float
+    alt_gen: float | None  # the alternative, measured (None: nothing fits alone)
+    alt_prompt: float | None
+
+    @property
+    def measured_pool_faster(self) -> bool:
+        return self.alt_gen is None or self.gen > self.alt_gen
+
+    @property
+    def matches(self) -> bool:
+        return self.verdict.pool_is_faster == self.measured_pool_faster
 
 
-def predicted(model: Path, shares, link: Link, gen: float, prompt: float, n_prompt: int, n_ctx: int):
-    _, header, arch = load_model_facts(model)
-    weights = layer_bytes(tensors_by_layer(header, arch.n_layer))
-    return predict(arch, weights, shares, link, gen, prompt, n_ctx, n_prompt=n_prompt, n_gen=N_GEN)
+def the_plan(model: Path, n_ctx: int, main_budget: int, helper_budget: int) -> ClusterPlan:
+    plan = plan_cluster(
+        str(model), [Helper("127.0.0.1", 50052, helper_budget)], n_ctx, main_budget=main_budget
+    )
+    if not plan.fits or not plan.helpers:
+        raise SystemExit(f"the plan does not fit or gives the helper nothing: {plan.suggestions}")
+    return plan
 
 
-def measure(model: Path, links: list[Link], n_helpers: int, reps: int, n_ctx: int = 1024) -> list[tuple]:
-    """[(link, prediction, measured gen t/s, measured prompt t/s)] and the single-device figures first."""
+def shares(plan: ClusterPlan) -> list[tuple[str, int, int]]:
+    return [(s.name, s.first_layer, s.end_layer) for s in plan.helpers if s.end_layer > s.first_layer]
+
+
+def _ctx_of(args: list[str], default: int) -> int:
+    for flag in ("-c", "--ctx-size"):
+        if flag in args[:-1]:
+            return int(args[args.index(flag) + 1])
+    return default
+
+
+def alternative_model(model: Path, verdict: LinkVerdict, n_ctx: int, work: Path) -> tuple[Path, int] | None:
+    """(the file, its context) the plan's single-device alternative runs, made for real; None: none fits."""
+    alone = verdict.single
+    if alone is None:
+        return None
+    if "quantization" not in alone.description:
+        return model, _ctx_of(alone.llama_cpp_args, n_ctx)
+    from edgepilot.store.quantize import quantize_model
+
+    kind = alone.description.split()[0]
+    print(f"quantizing {model.name} to {kind} (the plan's alternative) ...", file=sys.stderr)
+    result = quantize_model(str(model), [kind], out_dir=str(work))  # a UserError if it needs an imatrix
+    return Path(result.variants[0].path), n_ctx
+
+
+def measure(
+    model: Path,
+    links: list[Link],
+    n_ctx: int,
+    main_budget: int,
+    helper_budget: int,
+    reps: int,
+    use_netem: bool,
+) -> tuple[float, float, ClusterPlan, list[Row]]:
     server_tool, rpc_tool = find_tool("llama-server"), find_tool("rpc-server")
     with single(server_tool, model, n_ctx) as s:
         s.measure(8)  # warm-up
         gen1, prompt1, n_prompt = s.measure(reps=reps)
-    _, header, arch = load_model_facts(model)
-    split, shares = split_for(arch.n_layer, n_helpers)
-    rows: list[tuple] = [(None, None, gen1, prompt1)]
-    with pool(rpc_tool, server_tool, model, split, n_ctx) as p:
+    plan = the_plan(model, n_ctx, main_budget, helper_budget)
+    verdicts = {
+        link: link_verdict(
+            str(model), shares(plan), n_ctx, "f16", link, (gen1, prompt1), main_budget, n_prompt
+        )
+        for link in links
+    }
+    with tempfile.TemporaryDirectory(prefix="edgepilot-link-") as work:
+        made = alternative_model(model, next(iter(verdicts.values())), n_ctx, Path(work))
+        alt_gen = alt_prompt = None
+        if made is not None:
+            with single(server_tool, made[0], made[1]) as s:
+                s.measure(8)
+                alt_gen, alt_prompt, _ = s.measure(reps=reps)
+    rows = []
+    with pool(rpc_tool, server_tool, model, plan.tensor_split, n_ctx, n_gpu_layers=plan.n_gpu_layers) as p:
         p.server.measure(8)  # the first answer sends every graph shape once
         for link in links:
-            p.set_link(link)
-            gen, prompt, _ = p.server.measure(reps=reps)
-            rows.append((link, predicted(model, shares, link, gen1, prompt1, n_prompt, n_ctx), gen, prompt))
-    return rows
+            with netem(link) if use_netem else _relay_link(p, link):
+                gen, prompt, _ = p.server.measure(reps=reps)
+            rows.append(Row(link, verdicts[link], gen, prompt, alt_gen, alt_prompt))
+    return gen1, prompt1, plan, rows
 
 
-def show(rows: list[tuple]) -> None:
-    _, _, gen1, prompt1 = rows[0]
-    print(f"single device: generation {gen1:.1f} t/s, prompt {prompt1:.1f} t/s")
-    head = f"{'link':>16} {'gen pred':>9} {'gen meas':>9} {'err':>6}  "
-    print(head + f"{'prompt pred':>11} {'prompt meas':>11} {'err':>6}")
-    for link, pred, gen, prompt in rows[1:]:
-        assert isinstance(pred, SpeedPrediction)
-        eg, ep = pred.gen_tps / gen - 1, pred.prompt_tps / prompt - 1
+class _relay_link:  # noqa: N801 - reads as the netem context manager it stands in for
+    def __init__(self, p, link: Link) -> None:
+        self.p, self.link = p, link
+
+    def __enter__(self) -> None:
+        self.p.set_link(self.link)
+
+    def __exit__(self, *_: object) -> None:
+        self.p.set_link(None)
+
+
+def _f(v: float | None) -> str:
+    return "-" if v is None else f"{v:.1f}"
+
+
+def show(gen1: float, prompt1: float, plan: ClusterPlan, rows: list[Row]) -> None:
+    """At 50 columns (the README quotes it)."""
+    print(f"one device: generation {gen1:.1f} t/s, prompt {prompt1:.1f} t/s")
+    main = plan.main
+    first, last = plan.helpers[0].first_layer, main.end_layer - 1 if main else -1
+    print(f"the plan: main layers 0-{last}, helper {first}-{plan.n_layer} + output")
+    alone = rows[0].verdict.single if rows else None
+    print(f"alone: {alone.description if alone else 'nothing fits'}")
+    print(f"{'link':<13} {'pool gen':<13} {'pool prompt':<11}  {'alone gen':<11}")
+    print(f"{'':<13} {'pred / meas':<13} {'pred / meas':<11}  {'pred / meas':<11}")
+    for r in rows:
+        pool, one = r.verdict.pool, r.verdict.single
         print(
-            f"{link.label:>16} {pred.gen_tps:9.1f} {gen:9.1f} {eg:+6.0%}  "
-            f"{pred.prompt_tps:11.1f} {prompt:11.1f} {ep:+6.0%}"
+            f"{r.link.label:<13} {pool.gen_tps:4.1f} / {r.gen:4.1f}   "
+            f"{pool.prompt_tps:3.0f} / {r.prompt:3.0f}    "
+            f"{_f(one.gen_tps if one else None)} / {_f(r.alt_gen)}"
         )
+    print(f"{'link':<13} {'the plan says':<14} {'measured':<10} {'match'}")
+    for r in rows:
+        said = "pool" if r.verdict.pool_is_faster else "alone"
+        seen = "pool" if r.measured_pool_faster else "alone"
+        print(f"{r.link.label:<13} {said:<14} {seen:<10} {'yes' if r.matches else 'NO'}")
+    if alone is not None and rows[0].alt_prompt is not None:
+        print(f"alone prompt: pred {alone.prompt_tps:.1f}, meas {rows[0].alt_prompt:.1f} t/s")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", type=Path, help="a GGUF model (default: SmolLM2-135M from the test extra)")
-    ap.add_argument("--helpers", type=int, default=1, choices=(1, 2, 3))
+    ap.add_argument("--ctx", type=int, default=1024)
+    ap.add_argument("--main-budget", default="179MiB", help="the main device's budget (the plan's input)")
+    ap.add_argument("--helper-budget", default="120MiB")
     ap.add_argument(
         "--link", action="append", help="LATENCY,RATE or a profile (default: usb, wifi, poor-wifi)"
     )
     ap.add_argument("--reps", type=int, default=2, help="answers per measurement (the best counts)")
+    ap.add_argument("--netem", action="store_true", help="shape loopback with tc netem instead of the relay")
     args = ap.parse_args()
     links = [parse_link(t) for t in args.link] if args.link else list(PROFILES.values())
-    show(measure(args.model or smollm(), links, args.helpers, args.reps))
+    main_budget = parse_size(args.main_budget, what="--main-budget")
+    helper_budget = parse_size(args.helper_budget, what="--helper-budget")
+    if args.netem:
+        try:
+            with netem(links[0]):
+                pass
+        except NetemUnavailable as exc:
+            print(f"--netem skipped: {exc}", file=sys.stderr)
+            args.netem = False
+    gen1, prompt1, plan, rows = measure(
+        args.model or smollm(), links, args.ctx, main_budget, helper_budget, args.reps, args.netem
+    )
+    show(gen1, prompt1, plan, rows)
+    print(f"{N_GEN} tokens generated, best of {args.reps} answers")
 
 
 if __name__ == "__main__":

@@ -94,8 +94,10 @@ def pool(
     tensor_split: list[float],
     n_ctx: int = 1024,
     threads: int = 1,
+    n_gpu_layers: int = 999,
 ):
-    """len(tensor_split) helpers; all layers and the output on them (-ngl all)."""
+    """len(tensor_split) helpers; the last n_gpu_layers layers (output included) on them, the rest on this
+    device (llama.cpp's -ngl; the default: all on the helpers)."""
     with ExitStack() as stack:
         relays = []
         for _ in tensor_split:
@@ -105,7 +107,14 @@ def pool(
             stack.callback(relay.close)
             relays.append(relay)
         rpc = ",".join(f"127.0.0.1:{r.port}" for r in relays)
-        extra = ["-ngl", "999", "--rpc", rpc, "--tensor-split", ",".join(f"{s:g}" for s in tensor_split)]
+        extra = [
+            "-ngl",
+            str(n_gpu_layers),
+            "--rpc",
+            rpc,
+            "--tensor-split",
+            ",".join(f"{s:g}" for s in tensor_split),
+        ]
         server = Server(server_tool, model, extra, n_ctx, threads)
         stack.callback(server.stop)
         yield Pool(server, relays)

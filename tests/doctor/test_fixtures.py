@@ -89,7 +89,9 @@ def test_log_ranks_its_cause_first(name):
 
 def test_every_cause_id_has_a_real_log():
     # `succeeded` is a supervised run's exit status 0, not a log (test_supervise.py)
-    assert {v[0] for v in EXPECTED.values()} == set(TITLES) - {"succeeded"}
+    # rpc-link-slow compares a run with the plan `cluster plan --link` recorded: a log alone cannot show it
+    # (tests/cluster/test_link_verdict.py runs it for real: a pool behind a relay slower than planned)
+    assert {v[0] for v in EXPECTED.values()} == set(TITLES) - {"succeeded", "rpc-link-slow"}
 
 
 def test_every_log_is_tested_and_has_a_source():

@@ -93,6 +93,8 @@ def render_plan(plan: Any, out: Console) -> None:
     for note in plan.notes:
         say(out, f"note: {note}", style="dim")
     if plan.link is not None:
+        if plan.link.speed_detail:
+            say(out, f"one device's speed: {plan.link.speed_detail}", style="dim")
         say(out, plan.link.summary, style="" if plan.link.pool_is_faster else "bold red")
 
 
@@ -113,7 +115,11 @@ def render_plan(plan: Any, out: Console) -> None:
 @click.option(
     "--link", help="Predict the speed over this link: LATENCY,RATE (10ms,50Mbit) or usb, wifi, poor-wifi"
 )
-@click.option("--speed", help="With --link: this model's GEN,PROMPT t/s on one device (edgepilot bench)")
+@click.option(
+    "--speed",
+    help="With --link: this model's GEN,PROMPT t/s on one device (default: the bench history, else the "
+    "roofline)",
+)
 @flags.JSON
 @user_errors
 def plan(
@@ -130,7 +136,7 @@ def plan(
     """Split a model's layers over the main device and RPC helpers by their memory budgets; print every
     command to run. Exit status 1 when it does not fit (with the smallest change that would)."""
     from edgepilot.cluster.link import parse_link
-    from edgepilot.cluster.link_plan import link_verdict, parse_speed
+    from edgepilot.cluster.link_plan import parse_speed
     from edgepilot.cluster.plan import MIN_BUDGET, parse_helper, plan_cluster
     from edgepilot.errors import UserError
     from edgepilot.plan.settings import kv_type_id
@@ -139,28 +145,17 @@ def plan(
     kv_type_id(kv)
     kv = kv.lower()
     flags.check_range("--ctx", ctx, 16, 1 << 30)
-    if (link is None) != (speed is None):
-        raise UserError("--link and --speed go together: the speed on one device, the link to predict over")
-    the_link, the_speed = (parse_link(link), parse_speed(speed)) if link and speed else (None, None)
+    if speed is not None and link is None:
+        raise UserError("--speed goes with --link: the speed on one device, the link to predict over")
+    the_link = parse_link(link) if link is not None else None
+    the_speed = parse_speed(speed) if speed is not None else None
     main = None if main_budget is None else parse_size(main_budget, what="--main-budget", minimum=MIN_BUDGET)
     parsed = [parse_helper(h) for h in helpers]
     result = plan_cluster(model, parsed, n_ctx=ctx, kv=kv, main_budget=main, root=root)
-    if the_link and the_speed:
-        shares = [
-            (s.name, s.first_layer, s.end_layer)
-            for s in result.helpers
-            if s.name != "main" and s.end_layer > s.first_layer
-        ]
-        result.link = link_verdict(
-            result.model,
-            shares,
-            ctx,
-            kv,
-            the_link,
-            the_speed,
-            main_budget=main,
-            output_on_main=result.output_on_main,
-        )
+    if the_link is not None:
+        from edgepilot.cli.cluster_link import predict_link
+
+        predict_link(result, the_link, the_speed, ctx, kv, main, root)
     emit(result, as_json, render_plan)
     if not result.fits:
         raise click.exceptions.Exit(1)

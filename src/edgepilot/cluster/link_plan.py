@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from edgepilot.cluster.link import Link
+from edgepilot.cluster.link import PROFILES, Link
 from edgepilot.cluster.speed import SpeedPrediction, layer_bytes, predict
 from edgepilot.cluster.split import tensors_by_layer
 from edgepilot.errors import UserError
-from edgepilot.gguf.quant_types import estimate_file_bytes
+from edgepilot.gguf.requant_size import requantized_bytes
 from edgepilot.plan.fit import fit_model, load_model_facts
 from edgepilot.plan.requested import RequestedSettings
 
@@ -34,6 +34,9 @@ class LinkVerdict:
     single: SingleDevice | None  # None: nothing fits on the main device alone
     pool_is_faster: bool
     summary: str
+    speed_source: str = "given"  # where the single-device speed came from: given | bench-history | roofline
+    speed_detail: str = ""
+    other_links: dict[str, float] = field(default_factory=dict)  # profile -> the pool's generation t/s
 
 
 def parse_speed(text: str) -> tuple[float, float]:
@@ -68,8 +71,10 @@ def _alternative(
             # generation reads every weight per token: its speed scales with the weight bytes
             _, header, _ = load_model_facts(model)
             now = sum(t.n_bytes or 0 for t in header.tensors)
-            then = estimate_file_bytes(sum(t.n_elements for t in header.tensors), a.description.split()[0])
-            return SingleDevice(a.description, gen * now / max(1, then), prompt, a.peak_rss_bytes)
+            then = requantized_bytes(header, a.description.split()[0])
+            return SingleDevice(
+                a.description, gen * now / max(1, then), prompt, a.peak_rss_bytes, a.llama_cpp_args
+            )
     return None
 
 
@@ -82,6 +87,8 @@ def link_verdict(
     speed: tuple[float, float],
     main_budget: int | None = None,
     n_prompt: int = 128,
+    speed_source: str = "given",
+    speed_detail: str = "",
     output_on_main: bool = False,
 ) -> LinkVerdict:
     """shares: each helper's (name, first layer, end); speed: the whole model's generation and prompt t/s on
@@ -101,4 +108,11 @@ def link_verdict(
         alone = f"{single.description}: {single.gen_tps:.1f} t/s generation, {single.prompt_tps:.0f} prompt"
         verdict = "the pool is faster" if pool_is_faster else "the pool is SLOWER than one device"
         summary = f"{verdict}: {figures} vs {alone}"
-    return LinkVerdict(pool, single, pool_is_faster, summary)
+    others = {
+        name: round(predict(arch, weights, shares, other, gen, prompt, n_ctx, n_prompt=n_prompt).gen_tps, 2)
+        for name, other in PROFILES.items()
+        if other != link
+    }
+    if speed_source != "given":
+        summary += f" (one device's speed from {speed_source}: {gen:.1f} t/s generation, {prompt:.0f} prompt)"
+    return LinkVerdict(pool, single, pool_is_faster, summary, speed_source, speed_detail, others)

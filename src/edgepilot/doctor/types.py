@@ -25,6 +25,7 @@ TITLES: dict[str, str] = {
     "rpc-helper-unreachable": "An RPC helper (rpc-server) could not be reached",
     "rpc-version-mismatch": "An RPC helper runs a different llama.cpp RPC protocol version",
     "rpc-helper-lost": "An RPC helper went away mid-run (killed, crashed or the network dropped)",
+    "rpc-link-slow": "The link to the RPC helpers is too slow for the plan (measured against predicted)",
     "engine-library-mismatch": "llama-cpp-python loaded a libllama from another llama.cpp than its own",
     "architecture-unsupported": "The llama.cpp in use does not know this model's architecture",
     "unknown": "No known cause matched",

@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from edgepilot.gguf.gguf_records import GGUFHeader
-from edgepilot.gguf.quant_types import estimate_file_bytes, quant_for_file_type, smaller_than
+from edgepilot.gguf.quant_types import quant_for_file_type, smaller_than
+from edgepilot.gguf.requant_size import requantized_bytes
 from edgepilot.plan.commands import llama_cpp_command
 from edgepilot.plan.search import MIN_USEFUL_CTX, QUANTIZED_KV
 from edgepilot.plan.settings import EngineSettings
@@ -80,16 +81,15 @@ def _weights_now(planner: Planner, settings: EngineSettings) -> tuple[int, int]:
 def _smaller_quants(
     planner: Planner, header: GGUFHeader, settings: EngineSettings, budget: int
 ) -> list[Alternative]:
-    """The same model at a smaller quantization: weights from parameter count x bits per weight."""
+    """The same model at a smaller quantization: its weights as llama-quantize would write them."""
     current = quant_for_file_type(header.metadata.get("general.file_type"))
     if current is None:
         return []
     weights_now, peak_now = _weights_now(planner, settings)
     resident_share = weights_now / max(1, sum(t.n_bytes or 0 for t in header.tensors))  # >1: repack copies
-    n_params = sum(t.n_elements for t in header.tensors)
     options: list[Alternative] = []
     for q in smaller_than(current.name):  # largest first: the first that fits is the one to name
-        weights = estimate_file_bytes(n_params, q.name)
+        weights = requantized_bytes(header, q.name)  # with llama-quantize's fallbacks
         peak = peak_now - weights_now + int(weights * resident_share)
         text = f"{q.name} quantization of the same model (~{weights / MIB:.0f} MiB of weights)"
         command = ["llama-quantize", "MODEL-F16.gguf", f"MODEL-{q.name}.gguf", q.name]

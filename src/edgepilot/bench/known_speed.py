@@ -1,0 +1,77 @@
+"""A model's speed on this device without measuring it again: the bench history first (`edgepilot bench`
+keeps every result), else the roofline (memory bandwidth / weight bytes per token), which bounds generation
+from above and says nothing of prompt processing."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from edgepilot.bench.roofline import bytes_per_token, measure_bandwidth
+from edgepilot.bench.store import connect, db_path
+from edgepilot.errors import UserError
+from edgepilot.tuned.identity import device_id, model_id
+
+
+@dataclass
+class KnownSpeed:
+    gen_tps: float
+    prompt_tps: float
+    source: str  # bench-history | roofline
+    detail: str  # what it rests on, in words
+
+
+def _from_history(path: Path, root: Path, db: Path) -> KnownSpeed | None:
+    if not db.exists():
+        return None
+    fp, key = device_id(root).fingerprint, model_id(path).key
+    with connect(db, create=False) as con:
+        rows = con.execute(
+            "SELECT x.n_prompt, x.n_gen, x.avg_ts, r.started FROM results x JOIN runs r ON r.id = x.run_id"
+            " WHERE r.device_fp = ? AND r.model_key = ? AND x.avg_ts > 0",
+            (fp, key),
+        ).fetchall()
+    gen = max((r["avg_ts"] for r in rows if r["n_gen"] and not r["n_prompt"]), default=None)
+    prompt = max((r["avg_ts"] for r in rows if r["n_prompt"] and not r["n_gen"]), default=None)
+    if not gen:
+        return None
+    n, last = len(rows), max(r["started"] for r in rows)
+    detail = (
+        f"the best of {n} `edgepilot bench` result{'s' if n > 1 else ''} for this model here (last {last})"
+    )
+    if not prompt:
+        detail += "; no prompt result: prompt taken as generation"
+    return KnownSpeed(gen, prompt or gen, "bench-history", detail)
+
+
+def _stored_bandwidth(root: Path, db: Path) -> float | None:
+    if not db.exists():
+        return None
+    with connect(db, create=False) as con:
+        row = con.execute(
+            "SELECT MAX(bandwidth_gbs) FROM runs WHERE device_fp = ?", (device_id(root).fingerprint,)
+        ).fetchone()
+    return row[0] * 1e9 if row and row[0] else None
+
+
+def known_speed(model: Path, threads: int, root: Path = Path("/"), db: Path | None = None) -> KnownSpeed:
+    """The model's generation and prompt t/s on this device (root: the device whose history counts)."""
+    db = db or db_path()
+    found = _from_history(model, root, db)
+    if found is not None:
+        return found
+    per_token = bytes_per_token(model)
+    if not per_token:
+        raise UserError(
+            f"{model}: cannot read its weight sizes; give --speed GEN,PROMPT (edgepilot bench MODEL)"
+        )
+    bw = _stored_bandwidth(root, db)
+    where = "the bandwidth a past `edgepilot bench` measured here"
+    if bw is None:
+        bw, where = measure_bandwidth(threads).bytes_per_s, f"a {threads}-thread copy measured now"
+    gen = bw / per_token
+    detail = (
+        f"roofline: {bw / 1e9:.1f} GB/s ({where}) / {per_token / 2**20:.0f} MiB per token, an upper bound; "
+        "no prompt figure: prompt taken as generation (`edgepilot bench MODEL` measures both)"
+    )
+    return KnownSpeed(gen, gen, "roofline", detail)
