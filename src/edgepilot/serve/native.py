@@ -25,7 +25,7 @@ ENGINES = ("inprocess", "llama-server")
 SHORT_SLOT_FLAGS = ("-kvu", "--kv-unified-per-slot")  # a llama-server without them gets one slot
 # llama-server batches a short request's tokens with a long prompt's next chunk: with two slots the chunk is
 # kept small, so each step of the short request waits for at most this many tokens of the long prompt.
-SHORT_SLOT_BATCH = 32
+SHORT_SLOT_BATCH = 64
 PR_SET_PDEATHSIG = 1
 
 
