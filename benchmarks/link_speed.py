@@ -6,10 +6,12 @@ names, predicted and measured, the plan's verdict and the measured faster option
     python benchmarks/link_speed.py --main-budget 170MiB   # nothing fits alone: the pool is the only way
     python benchmarks/link_speed.py --link 5ms,100Mbit --link wifi --reps 3
 
-The plan is `cluster plan --ctx CTX --main-budget MAIN --helper 127.0.0.1:PORT=HELPER`: the main device keeps
-its first layers on its CPU, the helper (a real rpc-server on loopback) the rest and the output. The helper
-sits behind a relay that delays and rate-limits both directions (tests/cluster/relay.py; `--netem` shapes
-loopback with the kernel's netem instead, where `tc` has it). The single-device speed the plan needs as
+The plan is `cluster plan --ctx CTX --main-budget MAIN --helper 127.0.0.1:PORT=HELPER --link LINK --speed
+GEN,PROMPT`: the main device keeps its first layers on its CPU, the helper (a real rpc-server on loopback) the
+rest; a tied output (SmolLM2's) stays on the main device when the plan's llama-server command says so (its
+`-ot token_embd\\.weight=CPU`, passed as printed); the prediction is the plan's own `--link` verdict. The
+helper sits behind a relay that delays and rate-limits both directions (tests/cluster/relay.py; `--netem`
+shapes loopback with the kernel's netem instead, where `tc` has it). The single-device speed the plan needs as
 input is measured first, with the same server and threads. The alternative runs for real: the same model
 (at the shorter context the plan names), or the smaller quantization made with edgepilot's quantizer.
 """
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -26,11 +29,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "src"), str(ROOT / "tests" / "cluster")]
 
-from linkbench import N_GEN, pool, single  # noqa: E402
+from linkbench import N_GEN, plan_pool, single  # noqa: E402
 from linkshape import NetemUnavailable, netem  # noqa: E402
 
+from edgepilot.cli.cluster_link import predict_link  # noqa: E402
 from edgepilot.cluster.link import PROFILES, Link, parse_link  # noqa: E402
-from edgepilot.cluster.link_plan import LinkVerdict, link_verdict  # noqa: E402
+from edgepilot.cluster.link_plan import LinkVerdict  # noqa: E402
 from edgepilot.cluster.plan import ClusterPlan, Helper, plan_cluster  # noqa: E402
 from edgepilot.engine.native_tools import find_tool  # noqa: E402
 from edgepilot.sizes import parse_size  # noqa: E402
@@ -70,8 +74,21 @@ def the_plan(model: Path, n_ctx: int, main_budget: int, helper_budget: int) -> C
     return plan
 
 
-def shares(plan: ClusterPlan) -> list[tuple[str, int, int]]:
-    return [(s.name, s.first_layer, s.end_layer) for s in plan.helpers if s.end_layer > s.first_layer]
+def verdict_of(plan: ClusterPlan, link: Link, speed: tuple[float, float], main_budget: int) -> LinkVerdict:
+    """The plan's `--link` verdict, as `cluster plan --link LINK --speed GEN,PROMPT` computes it (the record
+    it keeps for the doctor goes to a scratch data directory: these helpers are on loopback)."""
+    with tempfile.TemporaryDirectory(prefix="edgepilot-link-data-") as data:
+        before = os.environ.get("EDGEPILOT_DATA_DIR")
+        os.environ["EDGEPILOT_DATA_DIR"] = data
+        try:
+            predict_link(plan, link, speed, plan.n_ctx, "f16", main_budget, "/")
+        finally:
+            if before is None:
+                os.environ.pop("EDGEPILOT_DATA_DIR", None)
+            else:
+                os.environ["EDGEPILOT_DATA_DIR"] = before
+    assert plan.link is not None
+    return plan.link
 
 
 def _ctx_of(args: list[str], default: int) -> int:
@@ -108,14 +125,9 @@ def measure(
     server_tool, rpc_tool = find_tool("llama-server"), find_tool("rpc-server")
     with single(server_tool, model, n_ctx) as s:
         s.measure(8)  # warm-up
-        gen1, prompt1, n_prompt = s.measure(reps=reps)
+        gen1, prompt1, _ = s.measure(reps=reps)
     plan = the_plan(model, n_ctx, main_budget, helper_budget)
-    verdicts = {
-        link: link_verdict(
-            str(model), shares(plan), n_ctx, "f16", link, (gen1, prompt1), main_budget, n_prompt
-        )
-        for link in links
-    }
+    verdicts = {link: verdict_of(plan, link, (gen1, prompt1), main_budget) for link in links}
     with tempfile.TemporaryDirectory(prefix="edgepilot-link-") as work:
         made = alternative_model(model, next(iter(verdicts.values())), n_ctx, Path(work))
         alt_gen = alt_prompt = None
@@ -124,7 +136,7 @@ def measure(
                 s.measure(8)
                 alt_gen, alt_prompt, _ = s.measure(reps=reps)
     rows = []
-    with pool(rpc_tool, server_tool, model, plan.tensor_split, n_ctx, n_gpu_layers=plan.n_gpu_layers) as p:
+    with plan_pool(rpc_tool, server_tool, plan) as p:
         p.server.measure(8)  # the first answer sends every graph shape once
         for link in links:
             with netem(link) if use_netem else _relay_link(p, link):
@@ -153,7 +165,10 @@ def show(gen1: float, prompt1: float, plan: ClusterPlan, rows: list[Row]) -> Non
     print(f"one device: generation {gen1:.1f} t/s, prompt {prompt1:.1f} t/s")
     main = plan.main
     first, last = plan.helpers[0].first_layer, main.end_layer - 1 if main else -1
-    print(f"the plan: main layers 0-{last}, helper {first}-{plan.n_layer} + output")
+    if plan.output_on_main:  # -ot token_embd\.weight=CPU: the logits are computed here
+        print(f"the plan: main 0-{last} + output (-ot), helper {first}-{plan.n_layer - 1}")
+    else:
+        print(f"the plan: main layers 0-{last}, helper {first}-{plan.n_layer} + output")
     alone = rows[0].verdict.single if rows else None
     print(f"alone: {alone.description if alone else 'nothing fits'}")
     print(f"{'link':<13} {'pool gen':<13} {'pool prompt':<11}  {'alone gen':<11}")

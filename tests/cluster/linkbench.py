@@ -95,9 +95,11 @@ def pool(
     n_ctx: int = 1024,
     threads: int = 1,
     n_gpu_layers: int = 999,
+    override_tensor: str | None = None,
 ):
     """len(tensor_split) helpers; the last n_gpu_layers layers (output included) on them, the rest on this
-    device (llama.cpp's -ngl; the default: all on the helpers)."""
+    device (llama.cpp's -ngl; the default: all on the helpers); override_tensor: llama.cpp's -ot (the plan's
+    `token_embd\\.weight=CPU` keeps a tied output on this device)."""
     with ExitStack() as stack:
         relays = []
         for _ in tensor_split:
@@ -115,9 +117,21 @@ def pool(
             "--tensor-split",
             ",".join(f"{s:g}" for s in tensor_split),
         ]
+        if override_tensor is not None:
+            extra += ["-ot", override_tensor]
         server = Server(server_tool, model, extra, n_ctx, threads)
         stack.callback(server.stop)
         yield Pool(server, relays)
+
+
+def plan_pool(rpc_tool: Path, server_tool: Path, plan, threads: int = 1):
+    """The pool exactly as the ClusterPlan's llama-server command sets it up: its -c, -ngl, --tensor-split
+    and -ot (the helpers' addresses are the relays', on loopback)."""
+    cmd = plan.main_command
+    ot = cmd[cmd.index("-ot") + 1] if "-ot" in cmd else None
+    return pool(
+        rpc_tool, server_tool, Path(plan.model), plan.tensor_split, plan.n_ctx, threads, plan.n_gpu_layers, ot
+    )
 
 
 @contextmanager

@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from linkbench import pool, single
+from linkbench import N_GEN, plan_pool, single
 from netkit import free_port, wait_listening
 from relay import Relay
 
@@ -19,6 +19,7 @@ from edgepilot.cluster.link_plan import link_verdict
 from edgepilot.cluster.plan import Helper, plan_cluster
 from edgepilot.doctor import pool_record
 from edgepilot.doctor.types import TITLES
+from edgepilot.plan.fit import load_model_facts
 
 EDGEPILOT = [sys.executable, "-m", "edgepilot"]
 N_CTX = 1024
@@ -36,24 +37,40 @@ def test_verdict_matches_the_measured_faster_option(smollm_path, rpc_server_tool
         gen1, prompt1, n_prompt = s.measure(reps=2)
     plan = plan_cluster(str(smollm_path), [Helper("127.0.0.1", 50052, HELPER)], N_CTX, main_budget=MAIN)
     assert plan.fits and plan.main is not None and plan.main.n_layers > 0
+    # SmolLM2's output is tied: the plan keeps it on the main device (-ot), and predicts with it there
+    assert plan.output_on_main and "-ot" in plan.main_command
     shares = [(h.name, h.first_layer, h.end_layer) for h in plan.helpers]
     verdicts = {
-        name: link_verdict(str(smollm_path), shares, N_CTX, "f16", link, (gen1, prompt1), MAIN, n_prompt)
+        name: link_verdict(
+            str(smollm_path),
+            shares,
+            N_CTX,
+            "f16",
+            link,
+            (gen1, prompt1),
+            MAIN,
+            n_prompt,
+            output_on_main=plan.output_on_main,
+        )
         for name, link in PROFILES.items()
     }
+    assert not verdicts["usb"].pool.boundaries[-1].holds_output
+    arch = load_model_facts(str(smollm_path))[2]
     alone = verdicts["usb"].single
     assert alone is not None and alone.description.startswith("context 512")
     with single(llama_server_tool, smollm_path, 512) as s:  # the alternative, run for real
         s.measure(8)
         alt_gen, alt_prompt, _ = s.measure(reps=2)
     measured = {}
-    with pool(
-        rpc_server_tool, llama_server_tool, smollm_path, plan.tensor_split, N_CTX, 1, plan.n_gpu_layers
-    ) as p:
+    with plan_pool(rpc_server_tool, llama_server_tool, plan) as p:  # its -c, -ngl, --tensor-split and -ot
         p.server.measure(8)
         for name, link in PROFILES.items():
             p.set_link(link)
+            before = p.relays[0].counted()["down"]
             measured[name] = p.server.measure(reps=1)[:2]
+            down = p.relays[0].counted()["down"] - before
+            # the logits stay on the main device: the helper sends back hidden states (n_embd), not n_vocab
+            assert down < N_GEN * arch.n_vocab * 4 / 10, (name, down)
     for name, v in verdicts.items():
         gen, prompt = measured[name]
         # loose bounds (a shared, loaded machine); the 20 % figure is benchmarks/link_speed.py's

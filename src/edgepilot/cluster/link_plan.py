@@ -96,9 +96,21 @@ def link_verdict(
     gen, prompt = speed
     _, header, arch = load_model_facts(model)
     weights = layer_bytes(tensors_by_layer(header, arch.n_layer))
-    pool = predict(
-        arch, weights, shares, link, gen, prompt, n_ctx, n_prompt=n_prompt, output_on_main=output_on_main
-    )
+
+    def over(a_link: Link) -> SpeedPrediction:
+        return predict(
+            arch,
+            weights,
+            shares,
+            a_link,
+            gen,
+            prompt,
+            n_ctx,
+            n_prompt=n_prompt,
+            output_on_main=output_on_main,
+        )
+
+    pool = over(link)
     single = _alternative(model, n_ctx, kv, gen, prompt, main_budget)
     pool_is_faster = single is None or pool.gen_tps > single.gen_tps
     figures = f"pool {pool.gen_tps:.1f} t/s generation, {pool.prompt_tps:.0f} t/s prompt over {link.label}"
@@ -108,11 +120,7 @@ def link_verdict(
         alone = f"{single.description}: {single.gen_tps:.1f} t/s generation, {single.prompt_tps:.0f} prompt"
         verdict = "the pool is faster" if pool_is_faster else "the pool is SLOWER than one device"
         summary = f"{verdict}: {figures} vs {alone}"
-    others = {
-        name: round(predict(arch, weights, shares, other, gen, prompt, n_ctx, n_prompt=n_prompt).gen_tps, 2)
-        for name, other in PROFILES.items()
-        if other != link
-    }
+    others = {name: round(over(other).gen_tps, 2) for name, other in PROFILES.items() if other != link}
     if speed_source != "given":
         summary += f" (one device's speed from {speed_source}: {gen:.1f} t/s generation, {prompt:.0f} prompt)"
     return LinkVerdict(pool, single, pool_is_faster, summary, speed_source, speed_detail, others)
