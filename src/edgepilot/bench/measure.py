@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from edgepilot.engine.base import EngineError
 from edgepilot.plan.settings import EngineSettings
 
 if TYPE_CHECKING:
@@ -87,7 +88,7 @@ class Bencher:
         tokens = self._tokens(n_gen)
         self.engine.reset()
         deadline = time.perf_counter() + max_seconds if max_seconds else None
-        n, seconds = self.engine.decode_each(tokens, deadline)
+        n, seconds = decode_each(self.engine, tokens, deadline)
         return Sample(n, seconds)
 
     def warmup(self, n_prompt: int, n_gen: int) -> None:
@@ -96,3 +97,39 @@ class Bencher:
             self.pp(n_prompt)
         if n_gen > 0:
             self.tg(1)
+
+
+def decode_each(engine: LlamaEngine, tokens: list[int], deadline: float | None = None) -> tuple[int, float]:
+    """Decode tokens one at a time on the engine's context without sampling, as llama-bench's tg test does.
+
+    Returns (tokens decoded, seconds). With a deadline (a time.perf_counter() value) it stops early once
+    the deadline has passed, so a hopeless setting (threads on stalled little cores) cannot take minutes.
+    """
+    from edgepilot.engine.llama_binding import llama_cpp
+
+    one = (llama_cpp.llama_token * 1)()
+    batch = llama_cpp.llama_batch_get_one(one, 1)  # points at `one`: refill it, reuse the batch
+    ctx, decode, clock = engine._ctx, llama_cpp.llama_decode, time.perf_counter
+    n, rc = 0, 0
+    t0 = clock()
+    if deadline is None:
+        for token in tokens:
+            one[0] = token
+            rc = decode(ctx, batch)
+            if rc != 0:
+                break
+            n += 1
+    else:
+        for token in tokens:
+            one[0] = token
+            rc = decode(ctx, batch)
+            if rc != 0:
+                break
+            n += 1
+            if clock() > deadline:
+                break
+    llama_cpp.llama_synchronize(ctx)
+    seconds = clock() - t0
+    if rc != 0:
+        raise EngineError(f"llama_decode failed with code {rc} after {n} of {len(tokens)} tokens")
+    return n, seconds

@@ -251,39 +251,6 @@ class LlamaEngine:
             raise UserError("thread count must be at least 1")
         llama_cpp.llama_set_n_threads(self._ctx, n_threads, n_threads_batch or n_threads)
 
-    def decode_each(self, tokens: list[int], deadline: float | None = None) -> tuple[int, float]:
-        """Decode tokens one at a time without sampling, as llama-bench's tg test does.
-
-        Returns (tokens decoded, seconds). With a deadline (a time.perf_counter() value) it stops early once
-        the deadline has passed, so a hopeless setting (threads on stalled little cores) cannot take minutes.
-        """
-        one = (llama_cpp.llama_token * 1)()
-        batch = llama_cpp.llama_batch_get_one(one, 1)  # points at `one`: refill it, reuse the batch
-        ctx, decode, clock = self._ctx, llama_cpp.llama_decode, time.perf_counter
-        n, rc = 0, 0
-        t0 = clock()
-        if deadline is None:
-            for token in tokens:
-                one[0] = token
-                rc = decode(ctx, batch)
-                if rc != 0:
-                    break
-                n += 1
-        else:
-            for token in tokens:
-                one[0] = token
-                rc = decode(ctx, batch)
-                if rc != 0:
-                    break
-                n += 1
-                if clock() > deadline:
-                    break
-        llama_cpp.llama_synchronize(ctx)
-        seconds = clock() - t0
-        if rc != 0:
-            raise EngineError(f"llama_decode failed with code {rc} after {n} of {len(tokens)} tokens")
-        return n, seconds
-
     def eval_prompt(self, tokens: list[int]) -> float:
         """Decode the prompt in n_batch chunks (serve's main lane: in turns); returns the seconds it took."""
         n_batch = self.load.n_batch
