@@ -6,7 +6,9 @@ waiting less than 5 s.
 What the largest allowed request costs the engine is its prompt tokens (--max-prompt-tokens, the context by
 default) and its answer (--max-tokens): on this 2-core machine shared with other jobs, a full 512-token prompt
 alone takes 6-30 s, so the server here is given the caps that bound it to a couple of seconds, and one thread
-(two compute threads on two busy cores wait for each other at every barrier: 10x slower)."""
+(two compute threads on two busy cores wait for each other at every barrier: 10x slower). Here the small
+request may take the short lane or wait for the large one; with the default caps, the short lane is what
+answers it in time (tests/serve/test_short_lane.py)."""
 
 from __future__ import annotations
 
