@@ -55,7 +55,8 @@ def test_run_over_two_helpers_answers_and_a_killed_helper_is_diagnosed(helpers, 
     assert result["command"][result["command"].index("--rpc") + 1] == rpc
 
     proc = subprocess.Popen(
-        [*base, "-p", "Write a long story about a phone.", "-n", "2000"],
+        # a count the model goes on with until the context is full: a story could end before the kill
+        [*base, "--raw", "-p", "1, 2, 3, 4, 5, 6, 7, 8,", "-n", "2000"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

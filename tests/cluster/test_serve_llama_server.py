@@ -27,7 +27,9 @@ def test_llama_server_answers_behind_the_front_and_a_killed_child_is_diagnosed(
         assert cmdline[0].endswith(b"llama-server"), cmdline
         sock = cmdline[cmdline.index(b"--host") + 1].decode()
         assert sock.endswith(".sock") and os.path.dirname(sock) != ""  # a private socket, not a TCP port
-        assert cmdline[cmdline.index(b"-c") + 1] == b"512"
+        # the context, and the short lane's second slot beside it (serve/short_lane.py; here min(1024, ctx))
+        assert cmdline[cmdline.index(b"-c") + 1] == b"1024"
+        assert cmdline[cmdline.index(b"--kv-unified-per-slot") + 1] == b"512"
         # the front's rules hold: no key, no answer
         code, _, _ = served.request(
             "POST", "/v1/chat/completions", {"messages": []}, {"Authorization": "Bearer wrong"}
