@@ -27,19 +27,17 @@ psutil missing from the interpreter running this).
 
 from __future__ import annotations
 
-import argparse
 import importlib.metadata
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from check_no_rust import trimmed as trimmed_closure  # noqa: E402  (.ci/ is not a package)
+import pip_check  # noqa: E402  (.ci/ is not a package)
+from pip_check import ROOT, normalize  # noqa: E402
 
 SIM = ROOT / "tests" / "android" / "sim"
 # Compiled, but installed by Termux's package manager before pip runs (README's Termux section).
@@ -47,10 +45,6 @@ TERMUX_SHIPS = {"numpy": "python-numpy", "psutil": "python-psutil"}
 # Projects published as an sdist only whose build was checked to compile nothing (pure Python): none so far.
 PURE_SDISTS: set[str] = set()
 MARKERS_KEPT = ("sys_platform", "platform_system", "os_name", "python_version", "platform_machine")
-
-
-def normalize(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def wheel_platforms(file: str) -> list[str]:
@@ -130,33 +124,24 @@ def resolve(project: Path) -> dict:
 
 
 def trimmed(report: dict) -> dict:
-    """check_no_rust's trimmed report (no path of this machine), with the environment it was resolved for."""
+    """The trimmed report (no path of this machine), with the environment it was resolved for."""
     env = {k: v for k, v in report.get("environment", {}).items() if k in MARKERS_KEPT}
-    return {**trimmed_closure(report), "environment": env}
+    return {**pip_check.trimmed(report), "environment": env}
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("project", nargs="?", default=str(ROOT))
-    ap.add_argument("--report", help="check this pip --report JSON instead of resolving")
-    ap.add_argument("--save", help="also write the closure here, trimmed as the tests record it")
-    args = ap.parse_args(argv)
-    if args.report:
-        report = json.loads(Path(args.report).read_text(encoding="utf-8"))
-    else:
-        report = resolve(Path(args.project))
-    if args.save:
-        Path(args.save).write_text(json.dumps(trimmed(report), indent=1) + "\n", encoding="utf-8")
-    names, wrong = check(report)
-    for line in wrong:
-        print(f"check_android_install: {line}", file=sys.stderr)
-    if wrong:
-        return 1
-    print(
-        f"check_android_install: {len(names)} packages to install on Android besides Termux's "
-        f"{' and '.join(TERMUX_SHIPS)}, none compiled"
+    return pip_check.main(
+        argv,
+        name="check_android_install",
+        doc=__doc__,
+        resolve=resolve,
+        check=check,
+        trim=trimmed,
+        passed=lambda names: (
+            f"{len(names)} packages to install on Android besides Termux's {' and '.join(TERMUX_SHIPS)}, "
+            "none compiled"
+        ),
     )
-    return 0
 
 
 if __name__ == "__main__":

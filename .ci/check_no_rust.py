@@ -14,13 +14,15 @@ paths). Exit 0: clean; 1: a package to remove or to review; 2: pip could not res
 
 from __future__ import annotations
 
-import argparse
 import json
-import re
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import pip_check  # noqa: E402  (.ci/ is not a package)
+from pip_check import normalize  # noqa: E402
 
 # Built with Rust (PyO3/maturin or setuptools-rust): Termux's pip cannot build them (pydantic-core #855,
 # #1474; termux-packages #19956).
@@ -51,11 +53,6 @@ CHECKED_COMPILED = {
     "numpy",  # C; Termux has python-numpy
     "psutil",  # C; Termux has python-psutil
 }
-PYPI_FILES = "https://files.pythonhosted.org/packages/"
-
-
-def normalize(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def is_compiled(url: str) -> bool:
@@ -96,39 +93,16 @@ def resolve(project: Path) -> dict:
         return json.loads(out.read_text(encoding="utf-8"))
 
 
-def trimmed(report: dict) -> dict:
-    """The report with only what the check reads, and no path of this machine."""
-    items = []
-    for item in report.get("install", []):
-        info = item.get("download_info", {})
-        if "dir_info" in info:
-            where = {"url": "file:///project", "dir_info": {}}
-        else:
-            where = {"url": PYPI_FILES + info.get("url", "").rsplit("/", 1)[-1]}
-        meta = {"name": item["metadata"]["name"], "version": item["metadata"]["version"]}
-        items.append({"metadata": meta, "download_info": where})
-    return {"version": report.get("version"), "install": items}
-
-
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("project", nargs="?", default=str(Path(__file__).resolve().parent.parent))
-    ap.add_argument("--report", help="check this pip --report JSON instead of resolving")
-    ap.add_argument("--save", help="also write the closure here, trimmed as the tests record it")
-    args = ap.parse_args(argv)
-    if args.report:
-        report = json.loads(Path(args.report).read_text(encoding="utf-8"))
-    else:
-        report = resolve(Path(args.project))
-    if args.save:
-        Path(args.save).write_text(json.dumps(trimmed(report), indent=1) + "\n", encoding="utf-8")
-    names, wrong = problems(report)
-    for line in wrong:
-        print(f"check_no_rust: {line}", file=sys.stderr)
-    if wrong:
-        return 1
-    print(f"check_no_rust: {len(names)} packages in the default install, none needs Rust")
-    return 0
+    return pip_check.main(
+        argv,
+        name="check_no_rust",
+        doc=__doc__,
+        resolve=resolve,
+        check=problems,
+        trim=pip_check.trimmed,
+        passed=lambda names: f"{len(names)} packages in the default install, none needs Rust",
+    )
 
 
 if __name__ == "__main__":

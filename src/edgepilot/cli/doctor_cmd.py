@@ -57,7 +57,7 @@ def render_diagnosis(d: Diagnosis, out: Console) -> None:
             )
         )
     for i, c in enumerate(d.causes, 1):
-        out.print(Text.assemble(f"{i}. ", (c.id, "bold"), f" — {c.title}"))
+        say(out, Text.assemble(f"{i}. ", (c.id, "bold"), f" — {c.title}"))
         if i > DETAILED:
             continue
         label = "checked" if c.id == "unknown" else "evidence"

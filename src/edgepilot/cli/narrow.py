@@ -8,6 +8,7 @@ widest cell, and only name and note columns fold.
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -22,17 +23,42 @@ NARROW = 70  # below this: decorative columns go, records are stacked
 TEXT_FLOOR = 10  # a name or note column folds, but not narrower than this
 COMMAND_INDENT = 2  # a command under its label
 CONTINUATION_INDENT = 4  # the lines after a ` \`
+HANG_ROOM = 20  # a wrapped line hangs under its marker only if this much room is left for the text
+
+# what a line's continuations align under: its indentation, then a list marker (`- `, `· `, `1. `) or a
+# one-word label (`evidence: `, `note: `)
+_MARKER = re.compile(r"( *)(?:[-·•*] |\d{1,2}\. |[^\s:]{1,20}: )?")
 
 
 def is_narrow(out: Console) -> bool:
     return out.width < NARROW
 
 
-def say(out: Console, text: str, style: str | None = None) -> None:
-    """A line of prose (data, never markup) that rich wraps at the width."""
+def say(out: Console, text: str | Text, style: str | None = None) -> None:
+    """A line of prose (str: data, never markup) wrapped at the width with a hanging indent: its
+    continuations start under the text after its indentation and marker, so they never read as new items."""
     from rich.text import Text
 
-    out.print(Text(text, style=style or ""))
+    line = Text(text, style=style or "") if isinstance(text, str) else text
+    hang = hanging_indent(line.plain, out.width)
+    if line.cell_len <= out.width or hang == 0:
+        out.print(line)
+        return
+    head, body = line.divide([hang])
+    for n, wrapped in enumerate(body.wrap(out, out.width - hang, overflow="fold")):
+        lead = head if n == 0 else Text(" " * hang, style=line.style)
+        out.print(Text.assemble(lead, wrapped))
+
+
+def hanging_indent(plain: str, width: int) -> int:
+    """The column a wrapped line's continuations start at: under the text after its marker, else under its
+    first character, whichever leaves HANG_ROOM columns (0 when neither does)."""
+    m = _MARKER.match(plain)
+    indent = len(m.group(1))
+    for hang in (m.end(), indent):
+        if width - hang >= HANG_ROOM and hang < len(plain):
+            return hang
+    return 0
 
 
 def print_items(out: Console, items: Sequence[str | Text], style: str = "", sep: str = " · ") -> None:

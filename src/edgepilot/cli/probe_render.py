@@ -38,7 +38,7 @@ def _yes_no(value: bool | None) -> str:
 def render_probe(p: Probe, out: Console) -> None:
     from rich.text import Text
 
-    from edgepilot.cli.narrow import Column, print_records
+    from edgepilot.cli.narrow import Column, print_records, say
 
     cpu, mem = p.cpu, p.memory
     facts = _facts()
@@ -98,14 +98,14 @@ def render_probe(p: Probe, out: Console) -> None:
         print_records(out, columns, rows, title="Vulkan devices")
         for g in p.gpus:
             for reason in g.reasons:
-                out.print(Text(f"  {g.name}: {reason}"))
+                say(out, f"  {g.name}: {reason}")
 
     for s in p.storage.paths:
         speed = "SLOW" if s.slow else "ok"
         free = f" · {human_bytes(s.free_bytes)} free" if s.free_bytes is not None else ""
         out.print(Text(f"storage {s.path}: {s.fstype or '?'} on {s.mount_point or '?'} ({speed}){free}"))
         if s.note:
-            out.print(Text(f"  {s.note}"))
+            say(out, f"  {s.note}")
 
     notes = [*cpu.reasons, *mem.reasons, *p.storage.reasons]
     if p.android is not None:
@@ -113,7 +113,7 @@ def render_probe(p: Probe, out: Console) -> None:
     for section in p.reasons.values():
         notes += section
     for note in notes:
-        out.print(Text(f"note: {note}", style="dim"))
+        say(out, f"note: {note}", style="dim")
 
 
 def render_snapshot(result: SnapshotResult, out: Console) -> None:

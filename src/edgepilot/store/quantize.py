@@ -209,10 +209,10 @@ class Quantizer:
         if self.tool is None:
             array = self.imatrix.array if imatrix and self.imatrix else None
             return run_quantizer(source, target, self.types[type_name], threads, True, metadata, array)
-        from edgepilot.store.quantize_tool import run_tool_quantizer
+        from edgepilot.store.quantize_tool import QuantizeJob, run_tool_quantizer
 
         file = self.imatrix_file if imatrix else None
-        return run_tool_quantizer(self.tool, source, target, type_name, threads, metadata, file)
+        return run_tool_quantizer(QuantizeJob(self.tool, source, target, type_name, threads, metadata, file))
 
 
 def _check_targets(targets: list[Path], inputs: list[Path], force: bool) -> None:

@@ -12,6 +12,7 @@ import os
 import re
 import subprocess
 from collections import deque
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from edgepilot.engine.base import EngineError
@@ -40,41 +41,38 @@ def kv_value(text: str) -> str:
     return text.encode()[:KV_VALUE_BYTES].decode("utf-8", errors="ignore")
 
 
-def quantize_argv(
-    tool: Path,
-    source: Path,
-    target: Path,
-    type_name: str,
-    threads: int,
-    metadata: dict[str, str] | None = None,
-    imatrix: str | None = None,
-) -> list[str]:
-    argv = [str(tool), "--allow-requantize"]
-    if metadata:
-        known = known_flags(tool)
+@dataclass(frozen=True)
+class QuantizeJob:
+    """One llama-quantize run: source quantized to type_name into target."""
+
+    tool: Path
+    source: Path
+    target: Path
+    type_name: str
+    threads: int
+    metadata: dict[str, str] | None = None  # written as string overrides (--override-kv)
+    imatrix: str | None = None
+
+
+def quantize_argv(job: QuantizeJob) -> list[str]:
+    argv = [str(job.tool), "--allow-requantize"]
+    if job.metadata:
+        known = known_flags(job.tool)
         if known is None or "--override-kv" in known:  # older ones: the reference's origin is not recorded
-            for key, value in metadata.items():
+            for key, value in job.metadata.items():
                 argv += ["--override-kv", f"{key}=str:{kv_value(value)}"]
-    if imatrix is not None:
-        argv += ["--imatrix", imatrix]
-    return argv + [str(source), str(target), type_name, str(threads)]
+    if job.imatrix is not None:
+        argv += ["--imatrix", job.imatrix]
+    return argv + [str(job.source), str(job.target), job.type_name, str(job.threads)]
 
 
-def run_tool_quantizer(
-    tool: Path,
-    source: Path,
-    target: Path,
-    type_name: str,
-    threads: int,
-    metadata: dict[str, str] | None = None,
-    imatrix: str | None = None,
-) -> int:
+def run_tool_quantizer(job: QuantizeJob) -> int:
     """llama-quantize into target (written to a fresh temporary file beside it, renamed when complete);
     returns the number of fallback tensors it reported. A UserError with llama.cpp's reason on failure."""
     log: deque[str] = deque(maxlen=LOG_LINES)
-    inputs = [source] + ([Path(imatrix)] if imatrix else [])
-    with atomic_path(target, inputs=inputs, what="quantized model") as part:
-        argv = quantize_argv(tool, source, part, type_name, threads, metadata, imatrix)
+    inputs = [job.source] + ([Path(job.imatrix)] if job.imatrix else [])
+    with atomic_path(job.target, inputs=inputs, what="quantized model") as part:
+        argv = quantize_argv(replace(job, target=part))
         try:
             done = subprocess.run(
                 argv,
@@ -85,10 +83,11 @@ def run_tool_quantizer(
                 env=dict(os.environ, GGML_NO_BACKTRACE="1"),
             )
         except OSError as exc:
-            raise EngineError(f"cannot start {tool}: {exc.strerror or exc}") from None
+            raise EngineError(f"cannot start {job.tool}: {exc.strerror or exc}") from None
         log.extend((done.stderr + "\n" + done.stdout).splitlines())
         if done.returncode != 0:
-            raise UserError(f"llama.cpp could not quantize {source.name}: {_reason(done.returncode, log)}")
+            reason = _reason(done.returncode, log)
+            raise UserError(f"llama.cpp could not quantize {job.source.name}: {reason}")
     found = [FALLBACK.search(line) for line in log]
     return next((int(m.group(1)) for m in found if m), 0)
 
