@@ -14,6 +14,7 @@ from servekit import write_device
 from edgepilot.plan.requested import RequestedSettings
 from edgepilot.serve import watchdog as wd
 from edgepilot.serve.context_policy import GrowthPolicy, after_memory_returns, grow_ctx
+from edgepilot.serve.planning import after_memory_kill
 from edgepilot.serve.state import READY, Pressure, ServerState
 from edgepilot.tuned.decide import decide
 
@@ -57,6 +58,16 @@ def test_the_budget_now_decides_how_far_it_grows(smollm_path, tmp_path):
     assert settings.n_threads == shrunk.n_threads and settings.n_ubatch == shrunk.n_ubatch  # only the context
     assert after_memory_returns(smollm_path, shrunk, 2048, tight) is None  # memory is not back
     assert after_memory_returns(smollm_path, settings, 2048, roomy) is None  # nothing to grow
+
+
+def test_after_a_memory_kill_the_short_lane_is_counted_in_the_smaller_context(smollm_path, tmp_path):
+    write_device(tmp_path, available_mib=3000)
+    current = _settings(smollm_path, tmp_path, 4096)
+    peak = 285 * MiB  # the worker's peak when it was killed: the memory that was really there
+    alone, _ = after_memory_kill(smollm_path, current, peak, tmp_path)
+    laned, why = after_memory_kill(smollm_path, current, peak, tmp_path, short_ctx=1024)
+    assert laned.n_ctx < alone.n_ctx < current.n_ctx, (laned.n_ctx, alone.n_ctx)
+    assert "the worker's peak when it was killed" in why
 
 
 @pytest.fixture

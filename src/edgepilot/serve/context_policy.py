@@ -14,7 +14,7 @@ from pathlib import Path
 from edgepilot.errors import UserError
 from edgepilot.plan.fit import CTX_STEP
 from edgepilot.plan.settings import EngineSettings
-from edgepilot.serve.planning import MIB, SERVER_RUNTIME_BYTES, device_budget, keep_all_but_ctx
+from edgepilot.serve.planning import MIB, device_budget, keep_all_but_ctx, worker_reserve
 from edgepilot.tuned.decide import decide
 
 GROW_AFTER_SECONDS = 300.0  # a shrunk worker runs this long without a memory death before it regrows
@@ -46,7 +46,11 @@ class GrowthPolicy:
 
 
 def after_memory_returns(
-    model_path: Path, current: EngineSettings, planned_ctx: int, root: str | Path = "/"
+    model_path: Path,
+    current: EngineSettings,
+    planned_ctx: int,
+    root: str | Path = "/",
+    short_ctx: int = 0,
 ) -> tuple[EngineSettings, str] | None:
     """Settings with a larger context when the budget now fits one (up to planned_ctx), else None."""
     if current.n_ctx >= planned_ctx:
@@ -58,7 +62,7 @@ def after_memory_returns(
             keep_all_but_ctx(current),
             root=root,
             budget_bytes=budget,
-            reserve_bytes=SERVER_RUNTIME_BYTES,
+            reserve_bytes=worker_reserve(model_path, current, short_ctx, root),
             use_profile=False,
         ).plan
     except UserError:

@@ -21,6 +21,7 @@ class WorkerLaunch:
     cpus: list[int] | None = None
     verbose: bool = False
     prompt_cpus: list[int] | None = None
+    short_ctx: int = 0  # the short lane's context (serve/short_lane.py): a second context or slot; 0: none
 
 
 @dataclass
@@ -29,7 +30,6 @@ class Launch(WorkerLaunch):
 
     cache_reuse: bool = True
     max_prompt_tokens: int | None = None  # None: the context
-    short_ctx: int = 0  # the short lane's context (serve/short_lane.py); 0: none
     python: str = field(default_factory=lambda: sys.executable)
 
     def argv(self, settings: EngineSettings) -> list[str]:

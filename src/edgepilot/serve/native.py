@@ -47,7 +47,6 @@ class NativeLaunch(WorkerLaunch):
     tensor_split: list[float] = field(default_factory=list)
     cache_reuse: int | None = None
     gpu_layers: int | None = None  # -ngl with --rpc (None: all: 999)
-    short_ctx: int = 0  # a second slot for short requests, its cells beside the main one's (0: one slot)
     override_tensor: str | None = None  # -ot PATTERN=BUFFER_TYPE,... (a tied output kept on this device)
     tool: str = field(default_factory=lambda: str(find_tool("llama-server")))
     env: dict[str, str] = field(default_factory=lambda: dict(os.environ, GGML_NO_BACKTRACE="1"))

@@ -94,6 +94,12 @@ def plan_serve(
     )
 
 
+def worker_reserve(model_path: Path, settings: EngineSettings, short_ctx: int, root: str | Path = "/") -> int:
+    """What an in-process worker holds besides a run's: the HTTP stack, and the short lane when it has one."""
+    lane = short_lane_bytes(model_path, settings, short_ctx, root) if short_ctx else 0
+    return SERVER_RUNTIME_BYTES + lane
+
+
 def keep_all_but_ctx(s: EngineSettings) -> RequestedSettings:
     return replace(as_requested(s), n_ctx=None)
 
@@ -106,7 +112,11 @@ def shrink_ctx(current: int, planner_max: int) -> int:
 
 
 def after_memory_kill(
-    model_path: Path, current: EngineSettings, peak_rss: int | None, root: str | Path = "/"
+    model_path: Path,
+    current: EngineSettings,
+    peak_rss: int | None,
+    root: str | Path = "/",
+    short_ctx: int = 0,
 ) -> tuple[EngineSettings, str]:
     """The next settings: the largest context the planner fits under the memory that was really there
     (the worker's peak when it was killed, or the budget now, whichever is smaller)."""
@@ -119,7 +129,7 @@ def after_memory_kill(
             model_path,
             keep_all_but_ctx(current),
             budget_bytes=budget,
-            reserve_bytes=SERVER_RUNTIME_BYTES,
+            reserve_bytes=worker_reserve(model_path, current, short_ctx, root),
             use_profile=False,
         ).plan
         planner_max = fit.max_ctx

@@ -262,6 +262,7 @@ class Supervisor:
             cpus=plan.cpus,
             verbose=config.verbose,
             prompt_cpus=plan.prompt_cpus,
+            short_ctx=plan.short_ctx,
         )
         launch: Launch | NativeLaunch
         if self.native is not None:
@@ -272,7 +273,6 @@ class Supervisor:
                 tensor_split=native.tensor_split,
                 cache_reuse=native.cache_reuse,
                 gpu_layers=native.gpu_layers,
-                short_ctx=plan.short_ctx,
                 override_tensor=native.override_tensor,
             )
         else:
@@ -280,7 +280,6 @@ class Supervisor:
                 **common,
                 cache_reuse=config.cache_reuse,
                 max_prompt_tokens=config.max_prompt_tokens,
-                short_ctx=plan.short_ctx,
             )
         watchdog = Watchdog(
             launch,

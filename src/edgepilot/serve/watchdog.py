@@ -257,10 +257,16 @@ class Watchdog(threading.Thread):
             if memory:
                 self.growth.memory_death()
                 settings, why = after_memory_kill(
-                    self.launch.model, settings, death.peak_rss_bytes, root=self.root
+                    self.launch.model,
+                    settings,
+                    death.peak_rss_bytes,
+                    root=self.root,
+                    short_ctx=self.launch.short_ctx,
                 )
             elif self.growth.shrunk(settings):
-                grown = after_memory_returns(self.launch.model, settings, self.growth.planned_ctx, self.root)
+                grown = after_memory_returns(
+                    self.launch.model, settings, self.growth.planned_ctx, self.root, self.launch.short_ctx
+                )
                 if grown is not None:
                     settings, why = grown
             death.action = f"restarting in {delay:.1f} s" + (f" with {why}" if why else "")
@@ -287,7 +293,9 @@ class Watchdog(threading.Thread):
             busy = self.state.in_flight > 0 or self.state.waiting > 0
             if not self.growth.quiet(time.time() - w.started, busy, self.state.pressure.gated):
                 continue
-            grown = after_memory_returns(self.launch.model, settings, self.growth.planned_ctx, self.root)
+            grown = after_memory_returns(
+                self.launch.model, settings, self.growth.planned_ctx, self.root, self.launch.short_ctx
+            )
             if grown is None:
                 continue
             w.signal(signal.SIGTERM)
