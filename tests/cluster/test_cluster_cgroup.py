@@ -10,12 +10,12 @@ import signal
 import subprocess
 import threading
 import time
-from pathlib import Path
 
 import pytest
 from netkit import free_port, wait_listening
 from servekit import start_server
 
+from edgepilot.device.process import rss_bytes
 from edgepilot.doctor.cgroup import MemoryLimit, cgroup_problem
 
 MiB = 1 << 20
@@ -27,10 +27,9 @@ pytestmark = pytest.mark.skipif(problem is not None, reason=problem or "")
 
 
 def _vmhwm(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) * 1024
-    raise AssertionError("no VmHWM")
+    peak = rss_bytes(pid)[1]
+    assert peak is not None, f"no VmHWM for {pid}"
+    return peak
 
 
 def test_three_small_helpers_serve_a_model_none_holds_alone(tmp_path, smollm_path, rpc_server_tool):

@@ -14,6 +14,7 @@ import pytest
 from netkit import free_port, wait_listening
 from servekit import start_server
 
+from edgepilot.device.process import rss_bytes
 from edgepilot.doctor.cgroup import MemoryLimit, cgroup_problem
 
 MiB = 1 << 20
@@ -37,10 +38,9 @@ def _evict(path: Path) -> None:
 
 
 def _vmhwm(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) * 1024
-    raise AssertionError("no VmHWM")
+    peak = rss_bytes(pid)[1]
+    assert peak is not None, f"no VmHWM for {pid}"
+    return peak
 
 
 def test_gemma_plan_answers_under_cgroups_every_device_as_predicted(tmp_path, gemma_path, rpc_server_tool):

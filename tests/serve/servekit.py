@@ -71,6 +71,12 @@ class Served:
     def auth(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.key}"} if self.key else {}
 
+    def chat(self, body: dict[str, Any], timeout: float = 300) -> tuple[int, dict[str, Any], float]:
+        """(status, JSON reply, seconds) of one keyed chat completion."""
+        t0 = time.monotonic()
+        code, _, raw = self.request("POST", "/v1/chat/completions", body, self.auth(), timeout=timeout)
+        return code, json.loads(raw), time.monotonic() - t0
+
     def status(self) -> dict[str, Any]:
         code, _, body = self.request("GET", "/status.json", headers=self.auth(), timeout=10)
         assert code == 200, body

@@ -39,12 +39,6 @@ def capped(smollm_path, tmp_path_factory) -> Served:
     assert server.stop() == 0, server.stderr()
 
 
-def _post(served: Served, body: dict, timeout: float = 120) -> tuple[int, dict, float]:
-    t0 = time.monotonic()
-    code, _, raw = served.request("POST", "/v1/chat/completions", body, served.auth(), timeout=timeout)
-    return code, json.loads(raw), time.monotonic() - t0
-
-
 def _maximal(seed: int) -> list[dict]:
     """MAX_MESSAGES messages of MAX_CHARS characters in all, of random letters (many tokens per character)."""
     rng = random.Random(seed)
@@ -60,12 +54,12 @@ def _maximal(seed: int) -> list[dict]:
 def test_the_hostile_request_is_refused_before_it_queues(capped):
     hostile = {"messages": [{"role": "user", "content": "hi"}] * 2001, "max_tokens": MAX_TOKENS}
     assert len(json.dumps(hostile)) > 60_000
-    code, body, took = _post(capped, hostile)
+    code, body, took = capped.chat(hostile)
     assert code == 400, body
     assert body["error"]["code"] == "request_too_large" and "--max-messages" in body["error"]["message"]
     assert took < 5, took
     big = {"messages": [{"role": "user", "content": "x" * (MAX_CHARS + 1)}]}
-    code, body, _ = _post(capped, big)
+    code, body, _ = capped.chat(big)
     assert code == 400 and "--max-prompt-chars" in body["error"]["message"], body
     assert capped.status()["max_messages"] == MAX_MESSAGES
 
@@ -74,16 +68,16 @@ def test_a_small_request_is_answered_while_the_largest_allowed_one_runs(capped):
     maximal = {"messages": _maximal(1), "max_tokens": MAX_TOKENS}
     assert sum(len(m["role"]) + len(m["content"]) for m in maximal["messages"]) == MAX_CHARS
     first: list[tuple[int, dict, float]] = []
-    runner = threading.Thread(target=lambda: first.append(_post(capped, maximal)))
+    runner = threading.Thread(target=lambda: first.append(capped.chat(maximal)))
     runner.start()
     deadline = time.monotonic() + 10
     while capped.status()["requests"]["in_flight"] == 0 and runner.is_alive() and time.monotonic() < deadline:
         time.sleep(0.05)
     # while it is in flight, more of the hostile kind are refused at once, without waiting their turn
-    code, body, took = _post(capped, {"messages": maximal["messages"] * 8})
+    code, body, took = capped.chat({"messages": maximal["messages"] * 8})
     assert code == 400 and took < 2, (body, took)
     small = {"messages": [{"role": "user", "content": "Say hi."}], "max_tokens": 8}
-    code, body, waited = _post(capped, small)
+    code, body, waited = capped.chat(small)
     runner.join(120)
     assert code == 200, body
     assert first and first[0][0] == 200, first

@@ -9,7 +9,6 @@ compute buffer than the plan allows for)."""
 
 from __future__ import annotations
 
-import json
 import random
 import threading
 import time
@@ -32,12 +31,6 @@ def laned(request, smollm_path, tmp_path_factory) -> Served:
     server.engine = request.param  # type: ignore[attr-defined]
     yield server
     assert server.stop() == 0, server.stderr()
-
-
-def _post(served: Served, body: dict, timeout: float = 300) -> tuple[int, dict, float]:
-    t0 = time.monotonic()
-    code, _, raw = served.request("POST", "/v1/chat/completions", body, served.auth(), timeout=timeout)
-    return code, json.loads(raw), time.monotonic() - t0
 
 
 def _maximal(served: Served) -> dict:
@@ -74,11 +67,11 @@ def _in_flight(served: Served, runner: threading.Thread) -> None:
 def test_a_small_request_is_answered_within_5_s_while_the_largest_allowed_one_runs(laned):
     maximal = _maximal(laned)
     first: list[tuple[int, dict, float]] = []
-    runner = threading.Thread(target=lambda: first.append(_post(laned, maximal)))
+    runner = threading.Thread(target=lambda: first.append(laned.chat(maximal)))
     runner.start()
     _in_flight(laned, runner)
     small = {"messages": [{"role": "user", "content": "Say hi."}], "max_tokens": 8, "temperature": 0}
-    code, body, waited = _post(laned, small)
+    code, body, waited = laned.chat(small)
     still_running = runner.is_alive()
     runner.join(600)
     assert code == 200 and body["choices"][0]["message"]["content"], body
@@ -107,11 +100,11 @@ def test_a_request_too_long_for_the_short_lane_waits_for_the_main_one(laned):
     maximal["max_tokens"] = 16
     before = (laned.status()["engine"] or {}).get("short_lane", {}).get("requests")
     done: list[str] = []
-    runner = threading.Thread(target=lambda: (_post(laned, maximal), done.append("large")))
+    runner = threading.Thread(target=lambda: (laned.chat(maximal), done.append("large")))
     runner.start()
     _in_flight(laned, runner)
     long_one = {"messages": [{"role": "user", "content": "word " * 400}], "max_tokens": 4}
-    code, body, _ = _post(laned, long_one)
+    code, body, _ = laned.chat(long_one)
     done.append("long")
     runner.join(600)
     assert code == 200, body
