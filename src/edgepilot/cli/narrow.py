@@ -47,6 +47,7 @@ def say(out: Console, text: str | Text, style: str | None = None) -> None:
     head, body = line.divide([hang])
     for n, wrapped in enumerate(body.wrap(out, out.width - hang, overflow="fold")):
         lead = head if n == 0 else Text(" " * hang, style=line.style)
+        wrapped.rstrip()  # the space a line broke at: at the full width it would make a blank line
         out.print(Text.assemble(lead, wrapped))
 
 
