@@ -3,7 +3,6 @@ verdict, and the record the doctor compares a run against (rpc-link-slow)."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -37,8 +36,9 @@ def predict_link(
     source, detail = "given", ""
     if speed is None:
         from edgepilot.bench.known_speed import known_speed
+        from edgepilot.device.process import allowed_cpus
 
-        known = known_speed(Path(plan.model), len(os.sched_getaffinity(0)), Path(root))
+        known = known_speed(Path(plan.model), len(allowed_cpus()), Path(root))
         speed, source, detail = (known.gen_tps, known.prompt_tps), known.source, known.detail
     shares = [
         (s.name, s.first_layer, s.end_layer)
