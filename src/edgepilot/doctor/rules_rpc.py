@@ -1,12 +1,14 @@
 """llama.cpp's RPC backend (`--rpc HOST:PORT,...`): a helper that cannot be reached, speaks another protocol
 version, or goes away mid-run. The client aborts in every case (ggml-rpc.cpp: GGML_ABORT / RPC_STATUS_ASSERT),
-so the main process dies with SIGABRT and the line below names the helper. And a run that works but
+so the main process dies with SIGABRT and the line below names the helper, or, when it was writing to a helper
+that is gone, with SIGPIPE and no line at all. And a run that works but
 generates well below what `cluster plan --link` predicted for those helpers: the link is slower than
 planned."""
 
 from __future__ import annotations
 
 import re
+import signal
 
 from edgepilot.doctor import pool_record
 from edgepilot.doctor.command import shell_join
@@ -79,8 +81,11 @@ def rpc_version_mismatch(ev: Evidence) -> list[Cause]:
 
 def rpc_helper_lost(ev: Evidence) -> list[Cause]:
     lines = ev.grep(LOST, limit=1) + ev.grep(RECV, limit=1)
-    if not ev.has(LOST):
+    broken_pipe = ev.signal == signal.SIGPIPE and _rpc_arg(ev) is not None
+    if not ev.has(LOST) and not broken_pipe:
         return []
+    if not lines:
+        lines = [f"{ev.status_line()} while sending to a --rpc helper: the connection to it broke"]
     fix = (
         f"restart the helper ({HELPER_CMD}) and check why it stopped (its own output; on a phone keep it in "
         f"the foreground with a wake lock); then `edgepilot cluster plan` with its real free memory: "
