@@ -26,3 +26,25 @@ def wait_listening(port: int, proc: subprocess.Popen | None = None, timeout: flo
         except OSError:
             time.sleep(0.1)
     raise AssertionError(f"nothing listens on 127.0.0.1:{port} after {timeout} s")
+
+
+def start_helpers_in_limits(helpers: list, limits: list, procs: list) -> None:
+    """Each helper's rpc-server in a cgroup v1 memory limit of its budget, listening when this returns.
+    Appends to `limits` and `procs` as it goes: the caller's `finally` stops and removes what was started."""
+    import os
+
+    from edgepilot.cluster.rpc_server import rpc_server_command
+    from edgepilot.doctor.cgroup import MemoryLimit
+
+    for h in helpers:
+        limit = MemoryLimit(h.budget_bytes).__enter__()
+        limits.append(limit)
+        cmd = rpc_server_command(h.host, h.port, threads=1)
+        env = dict(os.environ, GGML_NO_BACKTRACE="1")
+        procs.append(
+            subprocess.Popen(
+                limit.wrap(cmd.argv), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env
+            )
+        )
+    for h, proc in zip(helpers, procs, strict=True):
+        wait_listening(h.port, proc)

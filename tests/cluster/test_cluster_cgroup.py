@@ -5,18 +5,16 @@ gives the client a clear error and the doctor's diagnosis, never a hang."""
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
 import threading
 import time
 
 import pytest
-from netkit import free_port, wait_listening
+from netkit import free_port, start_helpers_in_limits
 from servekit import start_server
 
 from edgepilot.device.process import rss_bytes
-from edgepilot.doctor.cgroup import MemoryLimit, cgroup_problem
+from edgepilot.doctor.cgroup import cgroup_problem
 
 MiB = 1 << 20
 BUDGETS = [48 * MiB, 48 * MiB, 72 * MiB]  # SmolLM2 135M Q4_1 at ctx 512 needs ~120 MiB on one helper
@@ -34,7 +32,6 @@ def _vmhwm(pid: int) -> int:
 
 def test_three_small_helpers_serve_a_model_none_holds_alone(tmp_path, smollm_path, rpc_server_tool):
     from edgepilot.cluster.plan import Helper, plan_cluster
-    from edgepilot.cluster.rpc_server import rpc_server_command
 
     ports = [free_port() for _ in BUDGETS]
     helpers = [Helper("127.0.0.1", p, b) for p, b in zip(ports, BUDGETS, strict=True)]
@@ -48,18 +45,7 @@ def test_three_small_helpers_serve_a_model_none_holds_alone(tmp_path, smollm_pat
 
     limits, procs = [], []
     try:
-        for h in helpers:
-            limit = MemoryLimit(h.budget_bytes).__enter__()
-            limits.append(limit)
-            cmd = rpc_server_command(h.host, h.port, threads=1)
-            env = dict(os.environ, GGML_NO_BACKTRACE="1")
-            procs.append(
-                subprocess.Popen(
-                    limit.wrap(cmd.argv), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env
-                )
-            )
-        for p, proc in zip(ports, procs, strict=True):
-            wait_listening(p, proc)
+        start_helpers_in_limits(helpers, limits, procs)
 
         # the command the plan prints (SmolLM2's output is tied: it stays on the main device with -ot)
         assert plan.output_on_main and "--override-tensor" in plan.edgepilot_command

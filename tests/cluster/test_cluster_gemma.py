@@ -7,11 +7,10 @@ helpers' rpc-servers and the main device's llama-server."""
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
-from netkit import free_port, wait_listening
+from netkit import free_port, start_helpers_in_limits
 from servekit import start_server
 
 from edgepilot.device.process import rss_bytes
@@ -45,7 +44,6 @@ def _vmhwm(pid: int) -> int:
 
 def test_gemma_plan_answers_under_cgroups_every_device_as_predicted(tmp_path, gemma_path, rpc_server_tool):
     from edgepilot.cluster.plan import Helper, plan_cluster
-    from edgepilot.cluster.rpc_server import rpc_server_command
 
     ports = [free_port() for _ in BUDGETS]
     helpers = [Helper("127.0.0.1", p, b) for p, b in zip(ports, BUDGETS, strict=True)]
@@ -61,18 +59,7 @@ def test_gemma_plan_answers_under_cgroups_every_device_as_predicted(tmp_path, ge
     _evict(gemma_path)  # its pages are charged to whoever reads them first: the main device's llama-server
     limits, procs = [], []
     try:
-        for h in helpers:
-            limit = MemoryLimit(h.budget_bytes).__enter__()
-            limits.append(limit)
-            cmd = rpc_server_command(h.host, h.port, threads=1)
-            env = dict(os.environ, GGML_NO_BACKTRACE="1")
-            procs.append(
-                subprocess.Popen(
-                    limit.wrap(cmd.argv), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env
-                )
-            )
-        for p, proc in zip(ports, procs, strict=True):
-            wait_listening(p, proc)
+        start_helpers_in_limits(helpers, limits, procs)
 
         main_limit = MemoryLimit(MAIN_BUDGET).__enter__()
         limits.append(main_limit)
