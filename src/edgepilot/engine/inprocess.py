@@ -71,9 +71,7 @@ class LlamaEngine:
         self._piece_buf = ctypes.create_string_buffer(256)
         self.load = LoadInfo(
             seconds=time.perf_counter() - t0,
-            n_ctx=llama_cpp.llama_n_ctx(self._ctx),
-            n_batch=llama_cpp.llama_n_batch(self._ctx),
-            n_ubatch=llama_cpp.llama_n_ubatch(self._ctx),
+            **self._context_sizes(),
             n_ctx_train=llama_cpp.llama_model_n_ctx_train(self._model),
             n_vocab=llama_cpp.llama_vocab_n_tokens(self.vocab),
             n_params=llama_cpp.llama_model_n_params(self._model),
@@ -140,9 +138,8 @@ class LlamaEngine:
             self.settings = settings
             self._ctx = self._new_context()
             fresh = True
-        self.load.n_ctx = llama_cpp.llama_n_ctx(self._ctx)
-        self.load.n_batch = llama_cpp.llama_n_batch(self._ctx)
-        self.load.n_ubatch = llama_cpp.llama_n_ubatch(self._ctx)
+        for name, value in self._context_sizes().items():  # in place: holders of self.load see them
+            setattr(self.load, name, value)
         return fresh
 
     def sibling(self, settings: EngineSettings) -> LlamaEngine:
@@ -153,15 +150,17 @@ class LlamaEngine:
         twin.settings, twin._parked, twin._owns_model, twin.turns = settings, None, False, None
         twin._piece_buf = ctypes.create_string_buffer(256)
         twin._ctx = twin._new_context()
-        twin.load = replace(
-            self.load,
-            n_ctx=llama_cpp.llama_n_ctx(twin._ctx),
-            n_batch=llama_cpp.llama_n_batch(twin._ctx),
-            n_ubatch=llama_cpp.llama_n_ubatch(twin._ctx),
-            seconds=0.0,
-            log=[],
-        )
+        twin.load = replace(self.load, **twin._context_sizes(), seconds=0.0, log=[])
         return twin
+
+    def _context_sizes(self) -> dict[str, int]:
+        """What llama.cpp made of the context's settings (it clamps the batches to the context)."""
+        ctx = self._ctx
+        return {
+            "n_ctx": llama_cpp.llama_n_ctx(ctx),
+            "n_batch": llama_cpp.llama_n_batch(ctx),
+            "n_ubatch": llama_cpp.llama_n_ubatch(ctx),
+        }
 
     def _describe(self) -> str:
         buf = ctypes.create_string_buffer(256)
