@@ -257,12 +257,12 @@ class Generator:
     async def complete(self, job: Job, cancelled: threading.Event) -> Outcome:
         """The whole reply at once. No per-token hop to the event loop: every wake-up of another thread
         takes a core from llama.cpp's compute threads, which wait for each other at every barrier."""
+        handed_on = False
         try:
-            outcome = await asyncio.wrap_future(self._pool.submit(self._run, job, lambda _p: None, cancelled))
+            return await asyncio.wrap_future(self._pool.submit(self._run, job, lambda _p: None, cancelled))
         except NotShort:
-            raise  # the request goes on in the main lane: not cancelled
-        except BaseException:
-            cancelled.set()
+            handed_on = True  # the request goes on in the main lane: not cancelled
             raise
-        cancelled.set()
-        return outcome
+        finally:
+            if not handed_on:
+                cancelled.set()
