@@ -72,7 +72,7 @@ class ChatSession:
     ) -> None:
         if n_predict < 1:
             raise UserError("-n must be at least 1")
-        self.engine_info = choose_engine(engine)
+        self.engine_info = choose_engine(engine, gpu=requested is not None and requested.wants_gpu)
         self.path = resolve_model(model)
         decision = decide(
             self.path, requested, ctx_needed=RUN_CTX, budget_bytes=budget_bytes, engine=self.engine_info

@@ -63,6 +63,18 @@ NO_PROFILE = click.option(
     is_flag=True,
     help="Leave out the profile `edgepilot tune` saved for this model (threads, ubatch, flash attention)",
 )
+DEVICE = click.option(
+    "--device",
+    metavar="NAME|none|auto",
+    help="llama.cpp's -dev: none (the CPU), a GPU llama.cpp lists (Vulkan0: `edgepilot probe`), or auto "
+    "(the tuned profile's choice, else the CPU)",
+)
+GPU_LAYERS = click.option(
+    "--gpu-layers",
+    "-ngl",
+    metavar="N|all|auto",
+    help="Layers offloaded to --device (llama.cpp's -ngl; default: all on a named device, none on the CPU)",
+)
 NO_PRELOAD = click.option(
     "--no-preload",
     is_flag=True,
@@ -87,8 +99,9 @@ VERBOSE = click.option("--verbose", "-v", is_flag=True, help="Show llama.cpp's o
 
 
 def settings_flags(func: F) -> F:
-    """--ctx, --batch, --ubatch, --kv, --flash-attn, --threads, --no-mmap, --no-repack and --no-profile, in
-    that order, handed to the command as one `requested` (a RequestedSettings) argument."""
+    """--ctx, --batch, --ubatch, --kv, --flash-attn, --threads, --no-mmap, --no-repack, --no-profile,
+    --device and --gpu-layers, in that order, handed to the command as one `requested` (a RequestedSettings)
+    argument."""
 
     @functools.wraps(func)
     def with_request(
@@ -102,16 +115,34 @@ def settings_flags(func: F) -> F:
         no_mmap: bool,
         no_repack: bool,
         no_profile: bool,
+        device: str | None,
+        gpu_layers: str | None,
         **kwargs: Any,
     ) -> Any:
+        from edgepilot.cli.app import fail
         from edgepilot.plan.requested import RequestedSettings  # at run time: --help stays light
 
-        requested = RequestedSettings.from_flags(
-            ctx, batch, ubatch, kv, flash_attn, no_mmap, threads, no_repack, no_profile
-        )
+        try:
+            requested = RequestedSettings.from_flags(
+                ctx,
+                batch,
+                ubatch,
+                kv,
+                flash_attn,
+                no_mmap,
+                threads,
+                no_repack,
+                no_profile,
+                device,
+                gpu_layers,
+            )
+        except UserError as exc:
+            raise fail(str(exc)) from None
         return func(*args, requested=requested, **kwargs)
 
     command: Any = with_request
-    for flag in reversed((CTX, BATCH, UBATCH, KV, FLASH_ATTN, THREADS, NO_MMAP, NO_REPACK, NO_PROFILE)):
+    for flag in reversed(
+        (CTX, BATCH, UBATCH, KV, FLASH_ATTN, THREADS, NO_MMAP, NO_REPACK, NO_PROFILE, DEVICE, GPU_LAYERS)
+    ):
         command = flag(command)
     return command

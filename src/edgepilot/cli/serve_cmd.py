@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -70,10 +71,10 @@ def render_stopped(s: ServeStopped) -> None:
     )
 
 
-def _engine_kind(engine: str | None) -> str:
+def _engine_kind(engine: str | None, gpu: bool) -> str:
     from edgepilot.engine.choice import choose_engine
 
-    return choose_engine("tools" if engine == "llama-server" else engine).kind
+    return choose_engine("tools" if engine == "llama-server" else engine, gpu=gpu).kind
 
 
 @app.command()
@@ -126,11 +127,6 @@ def _engine_kind(engine: str | None) -> str:
 @click.option("--rpc", help="HOST:PORT,... of `edgepilot rpc-server` helpers (implies --engine llama-server)")
 @click.option("--tensor-split", help="Share of the layers per --rpc helper (see `edgepilot cluster plan`)")
 @click.option(
-    "--gpu-layers",
-    type=int,
-    help="Layers the --rpc helpers hold, output included (llama.cpp's -ngl; the rest stay on this CPU)",
-)
-@click.option(
     "--override-tensor",
     help="llama.cpp's -ot PATTERN=BUFFER_TYPE with --rpc, e.g. token_embd\\.weight=CPU: a tied output "
     "stays on this device (see `edgepilot cluster plan`)",
@@ -165,7 +161,6 @@ def serve(
     engine: str | None,
     rpc: str | None,
     tensor_split: str | None,
-    gpu_layers: int | None,
     override_tensor: str | None,
     cache_reuse: int | None,
     header_timeout: float,
@@ -180,19 +175,24 @@ def serve(
     flags.check_range("--max-prompt-chars", max_prompt_chars, 0, 1 << 30)
     flags.check_range("--max-prompt-tokens", max_prompt_tokens, 0, 1 << 30)
     from edgepilot.engine.rpc_args import parse_override_tensor, parse_rpc, parse_tensor_split
+    from edgepilot.plan.requested import ALL_LAYERS
     from edgepilot.serve.server import NativeEngine
     from edgepilot.serve.server import serve as run_server
 
     helpers = parse_rpc(rpc)
     if tensor_split and not helpers:
         raise UserError("--tensor-split needs --rpc HOST:PORT,...")
-    if gpu_layers is not None and not helpers:
-        raise UserError("--gpu-layers needs --rpc HOST:PORT,...")
     if override_tensor is not None and not helpers:
         raise UserError("--override-tensor needs --rpc HOST:PORT,...")
-    flags.check_range("--gpu-layers", gpu_layers, 1, 1 << 20)
+    gpu_layers = None
+    if helpers:  # --gpu-layers: the layers the --rpc helpers hold, output included (the rest stay here)
+        gpu_layers = requested.n_gpu_layers if requested.n_gpu_layers != ALL_LAYERS else None
+        flags.check_range("--gpu-layers", gpu_layers, 1, 1 << 20)
+        if requested.device is not None:
+            raise UserError("--device with --rpc: the helpers are the devices; leave --device out")
+        requested = replace(requested, n_gpu_layers=None)
     native = None
-    if helpers or cache_reuse is not None or _engine_kind(engine) == "tools":
+    if helpers or cache_reuse is not None or _engine_kind(engine, requested.wants_gpu) == "tools":
         flags.check_range("--cache-reuse", cache_reuse, 0, 1 << 30)
         native = NativeEngine(
             helpers,

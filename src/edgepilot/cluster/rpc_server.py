@@ -6,7 +6,9 @@ import ipaddress
 import os
 from dataclasses import dataclass
 
+from edgepilot.engine.child_env import llama_env
 from edgepilot.engine.native_tools import ToolMissing, find_tool, tools_dir, where_to_get
+from edgepilot.engine.tool_flags import known_flags
 from edgepilot.errors import UserError
 
 LOOPBACK = "127.0.0.1"
@@ -65,6 +67,8 @@ def rpc_server_command(
     argv = [str(tool), "--host", host, "--port", str(port)]
     if threads is not None:
         argv += ["--threads", str(threads)]
+    if missing is None and "--device" in (known_flags(tool) or ()):
+        argv += ["--device", "CPU"]  # rpc-server offers a GPU before the CPU whenever a backend has one
     exposed = not is_loopback(host)
     warnings = []
     if exposed:
@@ -74,5 +78,5 @@ def rpc_server_command(
 
 def exec_rpc_server(cmd: RpcServerCommand) -> None:
     """Replace this process with rpc-server (Ctrl-C and signals go straight to it)."""
-    env = dict(os.environ, GGML_NO_BACKTRACE="1")
+    env = llama_env()  # a helper lends its CPU: an installed GPU backend is neither offered nor loaded
     os.execve(cmd.argv[0], cmd.argv, env)

@@ -106,13 +106,23 @@ def requested_engine(requested: str | None) -> str:
     return choice
 
 
-def choose_engine(requested: str | None = None, load: bool = True, tool: str = "llama-server") -> EngineInfo:
+def choose_engine(
+    requested: str | None = None, load: bool = True, tool: str = "llama-server", gpu: bool = False
+) -> EngineInfo:
     """The engine for this command; UserError (one line) naming what to install when there is none.
     load=False: decide without loading llama.cpp (fit plans without it; an installed binding counts).
     `tool`: the llama.cpp program the command runs through without the in-process engine (bench:
-    llama-bench, quantize: llama-quantize ...); the tools engine's path and version are that program's."""
+    llama-bench, quantize: llama-quantize ...); the tools engine's path and version are that program's.
+    gpu: a GPU device was asked for: auto takes llama.cpp's programs (the in-process build is CPU-only)."""
     choice = requested_engine(requested)
     reason = ""
+    if gpu and choice == "inprocess":
+        raise UserError(
+            "--engine inprocess runs on the CPU only (its llama.cpp has no GPU backend): use --engine tools "
+            "for --device, or --device none"
+        )
+    if gpu and choice == "auto":
+        choice, reason = "tools", "a GPU device was asked for (the in-process engine is CPU-only)"
     if choice in ("auto", "inprocess"):
         ok, reason = _binding(load)
         if ok:
@@ -131,6 +141,8 @@ def choose_engine(requested: str | None = None, load: bool = True, tool: str = "
             f"no llama.cpp to run: llama-cpp-python {reason}, and {tool} is not installed; "
             f"{where_to_get(tool)}"
         ) from None
+    if gpu and requested_engine(requested) == "auto":
+        return _tools_info(path, reason)
     return _tools_info(path, "asked for" if choice == "tools" else f"llama-cpp-python {reason}")
 
 

@@ -28,8 +28,10 @@ from typing import Any
 
 from edgepilot.device.process import allowed_cpus
 from edgepilot.engine.base import EngineError
+from edgepilot.engine.child_env import llama_env
 from edgepilot.engine.tool_flags import adapt_args, help_text, known_flags
 from edgepilot.errors import UserError
+from edgepilot.plan.settings import CPU_DEVICE
 
 PROGRESS = re.compile(r"llama-bench: benchmark (\d+)/(\d+): (.+)$")
 # Lines of llama-bench's --progress that start one unit of work (a warm-up or a repetition).
@@ -54,6 +56,7 @@ class BenchJob:
     type_k: str = "f16"
     type_v: str = "f16"
     n_gpu_layers: int = 0
+    device: str = CPU_DEVICE  # llama-bench's -dev: none (the CPU) or one GPU device (Vulkan0)
     warmup: bool = True
 
 
@@ -170,7 +173,7 @@ def bench_argv(tool: Path, job: BenchJob) -> list[str]:
     argv = [str(tool), "-m", str(job.model), "-o", fmt, "-r", str(job.reps)]
     argv += ["-p", _csv(job.n_prompt), "-n", _csv(job.n_gen), "-t", _csv(job.threads)]
     argv += ["-b", str(job.n_batch), "-ub", _csv(job.ubatch), "-fa", _csv(job.flash_attn)]
-    argv += ["-ctk", job.type_k, "-ctv", job.type_v, "-ngl", str(job.n_gpu_layers)]
+    argv += ["-ctk", job.type_k, "-ctv", job.type_v, "-dev", job.device, "-ngl", str(job.n_gpu_layers)]
     if job.repack != [True]:
         argv += ["--repack", _csv(job.repack)]
     argv += ["--progress"] + ([] if job.warmup else ["--no-warmup"])
@@ -218,7 +221,7 @@ def run_llama_bench(
     (a warm-up or a repetition) as it starts, on_record each result as it is printed. With `timeout`, a run
     that takes longer is stopped and returns what it measured so far (timed_out=True)."""
     argv = bench_argv(tool, job)
-    env = dict(os.environ, GGML_NO_BACKTRACE="1")
+    env = llama_env(job.device == CPU_DEVICE)
     t0 = time.perf_counter()
     with start_on_cpus(cpus):
         try:

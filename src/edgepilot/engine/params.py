@@ -2,13 +2,26 @@
 
 from __future__ import annotations
 
+import ctypes
+
 from edgepilot.engine.interrupts import load_progress_callback
 from edgepilot.engine.llama_binding import llama_cpp
+from edgepilot.errors import UserError
 from edgepilot.plan.settings import EngineSettings, kv_type_id
+
+# llama.cpp's `-dev none`: a NULL-terminated device list holding no device (a NULL list means every device).
+_NO_DEVICES = (ctypes.c_void_p * 1)()
 
 
 def model_params(s: EngineSettings, no_alloc: bool = False) -> llama_cpp.llama_model_params:
     params = llama_cpp.llama_model_default_params()
+    if not s.on_cpu:
+        raise UserError(
+            f"--device {s.device}: the in-process engine runs on the CPU (and --rpc helpers) only; "
+            "`--engine tools` runs llama.cpp's own programs with their GPU backends"
+        )
+    if s.device is not None:  # None: the --rpc helpers' devices, which a NULL list includes
+        params.devices = ctypes.addressof(_NO_DEVICES)
     params.n_gpu_layers = s.n_gpu_layers
     params.use_extra_bufts = s.repack  # False: no CPU_REPACK copies (llama.cpp's --no-repack)
     if no_alloc:  # a no-alloc pass maps nothing (llama-model.cpp asserts it)

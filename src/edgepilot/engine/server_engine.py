@@ -25,6 +25,7 @@ from typing import Any
 
 from edgepilot.device.process import rss_bytes
 from edgepilot.engine.base import EngineError, GenerationStats, LoadInfo, TurnStats
+from edgepilot.engine.child_env import llama_env
 from edgepilot.engine.native_tools import find_tool, tool_version
 from edgepilot.engine.sampling import SamplerSettings
 from edgepilot.engine.tool_flags import adapt_args
@@ -94,7 +95,7 @@ class ServerEngine:
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
-            env=dict(os.environ, GGML_NO_BACKTRACE="1"),
+            env=llama_env(self.settings.on_cpu),
             start_new_session=True,  # Ctrl-C in the terminal reaches edgepilot, which stops the child itself
         )
         threading.Thread(target=self._pump, args=(self._proc.stderr,), daemon=True).start()

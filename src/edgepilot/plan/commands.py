@@ -51,4 +51,6 @@ def edgepilot_command(model: Path | str, settings: EngineSettings, tool: str = "
         args.append("--no-mmap")
     if not settings.repack:
         args.append("--no-repack")
+    if not settings.on_cpu:
+        args += ["--device", str(settings.device), "--gpu-layers", str(settings.n_gpu_layers)]
     return args

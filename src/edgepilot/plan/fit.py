@@ -21,9 +21,9 @@ from edgepilot.plan.planner import (
     load_model_facts,
     read_device,
 )
-from edgepilot.plan.requested import RequestedSettings
+from edgepilot.plan.requested import ALL_LAYERS, RequestedSettings
 from edgepilot.plan.search import SearchResult, search
-from edgepilot.plan.settings import UNQUANTIZED_KV, EngineSettings
+from edgepilot.plan.settings import CPU_DEVICE, UNQUANTIZED_KV, EngineSettings
 from edgepilot.plan.types import FitResult
 
 __all__ = ["CTX_STEP", "DEFAULT_UBATCH", "THREADS_PER_CPU", "DeviceFacts", "Planner", "fit_model"]
@@ -41,6 +41,23 @@ def trade_offs(found: SearchResult, peak: int) -> list[str]:
             f"{found.peak_untraded / 2**20:.0f} MiB instead of {peak / 2**20:.0f} MiB"
         )
     return lines
+
+
+def offloaded_layers(req: RequestedSettings, n_layer: int) -> int:
+    """--gpu-layers as llama.cpp counts them: every repeating layer plus the output (n_layer + 1) at most;
+    all of them on a named device when not given, none on the CPU."""
+    on_cpu = req.device in (None, CPU_DEVICE)
+    if req.n_gpu_layers is None:
+        return 0 if on_cpu else n_layer + 1
+    if on_cpu and req.n_gpu_layers != 0:
+        shown = "all" if req.n_gpu_layers == ALL_LAYERS else req.n_gpu_layers
+        raise UserError(
+            f"--gpu-layers {shown} needs a GPU: add --device NAME (`edgepilot probe` lists llama.cpp's "
+            "devices)"
+        )
+    if req.n_gpu_layers == ALL_LAYERS:
+        return n_layer + 1
+    return min(req.n_gpu_layers, n_layer + 1)
 
 
 def fit_model(
@@ -82,6 +99,8 @@ def fit_model(
         n_threads=req.n_threads if req.n_threads is not None else device.default_threads(),
         n_threads_batch=req.n_threads_batch,
         repack=True if req.repack is None else req.repack,
+        device=req.device or CPU_DEVICE,
+        n_gpu_layers=offloaded_layers(req, arch.n_layer),
     )
     settings.validate()
     cpus = device.cpu.cores or device.allowed_cpus or 1

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, fields, replace
 
 import psutil
 
 from edgepilot.device.cpu import CpuFacts
+from edgepilot.errors import UserError
 
 
 @dataclass(frozen=True)
@@ -24,6 +26,13 @@ class RequestedSettings:
     n_threads_batch: int | None = None  # prompt processing (None: the tuned profile's, else n_threads)
     repack: bool | None = None  # llama.cpp's CPU_REPACK of weights (None: on, as llama.cpp does)
     profile: bool | None = None  # False: leave the tuned profile out (--no-profile); None: use it if any
+    device: str | None = None  # llama.cpp's -dev: "none" (the CPU), a device name, None/"auto": decided
+    n_gpu_layers: int | None = None  # ALL_LAYERS for every layer; None: decided (all on a named device)
+
+    @property
+    def wants_gpu(self) -> bool:
+        """A GPU device or offloaded layers were asked for."""
+        return self.device not in (None, "none") or self.n_gpu_layers not in (None, 0)
 
     @classmethod
     def from_flags(
@@ -37,6 +46,8 @@ class RequestedSettings:
         threads: int | None = None,
         no_repack: bool = False,
         no_profile: bool = False,
+        device: str | None = None,
+        gpu_layers: str | None = None,
     ) -> RequestedSettings:
         """The command-line flags `run`, `fit` and `serve` share (one --kv sets both K and V)."""
         return cls(
@@ -50,7 +61,43 @@ class RequestedSettings:
             n_threads=threads,
             repack=False if no_repack else None,
             profile=False if no_profile else None,
+            device=parse_device(device),
+            n_gpu_layers=parse_gpu_layers(gpu_layers),
         )
+
+
+ALL_LAYERS = -1  # --gpu-layers all: resolved to the model's layers + its output (llama.cpp's n_layer + 1)
+AUTO = "auto"
+_DEVICE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.:\[\]-]{0,63}")
+
+
+def parse_device(text: str | None) -> str | None:
+    """--device NAME|none|auto (llama.cpp's names: Vulkan0, OpenCL0 ...; `llama-server --list-devices`)."""
+    if text is None or text.strip().lower() == AUTO:
+        return None
+    name = text.strip()
+    if name.lower() == "none":
+        return "none"
+    if "," in name:
+        raise UserError(f"--device {text!r}: edgepilot offloads to one device; name one, e.g. Vulkan0")
+    if not _DEVICE_NAME.fullmatch(name) or name.upper() == "CPU":
+        raise UserError(
+            f"--device {text!r}: write none (the CPU), auto, or a device llama.cpp lists, e.g. Vulkan0 "
+            "(`edgepilot probe` shows them)"
+        )
+    return name
+
+
+def parse_gpu_layers(text: str | None) -> int | None:
+    """--gpu-layers N|all|auto."""
+    if text is None or text.strip().lower() == AUTO:
+        return None
+    value = text.strip().lower()
+    if value == "all":
+        return ALL_LAYERS
+    if not value.isdigit() or len(value) > 7:
+        raise UserError(f"--gpu-layers {text!r}: write a number of layers (0 or more), all, or auto")
+    return int(value)
 
 
 def _set_fields(r: RequestedSettings) -> dict[str, object]:

@@ -11,6 +11,7 @@ UNQUANTIZED_KV = {"f32", "f16", "bf16"}
 # llama.cpp keeps context and batch sizes in uint32: a larger value would silently wrap around.
 MAX_TOKENS_SETTING = 1 << 30
 MAX_THREADS = 1024
+CPU_DEVICE = "none"  # llama.cpp's `-dev none`: no device but the CPU
 
 
 def kv_type_id(name: str) -> int:
@@ -35,6 +36,9 @@ class EngineSettings:
     n_threads: int
     n_threads_batch: int | None = None  # None: same as n_threads
     n_gpu_layers: int = 0
+    # llama.cpp's -dev: "none" is a CPU run (an installed GPU backend can neither take ops nor crash it), a
+    # name (Vulkan0) offloads n_gpu_layers there; None leaves llama.cpp's own choice (the --rpc helpers).
+    device: str | None = CPU_DEVICE
     repack: bool = True  # llama.cpp's CPU_REPACK copies of weights for the CPU's fast kernels
     # llama-cli's default: sliding-window layers keep only the window, not n_ctx cells (less memory).
     # llama-cpp-python's Llama() keeps them full (llama_context_default_params).
@@ -52,6 +56,13 @@ class EngineSettings:
         threads = [self.n_threads] + ([self.n_threads_batch] if self.n_threads_batch is not None else [])
         if not all(1 <= t <= MAX_THREADS for t in threads):
             raise UserError(f"thread count must be between 1 and {MAX_THREADS}")
+        if self.n_gpu_layers < 0:
+            raise UserError(f"--gpu-layers {self.n_gpu_layers}: give 0 or more, all or auto")
+        if self.device == CPU_DEVICE and self.n_gpu_layers:
+            raise UserError(
+                f"--gpu-layers {self.n_gpu_layers} with --device none: name a device (--device Vulkan0), "
+                "or leave --gpu-layers out for a CPU run"
+            )
         kv_type_id(self.type_k)
         kv_type_id(self.type_v)
         if self.type_v.lower() not in UNQUANTIZED_KV and not self.flash_attn:
@@ -59,6 +70,12 @@ class EngineSettings:
                 f"a quantized V cache ({self.type_v}) needs flash attention in llama.cpp; add --flash-attn"
             )
         return self
+
+    @property
+    def on_cpu(self) -> bool:
+        """No GPU takes part (the --rpc helpers' devices are not GPUs of this device). A named device at
+        -ngl 0 is not a CPU run: llama.cpp still sends large batches there (op offload)."""
+        return self.device is None or self.device == CPU_DEVICE
 
     @property
     def effective_ubatch(self) -> int:
@@ -81,9 +98,10 @@ class EngineSettings:
             self.type_v,
             "-fa",
             "on" if self.flash_attn else "off",
-            "-ngl",
-            str(self.n_gpu_layers),
         ]
+        if self.device is not None:
+            args += ["-dev", self.device]
+        args += ["-ngl", str(self.n_gpu_layers)]
         if self.n_threads_batch is not None and self.n_threads_batch != self.n_threads:
             args += ["-tb", str(self.n_threads_batch)]
         if not self.use_mmap:  # this llama.cpp's tools have no --no-mmap: the load mode says it

@@ -15,8 +15,9 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from edgepilot.engine.child_env import llama_env
 from edgepilot.engine.native_tools import find_tool
 from edgepilot.errors import UserError
 from edgepilot.gguf.resolve import resolve_model
@@ -94,6 +95,7 @@ def run_over_rpc(
 ) -> RpcRunResult:
     path = resolve_model(model)
     settings = decide(path, requested).plan.settings  # the helpers' memory: `edgepilot cluster plan`
+    settings = replace(settings, device=None)  # -dev none would leave the helpers' RPC devices out
     argv = rpc_command(str(path), settings, prompt, n_predict, rpc, tensor_split, temp, seed)
     t0 = time.monotonic()
     proc = subprocess.Popen(
@@ -101,7 +103,7 @@ def run_over_rpc(
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        env=dict(os.environ, GGML_NO_BACKTRACE="1"),
+        env=llama_env(),
     )
     log: deque[str] = deque(maxlen=TAIL_LINES)
 

@@ -79,7 +79,7 @@ def run_model(
     engine: "auto", "inprocess" or "tools" (engine.choice)."""
     if n_predict < 0:
         raise UserError("-n must be 0 or more")
-    info = choose_engine(engine)
+    info = choose_engine(engine, gpu=requested is not None and requested.wants_gpu)
     stage = on_stage or (lambda _msg: None)
     stage("locating model")
     path = resolve_model(model)

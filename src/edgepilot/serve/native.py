@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import os
 import signal
 from dataclasses import dataclass, field, replace
 
+from edgepilot.engine.child_env import llama_env
 from edgepilot.engine.native_tools import find_tool
 from edgepilot.engine.tool_flags import adapt_args, known_flags
 from edgepilot.plan.commands import llama_cpp_command
@@ -49,8 +49,11 @@ class NativeLaunch(WorkerLaunch):
     gpu_layers: int | None = None  # -ngl with --rpc (None: all: 999)
     override_tensor: str | None = None  # -ot PATTERN=BUFFER_TYPE,... (a tied output kept on this device)
     tool: str = field(default_factory=lambda: str(find_tool("llama-server")))
-    env: dict[str, str] = field(default_factory=lambda: dict(os.environ, GGML_NO_BACKTRACE="1"))
     preexec = staticmethod(_die_with_parent)
+
+    def environment(self, settings: EngineSettings) -> dict[str, str]:
+        """llama-server's environment: the GPU devices hidden on a CPU run (engine/child_env.py)."""
+        return llama_env(settings.on_cpu)
 
     def argv(self, settings: EngineSettings) -> list[str]:
         slots = ["-np", "1"]
@@ -68,6 +71,7 @@ class NativeLaunch(WorkerLaunch):
             extra += ["--cache-reuse", str(self.cache_reuse)]
         if self.rpc:
             extra += ["--rpc", ",".join(self.rpc), "-ngl", str(self.gpu_layers or 999)]
+            settings = replace(settings, device=None, n_gpu_layers=0)  # -dev none would drop the helpers
         if self.tensor_split:
             extra += ["--tensor-split", ",".join(f"{v:g}" for v in self.tensor_split)]
         if self.override_tensor:

@@ -184,7 +184,7 @@ class Watchdog(threading.Thread):
         worker = Worker(
             launch.argv(settings),
             launch.verbose,
-            getattr(launch, "env", None),
+            launch.environment(settings) if hasattr(launch, "environment") else None,
             getattr(launch, "preexec", None),
         )
         self.current = worker

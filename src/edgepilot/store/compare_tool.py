@@ -11,13 +11,13 @@ own tokens, is cut with llama-server's tokenizer.
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 from pathlib import Path
 from typing import Any
 
 from edgepilot.engine.base import EngineError
+from edgepilot.engine.child_env import llama_env
 from edgepilot.plan.settings import EngineSettings
 from edgepilot.store import quality
 
@@ -83,7 +83,7 @@ def _perplexity(tool: Path, argv: list[str], name: str) -> str:
             text=True,
             errors="replace",
             timeout=TIMEOUT_S,
-            env=dict(os.environ, GGML_NO_BACKTRACE="1"),
+            env=llama_env(),
         )
     except subprocess.TimeoutExpired:
         raise EngineError(f"llama-perplexity on {name} took more than {TIMEOUT_S} s; stopped") from None
@@ -121,7 +121,7 @@ def measure(tool: Path, server_tool: Path, job: dict[str, Any], text_file: Path)
     name = Path(job["model"]).name
     ppl_ctx = job["ppl_ctx"]
     common = ["-m", job["model"], "-c", str(ppl_ctx), "-b", str(ppl_ctx), "-ub", str(min(512, ppl_ctx))]
-    common += ["-t", str(job["threads"]), "-ngl", "0"]
+    common += ["-t", str(job["threads"]), "-dev", "none", "-ngl", "0"]
     if job["write_reference"]:
         argv = [*common, "-f", str(text_file), "--chunks", str(job["max_chunks"])]
         said = _perplexity(tool, [*argv, "--kl-divergence-base", job["reference_logprobs"]], name)

@@ -8,7 +8,6 @@ a newer llama.cpp extends. What the in-process path passes as parameters goes on
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 from collections import deque
@@ -16,6 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from edgepilot.engine.base import EngineError
+from edgepilot.engine.child_env import llama_env
 from edgepilot.engine.tool_flags import help_text, known_flags
 from edgepilot.errors import UserError
 from edgepilot.safe_write import atomic_path
@@ -80,7 +80,7 @@ def run_tool_quantizer(job: QuantizeJob) -> int:
                 capture_output=True,
                 text=True,
                 errors="replace",
-                env=dict(os.environ, GGML_NO_BACKTRACE="1"),
+                env=llama_env(),
             )
         except OSError as exc:
             raise EngineError(f"cannot start {job.tool}: {exc.strerror or exc}") from None

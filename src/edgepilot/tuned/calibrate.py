@@ -180,6 +180,8 @@ def learn_from_run(
     info: EngineInfo, model: Path, plan: FitResult, engine: Any, peak: int, n_used: int
 ) -> None:
     """After a run on the tools engine (engine/server_engine.py): what its load log and peaks showed."""
+    if not plan.settings.on_cpu:  # the CPU plan's arithmetic: an offloaded run's buffers are elsewhere
+        return
     from edgepilot.engine.load_log import logged_buffers
     from edgepilot.gguf.arch import arch_params
     from edgepilot.gguf.verdict import header_of
