@@ -80,6 +80,8 @@ def _params(n: int) -> str:
 def md_columns(rows: list[BenchRow]) -> list[str]:
     """llama-bench's choice: settings columns only where they are not the default or vary."""
     cols = ["model", "size", "params", "backend", "threads"]
+    if any(r.device != "none" for r in rows):
+        cols += ["dev", "ngl"]
     if any(r.cores for r in rows):
         cols.append("cores")
     if len({r.n_ubatch for r in rows}) > 1 or any(r.n_ubatch != 512 for r in rows):
@@ -90,8 +92,8 @@ def md_columns(rows: list[BenchRow]) -> list[str]:
 
 
 # llama-bench's widths: negative = left-aligned
-_WIDTH = {"model": -30, "size": 10, "params": 10, "backend": -7, "threads": 7, "cores": -9, "n_ubatch": 8,
-          "fa": 3, "test": 15, "t/s": 20}  # fmt: skip
+_WIDTH = {"model": -30, "size": 10, "params": 10, "backend": -7, "dev": -8, "ngl": 3, "threads": 7,
+          "cores": -9, "n_ubatch": 8, "fa": 3, "test": 15, "t/s": 20}  # fmt: skip
 
 
 def md_cell(row: BenchRow, col: str) -> str:
@@ -99,7 +101,9 @@ def md_cell(row: BenchRow, col: str) -> str:
         "model": lambda: row.model_type,
         "size": lambda: _size(row.model_size),
         "params": lambda: _params(row.model_n_params),
-        "backend": lambda: "CPU",
+        "backend": lambda: "CPU" if row.device == "none" else row.device.rstrip("0123456789"),
+        "dev": lambda: row.device,
+        "ngl": lambda: str(row.n_gpu_layers),
         "threads": lambda: str(row.n_threads),
         "cores": lambda: cpulist(row.cores) if row.cores else "-",
         "n_ubatch": lambda: str(row.n_ubatch),

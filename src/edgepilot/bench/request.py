@@ -28,6 +28,12 @@ class BenchRequest:
     warmup: bool = True
     cooldown: float = 0.0  # seconds to wait at most before each test for the CPU to cool back
     roofline: bool = True
+    device: str = "none"  # llama.cpp's -dev: none (the CPU) or a GPU (the tools engine measures it)
+    gpu_layers: list[int] = field(default_factory=lambda: [0])  # -ngl values on `device`
+
+    @property
+    def on_gpu(self) -> bool:
+        return self.device != "none"
 
     def validate(self) -> BenchRequest:
         if self.reps < 1:
@@ -38,6 +44,8 @@ class BenchRequest:
             raise UserError("-t: thread counts must be at least 1")
         if any(u < 1 for u in self.ubatch) or self.n_batch < 1:
             raise UserError("batch sizes must be at least 1")
+        if any(n < 0 for n in self.gpu_layers) or (not self.on_gpu and any(self.gpu_layers)):
+            raise UserError("--gpu-layers needs --device NAME (a GPU `edgepilot probe` lists)")
         if self.cooldown < 0:
             raise UserError("--cooldown must be 0 or more seconds")
         return self

@@ -36,6 +36,7 @@ class BenchRow:
     stddev_ts: float = 0.0
     n_depth: int = 0
     repack: bool = True  # llama.cpp's CPU_REPACK copies of weights (llama-bench --repack)
+    device: str = "none"  # llama.cpp's -dev: none (the CPU) or the GPU the n_gpu_layers went to
     # edgepilot's
     test: str = ""  # pp512 / tg128, as llama-bench's markdown names them
     cores: list[int] | None = None  # the CPU set the process was pinned to (None: not pinned)

@@ -39,7 +39,7 @@ def run_bench(
     """Measure every combination of the request; keep the results in the SQLite history unless store=False.
     engine: "auto", "inprocess" or "tools" (llama.cpp's llama-bench; engine.choice)."""
     req.validate()
-    info = choose_engine(engine, tool="llama-bench")
+    info = choose_engine(engine, tool="llama-bench", gpu=req.on_gpu)
     if not req.threads:
         from edgepilot.tuned.decide import decide
 

@@ -20,7 +20,7 @@ from edgepilot.safe_write import check_target
 from edgepilot.tuned.identity import DeviceId
 
 DB_NAME = "bench.sqlite"
-SCHEMA_VERSION = 2  # 2: results.repack
+SCHEMA_VERSION = 3  # 2: results.repack; 3: results.device, results.n_gpu_layers
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
     id INTEGER PRIMARY KEY,
@@ -45,6 +45,7 @@ CREATE TABLE IF NOT EXISTS results (
     n_prompt INTEGER, n_gen INTEGER, n_threads INTEGER, cores TEXT,
     n_batch INTEGER, n_ubatch INTEGER, flash_attn INTEGER, type_k TEXT, type_v TEXT, use_mmap INTEGER,
     repack INTEGER DEFAULT 1,
+    device TEXT DEFAULT 'none', n_gpu_layers INTEGER DEFAULT 0,
     avg_ts REAL, stddev_ts REAL, samples_ts TEXT,
     temp_start_c REAL, temp_max_c REAL, watts REAL, joules_per_token REAL, throttled INTEGER, roofline REAL,
     test_time TEXT
@@ -77,6 +78,9 @@ def connect(path: Path | None = None, create: bool = True) -> Iterator[sqlite3.C
         con.executescript(SCHEMA)
         if version == 1:  # results measured before --repack existed were made with repacking on
             con.execute("ALTER TABLE results ADD COLUMN repack INTEGER DEFAULT 1")
+        if version in (1, 2):  # before --device: every result was measured on the CPU
+            con.execute("ALTER TABLE results ADD COLUMN device TEXT DEFAULT 'none'")
+            con.execute("ALTER TABLE results ADD COLUMN n_gpu_layers INTEGER DEFAULT 0")
         con.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         with con:
             yield con
@@ -113,9 +117,9 @@ def save_report(report: BenchReport, kind: str = "bench", path: Path | None = No
         run_id = int(cur.lastrowid)
         con.executemany(
             "INSERT INTO results (run_id, test, n_prompt, n_gen, n_threads, cores, n_batch, n_ubatch,"
-            " flash_attn, type_k, type_v, use_mmap, repack, avg_ts, stddev_ts, samples_ts, temp_start_c,"
-            " temp_max_c, watts, joules_per_token, throttled, roofline, test_time)"
-            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            " flash_attn, type_k, type_v, use_mmap, repack, device, n_gpu_layers, avg_ts, stddev_ts,"
+            " samples_ts, temp_start_c, temp_max_c, watts, joules_per_token, throttled, roofline, test_time)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             [_result_values(run_id, row) for row in report.rows],
         )
     report.run_id = run_id
@@ -138,6 +142,8 @@ def _result_values(run_id: int, row: BenchRow) -> tuple:
         row.type_v,
         int(row.use_mmap),
         int(row.repack),
+        row.device,
+        row.n_gpu_layers,
         row.avg_ts,
         row.stddev_ts,
         json.dumps(row.samples_ts),
@@ -169,6 +175,8 @@ class HistoryEntry:
     best_ts: float  # best ever for the same test and settings
     throttled: bool | None
     roofline: float | None
+    device: str = "none"  # llama.cpp's -dev the result was measured on
+    n_gpu_layers: int = 0
 
 
 @dataclass
@@ -223,6 +231,8 @@ def history(
             r["type_v"],
             r["n_batch"],
             r["repack"],
+            r["device"],
+            r["n_gpu_layers"],
         )
         prev = last_seen.get(key)
         best[key] = max(best.get(key, 0.0), r["avg_ts"])
@@ -244,6 +254,8 @@ def history(
                 best_ts=best[key],
                 throttled=None if r["throttled"] is None else bool(r["throttled"]),
                 roofline=r["roofline"],
+                device=r["device"] or "none",
+                n_gpu_layers=r["n_gpu_layers"] or 0,
             )
         )
         last_seen[key] = r["avg_ts"]

@@ -32,6 +32,8 @@ def bench_jobs(path: Path, req: BenchRequest) -> list[tuple[tuple[int, ...] | No
         repack=req.repack,
         n_batch=req.n_batch,
         warmup=req.warmup,
+        device=req.device,
+        gpu_layers=req.gpu_layers,
     )
     jobs: list[tuple[tuple[int, ...] | None, BenchJob]] = []
     for cores in req.core_sets or [None]:
@@ -55,7 +57,7 @@ def bench_jobs(path: Path, req: BenchRequest) -> list[tuple[tuple[int, ...] | No
 def units(job: BenchJob) -> int:
     """Warm-ups and repetitions the job runs (what llama-bench's --progress announces)."""
     tests = sum(1 for p in job.n_prompt if p > 0) + sum(1 for n in job.n_gen if n > 0)
-    grid = len(job.threads) * len(job.ubatch) * len(job.flash_attn) * len(job.repack)
+    grid = len(job.threads) * len(job.ubatch) * len(job.flash_attn) * len(job.repack) * len(job.gpu_layers)
     return tests * grid * (job.reps + (1 if job.warmup else 0))
 
 
@@ -72,6 +74,7 @@ def to_row(path: Path, rec: LlamaBenchRecord, cores: tuple[int, ...] | None, job
         type_k=rec.type_k,
         type_v=rec.type_v,
         n_gpu_layers=rec.n_gpu_layers,
+        device=job.device,
         flash_attn=rec.flash_attn if rec.flash_attn is not None else job.flash_attn[0],
         use_mmap=rec.use_mmap,
         repack=rec.repack if rec.repack is not None else job.repack[0],

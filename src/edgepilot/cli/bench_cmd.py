@@ -65,6 +65,13 @@ def _output_format(as_json: bool, as_csv: bool, as_md: bool) -> str:
 @click.option("--no-repack", is_flag=True, help="Same as --repack 0")
 @click.option("--cores", "-C", multiple=True, help=CORES_HELP)
 @click.option("-b", "--batch", default=2048, help="Logical batch size")
+@flags.DEVICE
+@click.option(
+    "--gpu-layers",
+    "-ngl",
+    metavar="LIST",
+    help="Layers offloaded to --device, e.g. 10,20,all (default: all on a device)",
+)
 @click.option(
     "--cooldown",
     default=0.0,
@@ -93,6 +100,8 @@ def bench(
     no_repack: bool,
     cores: tuple[str, ...],
     batch: int,
+    device: str | None,
+    gpu_layers: str | None,
     cooldown: float,
     no_warmup: bool,
     plot: Path | None,
@@ -139,6 +148,8 @@ def bench(
         cooldown=cooldown,
     ).validate()
     path = resolve_model(model)
+    request.device, request.gpu_layers = _offload(device, gpu_layers, path)
+    request.validate()
     if plot is not None:
         _check_png(plot)
     from edgepilot.bench.runner import run_bench
@@ -162,6 +173,26 @@ def bench(
         from edgepilot.cli.bench_render import render_bench
 
         emit(report, as_json, render_bench)
+
+
+def _offload(device: str | None, gpu_layers: str | None, path: Path) -> tuple[str, list[int]]:
+    """--device and --gpu-layers as llama-bench's -dev and -ngl list (all: the model's layers + output)."""
+    from edgepilot.bench.ranges import parse_int_list
+    from edgepilot.plan.requested import parse_device
+
+    name = parse_device(device) or "none"
+    if gpu_layers is None:
+        if name == "none":
+            return name, [0]
+        gpu_layers = "all"
+    parts = [p.strip().lower() for p in gpu_layers.split(",")]
+    if "all" in parts:
+        from edgepilot.gguf.arch import arch_params
+        from edgepilot.gguf.verdict import header_of
+
+        every = arch_params(header_of(path).metadata).n_layer + 1
+        parts = [str(every) if p == "all" else p for p in parts]
+    return name, parse_int_list(",".join(parts), "--gpu-layers")
 
 
 def _history(model: str | None, last: int, as_json: bool) -> None:

@@ -80,7 +80,7 @@ def render_bench(report: BenchReport, out: Console) -> None:
         extra.append("roofline")
     head = " · ".join(md_cell(rows[0], c) for c in ("model", "size", "params", "backend")) if rows else ""
     cols = ["test", *(c for c in cols if c != "test")]  # the test names a record when they are stacked
-    columns = [Column(c, numeric=c not in ("cores", "test")) for c in cols + extra]
+    columns = [Column(c, numeric=c not in ("cores", "test", "dev")) for c in cols + extra]
     cells = []
     for r in rows:
         cells.append([md_cell(r, c) for c in cols])

@@ -55,8 +55,8 @@ class BenchJob:
     n_batch: int = 2048
     type_k: str = "f16"
     type_v: str = "f16"
-    n_gpu_layers: int = 0
     device: str = CPU_DEVICE  # llama-bench's -dev: none (the CPU) or one GPU device (Vulkan0)
+    gpu_layers: list[int] = field(default_factory=lambda: [0])  # -ngl: layers offloaded to the device
     warmup: bool = True
 
 
@@ -73,6 +73,7 @@ class LlamaBenchRecord:
     type_k: str
     type_v: str
     n_gpu_layers: int
+    devices: str  # llama-bench's -dev as it reports it: none, auto, Vulkan0 ...
     flash_attn: bool | None  # None: "auto" (llama.cpp decides)
     use_mmap: bool
     repack: bool | None  # None: this llama-bench does not say (older than --repack)
@@ -124,6 +125,7 @@ def parse_record(obj: dict[str, Any]) -> LlamaBenchRecord:
             type_k=str(obj.get("type_k", "f16")),
             type_v=str(obj.get("type_v", "f16")),
             n_gpu_layers=int(obj.get("n_gpu_layers", 0)),
+            devices=str(obj.get("devices", "auto"))[:64],
             flash_attn=_flag(obj.get("flash_attn", False)),
             use_mmap=mmap,
             repack=repack,
@@ -173,7 +175,7 @@ def bench_argv(tool: Path, job: BenchJob) -> list[str]:
     argv = [str(tool), "-m", str(job.model), "-o", fmt, "-r", str(job.reps)]
     argv += ["-p", _csv(job.n_prompt), "-n", _csv(job.n_gen), "-t", _csv(job.threads)]
     argv += ["-b", str(job.n_batch), "-ub", _csv(job.ubatch), "-fa", _csv(job.flash_attn)]
-    argv += ["-ctk", job.type_k, "-ctv", job.type_v, "-dev", job.device, "-ngl", str(job.n_gpu_layers)]
+    argv += ["-ctk", job.type_k, "-ctv", job.type_v, "-dev", job.device, "-ngl", _csv(job.gpu_layers)]
     if job.repack != [True]:
         argv += ["--repack", _csv(job.repack)]
     argv += ["--progress"] + ([] if job.warmup else ["--no-warmup"])
