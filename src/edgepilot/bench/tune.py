@@ -5,12 +5,13 @@ from __future__ import annotations
 import datetime as dt
 import math
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from edgepilot.bench.coresets import device_sets
+from edgepilot.bench.gpu_trial import DEFAULT_DEADLINE_S, GpuPoint, GpuTrial, trial_gpu, trial_note
 from edgepilot.bench.lab import EngineLab
 from edgepilot.bench.measure import LLAMA_BENCH_BATCH
 from edgepilot.bench.monitor import Sensors
@@ -41,6 +42,8 @@ class TuneRequest:
     store: bool = True  # keep the measurements in the SQLite history
     repack: bool = True  # False (--no-repack): tune without llama.cpp's weight repacking
     repack_trial: bool = True  # with repacking: measure the tuned settings without it too
+    devices: list[str] = field(default_factory=list)  # GPUs to try against the tuned CPU settings
+    gpu_deadline_s: float = DEFAULT_DEADLINE_S  # the GPU trial's time, all layer counts together
 
     def validate(self) -> TuneRequest:
         if self.n_prompt < 1 or self.n_gen < 1:
@@ -94,6 +97,7 @@ class TuneReport:
     llama_cpp_args: list[str] = field(default_factory=list)  # the same settings for llama-cli / llama-server
     repack: RepackTrial | None = None  # with and without llama.cpp's weight repacking, if measured
     engine: EngineInfo | None = None  # which llama.cpp measured: in-process, or llama-bench with its version
+    gpu: GpuTrial | None = None  # the GPU against the tuned CPU settings, per layer count, if tried
 
 
 def _trial(t: Trial) -> TuneTrial:
@@ -120,7 +124,7 @@ def run_tune(
 ) -> TuneReport:
     """engine: "auto", "inprocess" or "tools" (each setting measured by llama.cpp's llama-bench)."""
     req.validate()
-    engine_info = choose_engine(engine, tool="llama-bench")
+    engine_info = choose_engine(engine, tool="llama-bench", gpu=bool(req.devices))
     started = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     t0 = time.perf_counter()
     report = progress or (lambda _d, _n, _t: None)
@@ -176,6 +180,13 @@ def run_tune(
             loads = lab.loads  # its runs counted themselves
         elif repack.pp_ts:
             loads += 2 * ROUNDS
+    gpu = None
+    if req.devices and isinstance(lab, ToolLab):
+        gpu = _try_gpus(path, lab, req, gen, prompt, result.prompt_tps, result.gen_tps, report, notes)
+        loads = lab.loads + len(gpu.points) - 1 if gpu else loads
+    elif req.devices:
+        notes.append("no GPU tried: the in-process engine is CPU-only (`--engine tools` tries it)")
+    chosen = gpu.chosen if gpu else GpuPoint("none", 0, None, None)
     temp_end = sensors.temperature()
     if temp_start is not None and temp_end is not None and temp_end - temp_start >= 5:
         notes.append(
@@ -204,6 +215,8 @@ def run_tune(
         n_gen=req.n_gen,
         prompt_cpus=list(prompt.cpus) if prompt.cpus != gen.cpus else [],
         repack=repack.pays if repack is not None else req.repack,
+        offload_device=chosen.device,
+        n_gpu_layers=chosen.n_gpu_layers,
     )
     profile_path = str(save_profile(profile)) if req.save else None
     tune = TuneReport(
@@ -242,12 +255,57 @@ def run_tune(
         repack=repack,
         llama_cpp_args=decide(path, profile=profile).plan.llama_cpp_args,
         engine=engine_info,
+        gpu=gpu,
     )
     if req.store:
         stored = as_bench_report(tune)
         tune.run_id = save_report(stored, kind="tune")
         tune.db_path = stored.db_path
     return tune
+
+
+def _try_gpus(
+    path: Path,
+    lab: ToolLab,
+    req: TuneRequest,
+    gen: Any,
+    prompt: Any,
+    prompt_tps: float,
+    gen_tps: float,
+    report: Progress,
+    notes: list[str],
+) -> GpuTrial | None:
+    """The first device of req.devices against the tuned CPU settings (tune's threads, CPUs, ubatch)."""
+    from edgepilot.gguf.arch import arch_params
+    from edgepilot.gguf.verdict import header_of
+
+    device = req.devices[0]
+    n_layer = arch_params(header_of(path).metadata).n_layer
+    base = replace(
+        lab.job(gen, "tg", req.reps),
+        ubatch=[prompt.n_ubatch],
+        threads=[gen.n_threads],
+        n_batch=LLAMA_BENCH_BATCH,
+    )
+    cpu = GpuPoint("none", 0, prompt_tps, gen_tps)
+    trial = trial_gpu(
+        path,
+        lab.tool,
+        device,
+        n_layer,
+        cpu,
+        base,
+        list(gen.cpus),
+        req.n_prompt,
+        req.n_gen,
+        req.gpu_deadline_s,
+        on_step=lambda what: report(f"GPU trial · {what}", lab.reps, lab.reps + 1),
+    )
+    notes += trial.notes
+    notes.append(trial_note(trial, req.n_prompt, req.n_gen))
+    if len(req.devices) > 1:
+        notes.append(f"only {device} was tried (of {', '.join(req.devices)}): --device NAME picks another")
+    return trial
 
 
 def as_bench_report(tune: TuneReport) -> BenchReport:

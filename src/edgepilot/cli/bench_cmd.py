@@ -239,6 +239,12 @@ def _title(model: MeasuredModel) -> str:
 @click.option(
     "--no-repack", is_flag=True, help="Tune without weight repacking (default: measure whether it pays)"
 )
+@click.option(
+    "--device",
+    metavar="NAME|none|auto",
+    help="A GPU to try against the tuned CPU settings (-dev NAME, several layer counts); none: the CPU "
+    "only; auto (default): the GPUs llama.cpp lists that passed the driver check",
+)
 @click.option("--show", is_flag=True, help="Show the saved profile for this model here (nothing is measured)")
 @click.option("--forget", is_flag=True, help="Remove the saved profile: run, chat and serve plan without it")
 @flags.JSON
@@ -254,6 +260,7 @@ def tune(
     plot: Path | None,
     no_save: bool,
     no_repack: bool,
+    device: str | None,
     show: bool,
     forget: bool,
     as_json: bool,
@@ -275,9 +282,12 @@ def tune(
         emit((forget_profile if forget else show_profile)(path), as_json, render_profile)
         return
 
+    from edgepilot.bench.gpu_choice import devices_to_try
+
     request = TuneRequest(
         n_prompt, n_gen, reps, cooldown, save=not no_save, store=not no_save, repack=not no_repack
     ).validate()
+    request.devices = devices_to_try(device, engine)
     path = resolve_model(model)
     if plot is not None:
         _check_png(plot)

@@ -194,6 +194,8 @@ def render_tune(r: TuneReport, out: Console) -> None:
     print_records(
         out, columns, cells, title=f"tune · {r.model.name} · {r.device.description}", row_styles=styles
     )
+    if r.gpu is not None:
+        _render_gpu(r, out)
     _plot(sweep_points(r), r.model.name, out)
     g, p = r.gen, r.prompt
     fa = "on" if g["flash_attn"] else "off"
@@ -232,6 +234,39 @@ def render_tune(r: TuneReport, out: Console) -> None:
         say(out, f"profile saved: {r.profile_path} (`edgepilot run` uses it when you give no --threads)")
     if r.plot_png:
         say(out, f"plot: {r.plot_png}", style="dim")
+
+
+def _render_gpu(r: TuneReport, out: Console) -> None:
+    """The GPU trial: the tuned CPU settings and each layer count on the device, both phases."""
+    from edgepilot.cli.narrow import Column, print_records
+
+    assert r.gpu is not None
+    heads = ("device", "ngl", "pp t/s", "tg t/s", "turn s", "")
+    columns = [Column(c, numeric=c in ("ngl", "pp t/s", "tg t/s", "turn s")) for c in heads]
+    cells, styles = [], []
+    for p in r.gpu.points:
+        mark = []
+        if p is r.gpu.best_prompt:
+            mark.append("best pp")
+        if p is r.gpu.best_gen:
+            mark.append("best tg")
+        if p is r.gpu.chosen:
+            mark.append("chosen")
+        turn = p.turn_seconds(r.n_prompt, r.n_gen)
+        cells.append(
+            [
+                "CPU" if p.device == "none" else p.device,
+                "-" if p.device == "none" else str(p.n_gpu_layers),
+                _num(p.pp_ts, "{:.2f}"),
+                _num(p.tg_ts, "{:.2f}"),
+                "-" if turn == float("inf") else f"{turn:.1f}",
+                ", ".join(mark) or p.note,
+            ]
+        )
+        styles.append("bold" if p is r.gpu.chosen else None)
+    print_records(
+        out, columns, cells, title=f"CPU or GPU · a turn = {r.n_prompt}+{r.n_gen} tokens", row_styles=styles
+    )
 
 
 def render_profile(view: ProfileView, out: Console) -> None:

@@ -95,6 +95,8 @@ def _profile_note(
         used.append(f"ubatch {settings.n_ubatch}")
     if requested.flash_attn is None:
         used.append(f"flash attention {'on' if settings.flash_attn else 'off'}")
+    if requested.device is None and not settings.on_cpu:
+        used.append(f"{settings.device} with {settings.n_gpu_layers} layer(s) (faster than the CPU here)")
     if requested.repack is None and not profile.repack:
         used.append("no weight repacking (it bought no speed here)")
     if not used:
@@ -126,6 +128,15 @@ def decide(
     if profile is None and use_profile and requested.profile is not False:
         profile = load_profile(path, Path(root))
     tuned = apply_profile(requested, profile)
+    offload_note = None
+    if profile is not None and profile.offload_device != "none" and requested.device is None:
+        if engine is not None and engine.kind == "inprocess":
+            offload_note = (
+                f"the tuned profile's {profile.offload_device} (-ngl {profile.n_gpu_layers}) is left out: "
+                "the in-process engine is CPU-only (`--engine tools` uses it)"
+            )
+        elif requested.n_gpu_layers is None:
+            tuned = replace(tuned, device=profile.offload_device, n_gpu_layers=profile.n_gpu_layers)
     ctx_target = max(RUN_CTX, ctx_needed)
 
     def plan_for(req: RequestedSettings) -> FitResult:
@@ -150,6 +161,8 @@ def decide(
         plan.profile = _profile_note(plan.settings, requested, profile, prompt_cpus)
         if plan.profile:
             plan.notes.append(plan.profile)
+    if offload_note:
+        plan.notes.append(offload_note)
     if engine is not None:
         plan.engine = asdict(engine)
     return Decision(plan=plan, profile=profile, cpus=cpus, prompt_cpus=prompt_cpus)

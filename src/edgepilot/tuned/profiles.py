@@ -39,6 +39,8 @@ class Profile:
     n_gen: int = 0
     prompt_cpus: list[int] = field(default_factory=list)  # prompt processing's CPUs (empty: `cpus`)
     repack: bool = True  # False: tune measured no speed from llama.cpp's weight repacking here
+    offload_device: str = "none"  # the -dev tune chose: none (the CPU) or the GPU answering a turn soonest
+    n_gpu_layers: int = 0
     version: int = PROFILE_VERSION
     notes: list[str] = field(default_factory=list)
 
