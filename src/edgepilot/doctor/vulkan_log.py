@@ -103,7 +103,10 @@ def read_vulkan(lines: list[str]) -> VulkanLog:
     for line in lines:
         if m := _DEVICE.search(line):
             index, name, driver = int(m.group(1)), m.group(2), m.group(3)
-            out.devices.append(VkDevice(index, name, driver, m.group(4) == "1", quote(line)))
+            short = quote(
+                line[: m.end()]
+            )  # the name, driver and uma; the feature list is noise at 50 columns
+            out.devices.append(VkDevice(index, name, driver, m.group(4) == "1", short))
         elif m := _USING.search(line):
             out.using.append(quote(line))
         elif m := _BUFFER.search(line):
