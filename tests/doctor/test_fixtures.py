@@ -71,15 +71,37 @@ EXPECTED = {
     ),
     "vllm-mavx2-aarch64-20523.txt": ("framework-needs-x86", "-mavx2", "GGUF"),
     "unknown-vulkan-ok-granite.txt": ("unknown", "log: 24 lines", "edgepilot doctor --"),
+    # The GPU lane's lying layer (tests/gpu): Debian's llama.cpp 0.7.0 on an "old Mali" over lavapipe.
+    "vulkan-bda-null-sigsegv.txt": ("vulkan-driver-crash", "ggml_vulkan: 0 = Mali-G77 MC9", "-dev none"),
+    "vulkan-create-device-sigsegv.txt": ("vulkan-driver-crash", "using device Vulkan0", "-ngl 0"),
+    "vulkan-offload-oom-killed.txt": ("killed-by-system", "on Vulkan0: model 92 MiB", "-ngl 15"),
+    "vulkan-bench-gpu-slower.txt": ("gpu-slower-than-cpu", "CPU 138.0 t/s, Vulkan0 3.2", "-dev none"),
+    "vulkan-lavapipe-offload-ok.txt": ("unknown", "exit status 0", "edgepilot doctor --"),
+    "vulkan-lavapipe-bench-ok.txt": ("unknown", "log: 21 lines", "edgepilot doctor --"),
+}
+# The exit status that goes with a log (what `--exit-code` would say); the others were diagnosed without one.
+EXIT_CODES = {
+    "vulkan-bda-null-sigsegv.txt": 139,
+    "vulkan-create-device-sigsegv.txt": 139,
+    "vulkan-offload-oom-killed.txt": 137,
+    "vulkan-lavapipe-offload-ok.txt": 0,
 }
 # These need the device they came from (tests/devices) to be told apart: see test_device_evidence.py.
 NEEDS_DEVICE = {"bits32-mapview-4521.txt", "threads-rk3588-system-info-722.txt"}
+# The lying layer's runs that say little themselves (a kernel line, the few lines before a crash, vulkaninfo's
+# device block): tests/doctor/test_vulkan_crash.py pairs them with the "Mali" device they ran on.
+NEEDS_DEVICE |= {
+    "vulkan-bda-completion-sigsegv.txt",
+    "vulkan-enumerate-sigsegv.txt",
+    "vulkan-bda-null-dmesg.txt",
+    "vulkan-bda-vulkaninfo.txt",
+}
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_log_ranks_its_cause_first(name):
     want, quoted, fix_part = EXPECTED[name]
-    d = diagnose_log(name)
+    d = diagnose_log(name, exit_code=EXIT_CODES.get(name))
     top = d.causes[0]
     assert top.id == want, [(c.id, c.score) for c in d.causes]
     assert top.title == TITLES[want]

@@ -5,14 +5,18 @@ from __future__ import annotations
 import re
 import signal
 
+from edgepilot.doctor import rules_gpu
 from edgepilot.doctor.evidence import Evidence
 from edgepilot.doctor.rulekit import SEGV
+from edgepilot.doctor.rules_gpu import cpu_command, crashed, died_loading_backends, gpu_run
 from edgepilot.doctor.types import Cause, cause
 
 CPU_INSTEAD = "run on the CPU instead: `-ngl 0 --device none` (llama.cpp), which on phones is usually as fast"
 VK_TOO_OLD = re.compile(r"Vulkan 1\.2 required", re.I)
 VK_BUFFER_PATH = re.compile(r"ggml_vk_create_buffer|getBufferAddress|vkGetBufferDeviceAddress", re.I)
-NULL_PC = re.compile(r"#00 (pc )?0x?0{8,16}\b|fault addr 0x0\b|pc 0000000000000000", re.I)
+NULL_PC = re.compile(
+    r"#00 (pc )?0x?0{8,16}\b|fault addr 0x0\b|pc 0000000000000000|segfault at 0 ip 0{8,16}\b", re.I
+)
 VK_MENTION = re.compile(r"ggml_vulkan|libggml-vulkan|Vulkan\d", re.I)
 DEVICE_LOST = re.compile(r"DeviceLost|ERROR_DEVICE_LOST|ErrorDeviceLost|device lost", re.I)
 OPENCL_UNSUPPORTED = re.compile(
@@ -41,40 +45,62 @@ def _gpu_facts(ev: Evidence, want: str) -> list[str]:
     return out
 
 
+def _old_api(ev: Evidence) -> list[str]:
+    """Devices below Vulkan 1.2: from the probe, and from vulkaninfo output in the log."""
+    logged = [f"{a.name or 'GPU'}: {a.line} (below 1.2)" for a in gpu_run(ev).vk.old_api()]
+    return _gpu_facts(ev, "old") + logged
+
+
+def _vulkan_seen(ev: Evidence) -> bool:
+    return ev.has(VK_MENTION) or bool(gpu_run(ev).reasons)
+
+
 def vulkan_api_too_old(ev: Evidence) -> list[Cause]:
     lines = ev.grep(VK_TOO_OLD, limit=2)
-    if not lines:
+    if lines:
+        evidence = lines + ev.grep(NO_GPU, limit=1) + _gpu_facts(ev, "old")
+        fix = (
+            f"{CPU_INSTEAD}; the Vulkan loader or driver reports a version below 1.2: in Termux install a "
+            "newer loader (`pkg install vulkan-loader-android`), or use a llama.cpp built without "
+            "-DGGML_VULKAN=ON"
+        )
+        return [cause("vulkan-api-too-old", 95, evidence, fix)]
+    old = _old_api(ev)
+    if not (old and crashed(ev) and _vulkan_seen(ev)) or died_loading_backends(ev):
         return []
-    evidence = lines + ev.grep(NO_GPU, limit=1) + _gpu_facts(ev, "old")
+    g = gpu_run(ev)
+    evidence = [*old, *[d.line for d in g.vk.devices[:1]], ev.status_line() or ""]
     fix = (
-        f"{CPU_INSTEAD}; the Vulkan loader or driver reports a version below 1.2: in Termux install a newer "
-        "loader (`pkg install vulkan-loader-android`), or use a llama.cpp build without -DGGML_VULKAN=ON"
+        f"run on the CPU: {cpu_command(ev)}; llama.cpp checks only the loader's Vulkan version (1.2+), not "
+        "the device's, and calls 1.2 functions this driver does not have; a GPU driver with Vulkan 1.2 "
+        "fixes it"
     )
-    return [cause("vulkan-api-too-old", 95, evidence, fix)]
+    return [cause("vulkan-api-too-old", 82, evidence, fix)]
 
 
 def vulkan_null_function(ev: Evidence) -> list[Cause]:
     path = ev.grep(VK_BUFFER_PATH, limit=2)
     null_pc = ev.grep(NULL_PC, limit=1)
-    segv = ev.signal == signal.SIGSEGV or ev.has(SEGV)
-    old = _gpu_facts(ev, "old")
+    segv = ev.signal == signal.SIGSEGV or (ev.signal is None and ev.has(SEGV))
+    old = _old_api(ev)
     if path and (null_pc or segv):
         score = 95
-    elif null_pc and ev.has(VK_MENTION):
+    elif null_pc and _vulkan_seen(ev):
+        score = 90
+    elif segv and old and _vulkan_seen(ev) and not died_loading_backends(ev):
         score = 85
-    elif segv and old and ev.has(VK_MENTION):
-        score = 70
     elif old and not ev.lines:
         score = 30  # a device fact only: the first Vulkan buffer will crash here
     else:
         return []
-    evidence = null_pc + path + old
+    evidence = null_pc + path + old + [d.line for d in gpu_run(ev).vk.devices[:1]]
     if ev.signal == signal.SIGSEGV:
         evidence.insert(0, ev.status_line() or "")
+    first = cpu_command(ev) if ev.lines else "`-ngl 0 --device none` (llama.cpp)"
     fix = (
-        f"{CPU_INSTEAD}; the driver's Vulkan is older than 1.2 yet llama.cpp calls vkGetBufferDeviceAddress, "
-        "which it returns as NULL: a llama.cpp that loads it through VK_KHR_buffer_device_address "
-        "(whisper.cpp #3590, llama.cpp PR #28593) avoids the crash"
+        f"run on the CPU: {first}; the driver's Vulkan is older than 1.2 yet llama.cpp calls "
+        "vkGetBufferDeviceAddress, which it returns as NULL: a llama.cpp that loads it through "
+        "VK_KHR_buffer_device_address (whisper.cpp #3590, llama.cpp PR #28593) avoids the crash"
     )
     return [cause("vulkan-null-function", score, evidence, fix)]
 
@@ -114,4 +140,10 @@ def accelerator_unsupported(ev: Evidence) -> list[Cause]:
     return [cause("accelerator-unsupported", 85, evidence, "; ".join(parts))]
 
 
-RULES = (vulkan_api_too_old, vulkan_null_function, vulkan_device_lost, accelerator_unsupported)
+RULES = (
+    vulkan_api_too_old,
+    vulkan_null_function,
+    vulkan_device_lost,
+    accelerator_unsupported,
+    *rules_gpu.RULES,
+)

@@ -17,6 +17,8 @@ TITLES: dict[str, str] = {
     "vulkan-api-too-old": "The Vulkan driver/loader is older than the 1.2 llama.cpp needs",
     "vulkan-null-function": "The Vulkan driver exports a NULL function (vkGetBufferDeviceAddress)",
     "vulkan-device-lost": "The GPU driver lost the Vulkan device",
+    "vulkan-driver-crash": "The Vulkan driver crashed llama.cpp (a signal, not an error message)",
+    "gpu-slower-than-cpu": "The GPU is slower than the CPU here: offloading costs speed",
     "thermal-throttling": "The CPU is throttled by heat",
     "too-many-threads": "Too many threads: slow cores hold the fast ones back",
     "background-killed": "Android killed the process in the background (phantom-process killer)",
