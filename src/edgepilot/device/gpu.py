@@ -69,6 +69,8 @@ class VulkanDevice:
     memory_heaps: list[dict[str, Any]] = field(default_factory=list)  # [{bytes, device_local}]
     llama_total_bytes: int | None = None  # what llama.cpp's list says the device has, and free
     llama_free_bytes: int | None = None
+    # llama.cpp's own description of the device (part of the driver check's cache key)
+    llama_cpp_description: str | None = field(default=None, metadata={"json": False})
 
 
 def _hex(value: str | None) -> int | None:
@@ -226,7 +228,7 @@ def _vulkan_devices(root: Path, android: bool) -> tuple[list[VulkanDevice], list
         if blocks:
             full, full_why = commands.run_command(root, ["vulkaninfo"], timeout=4.0)
             details = parse_full(full) if full is not None else []
-            if full is None:
+            if full is None and not (full_why or "").startswith("not captured"):  # older snapshots lack it
                 reasons.append(f"no bufferDeviceAddress/subgroup/heap facts ({full_why})")
             return [
                 with_details(to_device(b, instance), details[i] if i < len(details) else None, instance)
@@ -284,7 +286,7 @@ def join(devices: list[VulkanDevice], llama: list[LlamaDevice] | None) -> list[V
         if match is not None:
             unmatched.remove(match)
         dev = match or _from_llama(ld)
-        dev.llama_cpp_name, dev.backend = ld.name, ld.backend
+        dev.llama_cpp_name, dev.backend, dev.llama_cpp_description = ld.name, ld.backend, ld.description
         dev.llama_total_bytes, dev.llama_free_bytes = ld.total_bytes, ld.free_bytes
         out.append(dev)
     for dev in unmatched:

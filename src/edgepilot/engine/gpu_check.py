@@ -16,6 +16,7 @@ The run path calls:
     cached_checks()                         every remembered check
     driver_kept_out_env()                   the environment that keeps GPU drivers out of a llama.cpp process
     run_env(tool)                           that environment when a remembered check of this llama.cpp failed
+probe calls judge_gpus() to add each listed device's check and verdict.
 """
 
 from __future__ import annotations
@@ -25,13 +26,16 @@ import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from edgepilot.device.fs import LIVE_ROOT
 from edgepilot.device.gpu_llama import LlamaDevice, backend_of, read_llama_devices
 from edgepilot.engine import gpu_cache
 from edgepilot.engine.gpu_run import RunResult, parse_facts, run_bounded
 from edgepilot.engine.native_tools import ToolMissing, find_tool, tool_version
+
+if TYPE_CHECKING:
+    from edgepilot.device.gpu import VulkanDevice
 
 DEADLINE_S = 60.0  # lavapipe: ~3 s; a phone GPU compiles its first shaders, a few seconds more
 LIST_TOOLS = ("llama-server", "llama-cli", "llama-completion", "llama-bench")
@@ -120,7 +124,7 @@ def _scope(checker: Path) -> str:
     return gpu_cache.scope(checker, _version(checker))
 
 
-def cached_check(tool: Path, device: LlamaDevice | str) -> DeviceCheck | None:
+def cached_check(tool: Path | None, device: LlamaDevice | str) -> DeviceCheck | None:
     """What a previous check of this device with this llama.cpp and these driver files found."""
     checker = check_tool(tool)
     if checker is None:
@@ -262,3 +266,40 @@ def run_env(tool: Path | None = None) -> dict[str, str]:
     """The environment for a llama.cpp child: driver_kept_out_env() when a check of one of its devices
     failed (crash, hang or error), else {}."""
     return driver_kept_out_env() if failed_checks(tool) else {}
+
+
+def judge_gpus(
+    gpus: list[VulkanDevice],
+    tool: Path | None,
+    run: bool = True,
+    deadline: float = DEADLINE_S,
+    progress: Callable[[str], None] | None = None,
+) -> None:
+    """probe on this machine: each device llama.cpp lists gets its check (remembered, else run when `run`)
+    and the verdict that follows. A failed check marks the device unusable, with its reason."""
+    from edgepilot.device.gpu_verdict import final_verdict
+
+    for gpu in gpus:
+        if gpu.llama_cpp_name is None:
+            continue
+        dev = LlamaDevice(
+            gpu.llama_cpp_name,
+            gpu.llama_cpp_description or "",
+            gpu.backend or backend_of(gpu.llama_cpp_name),
+            gpu.llama_total_bytes,
+            gpu.llama_free_bytes,
+        )
+        found = check(tool, dev, deadline, progress=progress) if run else cached_check(tool, dev)
+        if found is None:
+            gpu.check = {
+                "ok": None,
+                "outcome": "not-run",
+                "seconds": 0.0,
+                "detail": "not checked (--no-gpu-check)",
+            }
+        else:
+            gpu.check = found.as_probe()
+            if found.ok is False:
+                gpu.vulkan_usable = False
+                gpu.reasons.append(found.detail)
+        gpu.verdict = final_verdict(gpu, listed=True)
