@@ -29,7 +29,7 @@ app.add_command(snapshot)
 NO_GPU_CHECK = click.option(
     "--no-gpu-check",
     is_flag=True,
-    help="Do not run the GPU driver check (a 1-layer offloaded run in a child process); remembered checks "
+    help="Do not run the GPU driver check (a 2-layer offloaded run in a child process); remembered checks "
     "still show",
 )
 

@@ -70,7 +70,7 @@ def _gpu_facts(g: VulkanDevice) -> str:
         parts.append(f"matrix cores {device['matrix_cores']}")
     if g.llama_total_bytes is not None:
         free = f", {human_bytes(g.llama_free_bytes)} free" if g.llama_free_bytes is not None else ""
-        parts.append(f"{human_bytes(g.llama_total_bytes)}{free}")
+        parts.append(f"memory {human_bytes(g.llama_total_bytes)}{free}")
     return " · ".join(parts)
 
 

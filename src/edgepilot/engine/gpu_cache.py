@@ -137,7 +137,7 @@ def store(key: str, entry: dict[str, Any]) -> str | None:
 
     checks = load()
     checks.pop(key, None)
-    checks[key] = {**entry, "checked_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    checks[key] = {"checked_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **entry}
     kept = dict(list(checks.items())[-MAX_ENTRIES:])
     text = json.dumps({"format": FORMAT, "checks": kept}, indent=1, sort_keys=True) + "\n"
     try:
