@@ -185,7 +185,7 @@ def test_known_bad_pairs_from_llama_cpp_logs():
     assert usable is False and "llama.cpp#19746" in refs and "llama.cpp#12421" in refs
     g715 = _dev("Mali-G715", 0x13B5, "Mali-G715")
     usable, reasons, refs = judge(g715, (1, 3, 0), (1, 3, 0), None)
-    assert usable is False and refs == ["llama.cpp#10406"]
+    assert usable is False and refs == ["llama.cpp#10406", "llama.cpp#23359"]
     soft = _dev("llvmpipe (LLVM 15.0.7, 128 bits)", 0x10005, device_type="CPU")
     assert judge(soft, (1, 3, 0), (1, 3, 0), None)[0] is False
     no16 = _dev("Some GPU", 0x1002)

@@ -26,21 +26,45 @@ def snapshot() -> None:
 app.add_command(snapshot)
 
 
+NO_GPU_CHECK = click.option(
+    "--no-gpu-check",
+    is_flag=True,
+    help="Do not run the GPU driver check (a 2-layer offloaded run in a child process); remembered checks "
+    "still show",
+)
+
+
+def _progress(message: str) -> None:
+    click.echo(f"probe: {message}", err=True)
+
+
+def _llama_tool() -> Path | None:
+    from edgepilot.engine.gpu_check import list_tool
+
+    return list_tool()
+
+
 @app.command()
 @ROOT
 @flags.ENGINE
+@NO_GPU_CHECK
 @flags.JSON
 @user_errors
-def probe(root: Path, engine: str | None, as_json: bool) -> None:
-    """What this device is: CPU clusters and ISA, memory, Android/Termux, Vulkan, thermal, battery, storage,
-    and the llama.cpp engine edgepilot runs here (in-process, or llama.cpp's programs with their version)"""
+def probe(root: Path, engine: str | None, no_gpu_check: bool, as_json: bool) -> None:
+    """What this device is: CPU clusters and ISA, memory, Android/Termux, GPUs as llama.cpp sees them (with a
+    crash-isolated driver check), thermal, battery, storage, and the llama.cpp engine edgepilot runs here"""
     from edgepilot.cli.probe_render import render_probe
     from edgepilot.device.probe import probe as probe_device
     from edgepilot.engine.choice import engine_facts
 
-    facts = probe_device(root)
-    if root == Path("/"):
+    live = root == Path("/")
+    tool = _llama_tool() if live else None
+    facts = probe_device(root, llama_tool=tool)
+    if live:
+        from edgepilot.engine.gpu_check import judge_gpus
+
         facts.engine = engine_facts(engine)
+        judge_gpus(facts.gpus, tool, run=not no_gpu_check, progress=_progress)
     emit(facts, as_json, render_probe)
 
 
@@ -54,4 +78,4 @@ def snapshot_save(out: Path, root: Path, as_json: bool) -> None:
     from edgepilot.cli.probe_render import render_snapshot
     from edgepilot.device.snapshot import save
 
-    emit(save(out, root), as_json, render_snapshot)
+    emit(save(out, root, llama_tool=_llama_tool() if root == Path("/") else None), as_json, render_snapshot)

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from edgepilot.cli.format import human_bytes
 
@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
 
+    from edgepilot.device.gpu import VulkanDevice
     from edgepilot.device.probe import Probe
     from edgepilot.device.snapshot import SnapshotResult
 
@@ -33,6 +34,44 @@ def _row(table: Table, *cells: str) -> None:
 
 def _yes_no(value: bool | None) -> str:
     return "?" if value is None else ("yes" if value else "no")
+
+
+def _check(check: dict[str, Any] | None) -> str:
+    """The driver check in a few words: `ok 3.1 s`, `SIGSEGV`, `hung`, `not run`, `-` (not listed)."""
+    if not check:
+        return "-"
+    outcome = check.get("outcome")
+    if outcome == "ok":
+        return f"ok {check.get('seconds', 0):.1f} s" + (" (cached)" if check.get("cached") else "")
+    if outcome == "crashed":
+        return str(check.get("signal") or "crashed")
+    if outcome == "failed":
+        return f"exit {check.get('exit_code')}"
+    return "not run" if outcome == "not-run" else str(outcome)
+
+
+def _gpu_facts(g: VulkanDevice) -> str:
+    """What decides offload, in one line: UMA, fp16, subgroup size, BDA, memory (from vulkaninfo and the
+    check's ggml_vulkan line)."""
+    device = ((g.check or {}).get("facts") or {}).get("device") or {}
+    parts = []
+    if "uma" in device:
+        parts.append(f"uma {_yes_no(device['uma'])}")
+    if "fp16" in device:
+        parts.append(f"fp16 {_yes_no(device['fp16'])}")
+    warp = device.get("warp_size") or g.subgroup_size
+    if warp:
+        parts.append(f"subgroup {warp}")
+    if g.storage_16bit is not None:
+        parts.append(f"16-bit storage {_yes_no(g.storage_16bit)}")
+    if g.buffer_device_address is not None:
+        parts.append(f"BDA {_yes_no(g.buffer_device_address)}")
+    if device.get("matrix_cores") not in (None, "none"):
+        parts.append(f"matrix cores {device['matrix_cores']}")
+    if g.llama_total_bytes is not None:
+        free = f", {human_bytes(g.llama_free_bytes)} free" if g.llama_free_bytes is not None else ""
+        parts.append(f"memory {human_bytes(g.llama_total_bytes)}{free}")
+    return " · ".join(parts)
 
 
 def render_probe(p: Probe, out: Console) -> None:
@@ -93,12 +132,33 @@ def render_probe(p: Probe, out: Console) -> None:
     print_records(out, columns, rows, title="CPU clusters (fastest first)")
 
     if p.gpus:
-        rows = [[g.name, g.api_version or "?", g.driver or "?", _yes_no(g.vulkan_usable)] for g in p.gpus]
-        columns = [Column("device"), Column("api"), Column("driver"), Column("usable")]
-        print_records(out, columns, rows, title="Vulkan devices")
+        rows = [
+            [
+                g.name,
+                g.llama_cpp_name or "-",
+                g.api_version or "?",
+                g.driver or "?",
+                g.verdict,
+                _check(g.check),
+            ]
+            for g in p.gpus
+        ]
+        columns = [
+            Column("device"),
+            Column("llama.cpp"),
+            Column("api"),
+            Column("driver"),
+            Column("verdict"),
+            Column("check"),
+        ]
+        print_records(out, columns, rows, title="GPUs")
         for g in p.gpus:
+            label = g.llama_cpp_name or g.name
+            facts = _gpu_facts(g)
+            if facts:
+                say(out, f"  {label}: {facts}")
             for reason in g.reasons:
-                say(out, f"  {g.name}: {reason}")
+                say(out, f"  {label}: {reason}")
 
     for s in p.storage.paths:
         speed = "SLOW" if s.slow else "ok"

@@ -23,10 +23,16 @@ from edgepilot.device.fs import (
 
 
 def run_command(
-    root: Path, argv: Sequence[str], timeout: float = 3.0, limit: int = TABLE_FILE
+    root: Path,
+    argv: Sequence[str],
+    timeout: float = 3.0,
+    limit: int = TABLE_FILE,
+    name: str | None = None,
 ) -> tuple[str | None, str | None]:
-    """Live: run argv and return stdout. Replay: `commands/NAME.txt`. Never raises."""
-    name = command_name(argv)
+    """Live: run argv and return stdout. Replay: `commands/NAME.txt`. Never raises.
+    `name`: the snapshot name when design.md fixes another one than command_name(argv) gives (a program
+    run by its full path, `llama-server---list-devices`)."""
+    name = name or command_name(argv)
     value: str | None = None
     reason: str | None = None
     if is_live(root):

@@ -16,7 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from edgepilot.device import commands
-from edgepilot.device.gpu_verdict import judge, parse_version
+from edgepilot.device.gpu_details import GpuDetails, from_json, parse_full
+from edgepilot.device.gpu_llama import LlamaDevice, read_llama_devices
+from edgepilot.device.gpu_verdict import final_verdict, judge, parse_version
 from edgepilot.untrusted import loads_json, valid_text
 
 VENDORS = {
@@ -55,6 +57,20 @@ class VulkanDevice:
     reasons: list[str] = field(default_factory=list)
     issues: list[str] = field(default_factory=list)
     storage_16bit: bool | None = None
+    # Added in turn 4 (design.md): the device as llama.cpp names it (`-dev` takes it), its backend, the
+    # crash-isolated driver check (engine/gpu_check.py, live probes only) and the verdict that sums it up.
+    llama_cpp_name: str | None = None
+    backend: str | None = None
+    check: dict[str, Any] | None = None
+    verdict: str = "unknown"  # usable | known-bad | crashed | slow-software | not-listed | unknown
+    # What decides offload, where vulkaninfo (full text) or a Vulkan JSON dump says it.
+    buffer_device_address: bool | None = None
+    subgroup_size: int | None = None
+    memory_heaps: list[dict[str, Any]] = field(default_factory=list)  # [{bytes, device_local}]
+    llama_total_bytes: int | None = None  # what llama.cpp's list says the device has, and free
+    llama_free_bytes: int | None = None
+    # llama.cpp's own description of the device (part of the driver check's cache key)
+    llama_cpp_description: str | None = field(default=None, metadata={"json": False})
 
 
 def _hex(value: str | None) -> int | None:
@@ -121,11 +137,15 @@ def _walk(node: Any):
 
 def parse_json(text: str) -> list[dict[str, str]]:
     """Devices from a Vulkan JSON dump (vkjson, vulkaninfo --json): objects with deviceName and apiVersion."""
+    return [raw for raw, _ in parse_json_details(text)]
+
+
+def parse_json_details(text: str) -> list[tuple[dict[str, str], GpuDetails]]:
     try:
         data = loads_json(text)
     except ValueError:
         return []
-    devices: list[dict[str, str]] = []
+    devices: list[tuple[dict[str, str], GpuDetails]] = []
     roots = (
         data.get("devices") if isinstance(data, dict) and isinstance(data.get("devices"), list) else [data]
     )
@@ -134,13 +154,14 @@ def parse_json(text: str) -> list[dict[str, str]]:
         if props is None:
             continue
         raw = {k: _short(v) for k, v in props.items() if isinstance(v, (str, int))}
-        for node in _walk(dev_root):
+        nodes = list(_walk(dev_root))
+        for node in nodes:
             if "storageBuffer16BitAccess" in node:
                 raw["storageBuffer16BitAccess"] = _short(node["storageBuffer16BitAccess"]).lower()
             for key in ("driverID", "driverName", "driverInfo"):
                 if key in node and isinstance(node[key], (str, int)):
                     raw.setdefault(key, _short(node[key]))
-        devices.append(raw)
+        devices.append((raw, from_json(nodes)))
     return devices
 
 
@@ -183,24 +204,117 @@ def to_device(raw: dict[str, str], instance: str | None) -> VulkanDevice:
     return dev
 
 
-def read_gpus(root: Path, android: bool) -> tuple[list[VulkanDevice], list[str]]:
-    """Vulkan devices and the reasons they could not be listed (no vulkaninfo, no driver, ...)."""
+def with_details(dev: VulkanDevice, details: GpuDetails | None, instance: str | None) -> VulkanDevice:
+    """Add the full-text facts; a 16-bit storage fact the summary lacked can change the verdict."""
+    if details is None:
+        return dev
+    dev.buffer_device_address = details.bda
+    dev.subgroup_size = details.subgroup_size
+    dev.memory_heaps = details.heaps
+    if dev.storage_16bit is None and details.storage16 is not None:
+        dev.storage_16bit = details.storage16
+        api = parse_version(dev.api_version)
+        usable, reasons, refs = judge(dev, api, parse_version(instance), details.storage16)
+        dev.vulkan_usable, dev.reasons, dev.issues = usable, reasons, refs
+    return dev
+
+
+def _vulkan_devices(root: Path, android: bool) -> tuple[list[VulkanDevice], list[str]]:
+    """Devices as the Vulkan loader lists them (vulkaninfo, else Android's vkjson)."""
     reasons: list[str] = []
     text, why = commands.run_command(root, ["vulkaninfo", "--summary"], timeout=4.0)
     if text is not None:
         blocks, instance = parse_summary(text)
         if blocks:
-            return [to_device(b, instance) for b in blocks], reasons
+            full, full_why = commands.run_command(root, ["vulkaninfo"], timeout=4.0)
+            details = parse_full(full) if full is not None else []
+            if full is None and not (full_why or "").startswith("not captured"):  # older snapshots lack it
+                reasons.append(f"no bufferDeviceAddress/subgroup/heap facts ({full_why})")
+            return [
+                with_details(to_device(b, instance), details[i] if i < len(details) else None, instance)
+                for i, b in enumerate(blocks)
+            ], reasons
         reasons.append("vulkaninfo --summary listed no GPU")
     else:
         reasons.append(f"no Vulkan device list ({why})")
     if android:
         text, why = commands.run_command(root, ["cmd", "gpu", "vkjson"], timeout=4.0, limit=VKJSON_FILE)
         if text is not None:
-            devices = [to_device(raw, None) for raw in parse_json(text)]
+            devices = [with_details(to_device(raw, None), d, None) for raw, d in parse_json_details(text)]
             if devices:
                 return devices, []
             reasons.append("cmd gpu vkjson listed no GPU")
         else:
             reasons.append(f"no Android Vulkan JSON ({why})")
     return [], reasons
+
+
+def _same_device(llama: LlamaDevice, dev: VulkanDevice) -> bool:
+    a, b = llama.description.lower(), dev.name.lower()
+    return bool(a and b) and (a == b or a.startswith(b) or b.startswith(a))
+
+
+def _from_llama(llama: LlamaDevice) -> VulkanDevice:
+    """A device llama.cpp lists that vulkaninfo did not describe: judged by its name alone."""
+    dev = VulkanDevice(
+        name=llama.description or llama.name,
+        vendor=None,
+        vendor_id=None,
+        device_id=None,
+        device_type=None,
+        api_version=None,
+        driver=None,
+        driver_id=None,
+        driver_name=None,
+        driver_version=None,
+        vulkan_usable=None,
+    )
+    if llama.backend == "vulkan":
+        usable, reasons, refs = judge(dev, None, None, None)
+        dev.vulkan_usable, dev.reasons, dev.issues = usable, reasons, refs
+    return dev
+
+
+def join(devices: list[VulkanDevice], llama: list[LlamaDevice] | None) -> list[VulkanDevice]:
+    """The loader's devices joined with llama.cpp's list (None: no list), each with its verdict."""
+    out: list[VulkanDevice] = []
+    unmatched = list(devices)
+    for ld in llama or []:
+        match = next((d for d in unmatched if ld.backend == "vulkan" and _same_device(ld, d)), None)
+        if match is None and ld.backend == "vulkan" and len(unmatched) == 1 and len(devices) == 1:
+            match = unmatched[0]  # one device on both sides: a renamed description is still that device
+        if match is not None:
+            unmatched.remove(match)
+        dev = match or _from_llama(ld)
+        dev.llama_cpp_name, dev.backend, dev.llama_cpp_description = ld.name, ld.backend, ld.description
+        dev.llama_total_bytes, dev.llama_free_bytes = ld.total_bytes, ld.free_bytes
+        out.append(dev)
+    for dev in unmatched:
+        dev.backend = "vulkan"
+        if llama is not None:
+            dev.reasons.append(not_listed_reason(dev))
+        out.append(dev)
+    for dev in out:
+        dev.verdict = final_verdict(dev, listed=llama is None or dev.llama_cpp_name is not None)
+    return out
+
+
+def not_listed_reason(dev: VulkanDevice) -> str:
+    if "CPU" in (dev.device_type or "").upper():
+        return (
+            "llama.cpp does not list it: ggml skips CPU-type Vulkan devices unless GGML_VK_VISIBLE_DEVICES "
+            "names them"
+        )
+    return "llama.cpp does not list it (no Vulkan backend installed, or GGML_VK_VISIBLE_DEVICES hides it)"
+
+
+def read_gpus(
+    root: Path, android: bool, llama_tool: Path | str | None = None
+) -> tuple[list[VulkanDevice], list[str]]:
+    """GPUs as the Vulkan loader and llama.cpp see them, and why a list is missing (no vulkaninfo, no
+    llama.cpp program, ...). `llama_tool`: the program that lists llama.cpp's devices (live only)."""
+    devices, reasons = _vulkan_devices(root, android)
+    llama, why = read_llama_devices(root, llama_tool)
+    if why is not None:
+        reasons.append(why)
+    return join(devices, llama), reasons

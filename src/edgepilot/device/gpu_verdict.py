@@ -5,7 +5,10 @@ storageBuffer16BitAccess. It then takes bufferDeviceAddress from the Vulkan 1.2 
 whose device apiVersion is below 1.2 (old Mali) fill that struct yet return NULL for vkGetBufferDeviceAddress,
 and the first buffer allocation crashes at address 0 (llama.cpp PR #28593, whisper.cpp #3590). So a device
 apiVersion below 1.2 is not usable, whatever the loader says. The known issues below come from llama.cpp's
-tracker (references.md).
+tracker (references.md, "Drivers with known trouble").
+
+final_verdict() sums a device up in one word for probe's `verdict`: the driver check's outcome when it failed
+(engine/gpu_check.py), a software rasterizer, the rules above, the check when it passed.
 """
 
 from __future__ import annotations
@@ -15,6 +18,11 @@ from dataclasses import dataclass
 
 VENDOR_ARM = 0x13B5
 VENDOR_QUALCOMM = 0x5143
+VENDOR_IMAGINATION = 0x1010
+# A check that ended like this makes the verdict (engine/gpu_check.py outcomes).
+CHECK_CRASHED = ("crashed", "hung")
+CHECK_FAILED = ("failed",)
+VERDICTS = ("usable", "known-bad", "crashed", "failed", "slow-software", "not-listed", "unknown")
 
 
 @dataclass(frozen=True)
@@ -52,8 +60,16 @@ def _is_qualcomm_proprietary(d: VulkanDeviceLike) -> bool:
 
 
 def _is_mali_proprietary(d: VulkanDeviceLike) -> bool:
-    mali = d.vendor_id == VENDOR_ARM or d.name.lower().startswith("mali")
+    mali = d.vendor_id == VENDOR_ARM or d.name.lower().startswith(("mali", "immortalis"))
     return mali and not _is_panvk(d)
+
+
+def _is_powervr(d: VulkanDeviceLike) -> bool:
+    return d.vendor_id == VENDOR_IMAGINATION or "powervr" in d.name.lower()
+
+
+def _is_v3d(d: VulkanDeviceLike) -> bool:
+    return re.search(r"\bv3d\b", d.name.lower()) is not None or "V3DV" in (d.driver_id or "").upper()
 
 
 _MATCHERS = {
@@ -62,6 +78,10 @@ _MATCHERS = {
     "mali-g715-device-lost": lambda d: _is_mali_proprietary(d) and re.search(r"\bG715\b", d.name) is not None,
     "panvk-slow": _is_panvk,
     "mali-slower-than-cpu": _is_mali_proprietary,
+    "turnip-adreno-702-mul-mat": lambda d: _is_turnip(d) and re.search(r"\b702\b", d.name) is not None,
+    "mali-g720-assert": lambda d: _is_mali_proprietary(d) and re.search(r"\bG720\b", d.name) is not None,
+    "powervr-zero-tokens": _is_powervr,
+    "v3d-slow": _is_v3d,
 }
 
 KNOWN_ISSUES: tuple[KnownIssue, ...] = (
@@ -70,8 +90,18 @@ KNOWN_ISSUES: tuple[KnownIssue, ...] = (
         True,
         "Qualcomm's Adreno Vulkan driver fails to build llama.cpp's shaders: a failed pipeline link crashes "
         "(Adreno 740, #19746), createComputePipeline returns ErrorUnknown (Adreno 690, #9452), output can be "
-        "gibberish (#16881, #26314); maintainers: 'Currently Adreno GPUs just don't work' (#12421)",
-        ("llama.cpp#19746", "llama.cpp#9452", "llama.cpp#12421", "llama.cpp#16881", "llama.cpp#26314"),
+        "gibberish (Adreno 732, #16881, #26314), Adreno 830 createComputePipeline ErrorUnknown (#28635), "
+        "Adreno 730 driver 0615.95 SIGSEGV in create_buffer (jegly/Box #109), Adreno 6xx lack 16-bit "
+        "storage; maintainers: 'Currently Adreno GPUs just don't work' (#12421); Mesa Turnip works",
+        (
+            "llama.cpp#19746",
+            "llama.cpp#9452",
+            "llama.cpp#12421",
+            "llama.cpp#16881",
+            "llama.cpp#26314",
+            "llama.cpp#28635",
+            "jegly/Box#109",
+        ),
     ),
     KnownIssue(
         "turnip-subgroup-128",
@@ -83,8 +113,8 @@ KNOWN_ISSUES: tuple[KnownIssue, ...] = (
     KnownIssue(
         "mali-g715-device-lost",
         True,
-        "Mali-G715 loses the device (vk::DeviceLostError) with quantized models",
-        ("llama.cpp#10406",),
+        "Mali-G715 loses the device (vk::DeviceLostError) with quantized models and long prefills",
+        ("llama.cpp#10406", "llama.cpp#23359"),
     ),
     KnownIssue(
         "panvk-slow",
@@ -98,6 +128,31 @@ KNOWN_ISSUES: tuple[KnownIssue, ...] = (
         False,
         "Arm Mali iGPUs are often slower than the CPU backend for LLMs: benchmark before offloading",
         ("llama.cpp#22682",),
+    ),
+    KnownIssue(
+        "turnip-adreno-702-mul-mat",
+        True,
+        "Mesa Turnip on Adreno 702 computes MUL_MAT wrongly for n <= 8 (generation): wrong output",
+        ("llama.cpp#25906",),
+    ),
+    KnownIssue(
+        "mali-g720-assert",
+        False,
+        "Mali-G720's proprietary driver (CIX) hits a driver assert in llama.cpp; Mesa PanVK works",
+        ("llama.cpp#23057",),
+    ),
+    KnownIssue(
+        "powervr-zero-tokens",
+        True,
+        "PowerVR (DXT-48-1536, Tensor G5) generates token 0 every step unless GGML_VK_DISABLE_COOPMAT=1 "
+        "GGML_VK_DISABLE_COOPMAT2=1 GGML_VK_DISABLE_INTEGER_DOT_PRODUCT=1 are set",
+        ("llama.cpp#28502",),
+    ),
+    KnownIssue(
+        "v3d-slow",
+        True,
+        "Raspberry Pi 5's V3D driver hangs in llama.cpp's shaders and is slower than the CPU backend",
+        ("llama.cpp#5237", "llama.cpp#9801"),
     ),
 )
 
@@ -126,9 +181,7 @@ def judge(
     reasons: list[str] = []
     refs: list[str] = []
     usable: bool | None = True
-    kind = (dev.device_type or "").upper()
-    lowered = dev.name.lower()
-    if "CPU" in kind or any(s in lowered for s in ("llvmpipe", "lavapipe", "swiftshader")):
+    if is_software(dev):
         return False, ["software rasterizer (runs on the CPU): slower than llama.cpp's own CPU backend"], []
     if instance is not None and instance[:2] < (1, 2):
         usable = False
@@ -161,6 +214,32 @@ def judge(
         if issue.blocking:
             usable = False
     return usable, reasons, refs
+
+
+def is_software(dev: VulkanDeviceLike) -> bool:
+    """A Vulkan driver that runs on the CPU (lavapipe/llvmpipe, SwiftShader) or says it is a CPU."""
+    lowered = dev.name.lower()
+    kind = (dev.device_type or "").upper()
+    return "CPU" in kind or any(s in lowered for s in ("llvmpipe", "lavapipe", "swiftshader"))
+
+
+def final_verdict(dev: VulkanDeviceLike, listed: bool = True) -> str:
+    """One of VERDICTS. `listed`: llama.cpp lists the device (or its list is unknown)."""
+    check = getattr(dev, "check", None) or {}
+    outcome = check.get("outcome")
+    if check.get("ok") is False and outcome in CHECK_CRASHED:
+        return "crashed"
+    if check.get("ok") is False and outcome in CHECK_FAILED:
+        return "failed"
+    if is_software(dev):
+        return "slow-software"
+    if getattr(dev, "vulkan_usable", None) is False:
+        return "known-bad"
+    if not listed:
+        return "not-listed"
+    if check.get("ok") is True:
+        return "usable"
+    return "unknown"
 
 
 def _fmt(version: tuple[int, ...]) -> str:

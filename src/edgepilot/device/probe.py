@@ -65,20 +65,22 @@ class Probe:
         return hottest_cpu(self.thermal)
 
 
-def probe(root: Path | str = fs.LIVE_ROOT) -> Probe:
-    """Probe the device at `root`. UserError only when `root` is not a usable directory or archive."""
+def probe(root: Path | str = fs.LIVE_ROOT, llama_tool: Path | str | None = None) -> Probe:
+    """Probe the device at `root`. UserError only when `root` is not a usable directory or archive.
+    `llama_tool`: the llama.cpp program whose `--list-devices` says what llama.cpp can offload to (live
+    only; default llama-server on PATH). Nothing here loads a GPU driver beyond listing devices."""
     with open_root(Path(root)) as base:
-        return _probe_dir(base)
+        return _probe_dir(base, llama_tool)
 
 
-def _probe_dir(root: Path) -> Probe:
+def _probe_dir(root: Path, llama_tool: Path | str | None = None) -> Probe:
     env, env_reason = fs.read_env(root)
     cpu = read_cpu(root)
     memory = read_memory(root)
     android, _ = read_android(root, env)
     if android is not None and cpu.userland_bits == 32 and cpu.cpu_bits == 64:
         cpu.reasons.append(_bitness_fix(android))
-    gpus, gpu_reasons = read_gpus(root, android is not None)
+    gpus, gpu_reasons = read_gpus(root, android is not None, llama_tool if fs.is_live(root) else None)
     thermal, thermal_reasons = read_thermal(root)
     battery, battery_reasons = read_battery(root)
     storage = read_storage(root, env, android is not None)

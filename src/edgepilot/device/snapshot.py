@@ -9,6 +9,7 @@ snapshot with `--root` therefore gives the same probe JSON as the probe taken wh
 from __future__ import annotations
 
 import json
+import shutil
 import tarfile
 import tempfile
 import time
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from edgepilot import __version__
-from edgepilot.device import fs
+from edgepilot.device import commands, fs
 from edgepilot.device.probe import Probe, _probe_dir, is_archive, open_root
 from edgepilot.errors import UserError
 from edgepilot.safe_write import atomic_write
@@ -32,7 +33,10 @@ class SnapshotResult:
     probe: Probe
 
 
-def save(out: Path | str, root: Path | str = fs.LIVE_ROOT) -> SnapshotResult:
+def save(
+    out: Path | str, root: Path | str = fs.LIVE_ROOT, llama_tool: Path | str | None = None
+) -> SnapshotResult:
+    """`llama_tool`: the llama.cpp program whose `--list-devices` is saved (default llama-server on PATH)."""
     out = Path(out)
     archive = is_archive(out)
     if out.exists() and not (out.is_dir() and not any(out.iterdir()) and not archive):
@@ -43,7 +47,9 @@ def save(out: Path | str, root: Path | str = fs.LIVE_ROOT) -> SnapshotResult:
     if archive and not out.parent.is_dir():
         raise UserError(f"{out.parent}: no such directory")
     with open_root(Path(root)) as base, fs.recording() as rec:
-        result = _probe_dir(base)
+        result = _probe_dir(base, llama_tool)
+        if fs.is_live(base) and shutil.which("clinfo"):  # OpenCL devices (Adreno): for the doctor, not probe
+            commands.run_command(base, ["clinfo"], timeout=10.0)
     if archive:
         with tempfile.TemporaryDirectory(prefix="edgepilot-snapshot-") as tmp:
             try:

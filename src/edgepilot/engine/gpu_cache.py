@@ -1,0 +1,154 @@
+"""Where driver checks (gpu_check.py) are remembered, so later probes and runs do not load the driver again.
+
+One JSON file, `gpu-checks.json` in edgepilot's data directory (datadir.py), written atomically
+(safe_write.py). An entry's key is a hash of what decides whether the check still holds:
+- the llama.cpp program (its real path, size, mtime) and the version it prints;
+- the device as llama.cpp names and describes it (`Vulkan0`, `llvmpipe (LLVM 22.1.8, 256 bits)`);
+- the driver files: every Vulkan ICD manifest the loader reads (and the library each names), and Android's
+  `/vendor/lib*/hw/vulkan.*.so` (size and mtime), so a driver update is a new key;
+- the environment the loader and ggml read (`VK_*`, `GGML_VK_*`: a layer, a visible-devices list).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import hashlib
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from edgepilot.datadir import data_dir
+from edgepilot.errors import UserError
+from edgepilot.untrusted import loads_json, read_capped
+
+CACHE_NAME = "gpu-checks.json"
+CACHE_FILE = 256 << 10
+MANIFEST_FILE = 64 << 10
+MAX_ENTRIES = 64
+MAX_DRIVER_FILES = 64
+FORMAT = 1
+ICD_DIRS = (
+    "/etc/vulkan/icd.d",
+    "/usr/share/vulkan/icd.d",
+    "/usr/local/share/vulkan/icd.d",
+    "/usr/local/etc/vulkan/icd.d",
+)
+ANDROID_DRIVERS = ("/vendor/lib64/hw/vulkan.*.so", "/vendor/lib/hw/vulkan.*.so", "/system/lib64/libvulkan.so")
+ENV_PREFIXES = ("VK_", "GGML_VK_")
+
+
+def cache_path() -> Path:
+    return data_dir() / CACHE_NAME
+
+
+def _stat(path: str) -> str:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return f"{path}:absent"
+    return f"{path}:{st.st_size}:{st.st_mtime_ns}"
+
+
+def _manifests() -> list[str]:
+    listed = os.environ.get("VK_DRIVER_FILES") or os.environ.get("VK_ICD_FILENAMES")
+    if listed:
+        return [p for p in listed.split(os.pathsep) if p][:MAX_DRIVER_FILES]
+    dirs = list(ICD_DIRS)
+    prefix = os.environ.get("PREFIX")  # Termux
+    if prefix:
+        dirs += [f"{prefix}/share/vulkan/icd.d", f"{prefix}/etc/vulkan/icd.d"]
+    xdg = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    dirs.append(f"{xdg}/vulkan/icd.d")
+    found: list[str] = []
+    for d in dirs:
+        found += sorted(glob.glob(f"{d}/*.json"))
+    return found[:MAX_DRIVER_FILES]
+
+
+def _library_of(manifest: str) -> str | None:
+    try:
+        data = loads_json(read_capped(manifest, MANIFEST_FILE))
+    except (OSError, ValueError, UserError):
+        return None
+    icd = data.get("ICD") if isinstance(data, dict) else None
+    lib = icd.get("library_path") if isinstance(icd, dict) else None
+    if not isinstance(lib, str) or not lib:
+        return None
+    return lib if os.path.isabs(lib) or "/" not in lib else str(Path(manifest).parent / lib)
+
+
+def driver_fingerprint() -> str:
+    """A hash of the driver files on this machine (a driver update changes it); a few stat calls."""
+    parts: list[str] = []
+    for manifest in _manifests():
+        parts.append(_stat(manifest))
+        lib = _library_of(manifest)
+        if lib:
+            parts.append(_stat(lib) if "/" in lib else f"lib:{lib}")
+    for pattern in ANDROID_DRIVERS:
+        parts += [_stat(p) for p in sorted(glob.glob(pattern))[:MAX_DRIVER_FILES]]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+def loader_env() -> dict[str, str]:
+    """The environment a Vulkan loader and ggml's Vulkan backend read."""
+    return {k: v[:500] for k, v in sorted(os.environ.items()) if k.startswith(ENV_PREFIXES)}
+
+
+def scope(tool: Path, tool_version: str | None) -> str:
+    """What every check of this llama.cpp on this machine shares: the program, its version, the driver files
+    and the loader's environment (a failed check in this scope keeps drivers out of its runs)."""
+    try:
+        real = str(tool.resolve())
+    except OSError:
+        real = str(tool)
+    identity = {
+        "tool": _stat(real),
+        "version": tool_version or "",
+        "driver": driver_fingerprint(),
+        "env": loader_env(),
+    }
+    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:24]
+
+
+def check_key(scope_id: str, device: str, description: str) -> str:
+    """One device's check in a scope: llama.cpp's name for it and its description."""
+    raw = json.dumps([scope_id, device, description])
+    return hashlib.sha256(raw.encode()).hexdigest()[:24]
+
+
+def load() -> dict[str, dict[str, Any]]:
+    """The remembered checks by key ({} when there are none or the file is unreadable)."""
+    try:
+        data = loads_json(read_capped(cache_path(), CACHE_FILE))
+    except (OSError, ValueError, UserError):
+        return {}
+    if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(data.get("checks"), dict):
+        return {}
+    return {k: v for k, v in data["checks"].items() if isinstance(k, str) and isinstance(v, dict)}
+
+
+def store(key: str, entry: dict[str, Any]) -> str | None:
+    """Remember one check (the oldest dropped beyond MAX_ENTRIES). The reason when it could not be saved."""
+    from edgepilot.safe_write import ensure_dir, write_text
+
+    checks = load()
+    checks.pop(key, None)
+    checks[key] = {"checked_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **entry}
+    kept = dict(list(checks.items())[-MAX_ENTRIES:])
+    text = json.dumps({"format": FORMAT, "checks": kept}, indent=1, sort_keys=True) + "\n"
+    try:
+        ensure_dir(cache_path().parent, what="data folder")
+        write_text(cache_path(), text, what="GPU check cache")
+    except UserError as exc:
+        return str(exc)
+    return None
+
+
+def forget() -> None:
+    """Drop every remembered check (the next probe checks again)."""
+    with contextlib.suppress(OSError):
+        cache_path().unlink()
