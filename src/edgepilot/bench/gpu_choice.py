@@ -1,15 +1,27 @@
-"""Which GPUs tune tries: the one the user names, none, or (auto) those llama.cpp lists whose driver check
-passed and whose verdict is not known-bad (engine/gpu_check.py)."""
+"""Which GPUs tune tries: the one the user names, none, or (auto) those llama.cpp lists whose
+crash-isolated driver check passes (engine/gpu_check.py: remembered, else run in a child with a deadline)."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
 
 from edgepilot.plan.requested import parse_device
 
 
-def devices_to_try(device: str | None, engine: str | None) -> list[str]:
+def devices_to_try(
+    device: str | None, engine: str | None, progress: Callable[[str], None] | None = None
+) -> list[str]:
     name = parse_device(device)
     if name == "none":
         return []
     if name is not None:
         return [name]
-    return []
+    from edgepilot.engine.choice import choose_engine
+    from edgepilot.engine.gpu_check import check, llama_devices
+
+    info = choose_engine(engine, tool="llama-bench")
+    if info.kind != "tools" or not info.path:
+        return []  # the in-process engine is CPU-only: tune measures the CPU
+    tool = Path(info.path)
+    return [d.name for d in llama_devices(tool) if check(tool, d, progress=progress).ok]

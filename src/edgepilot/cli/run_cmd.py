@@ -30,6 +30,8 @@ def render_summary(result: RunResult, out: Console) -> None:
     out.print()
     if result.plan is not None and result.plan.profile:
         say(out, result.plan.profile, style="dim")
+    for note in result.notes:
+        say(out, note, style="yellow")
     items: list[Text] = []
     if result.ttft_ms is not None:
         items.append(Text.assemble(("first token", "bold"), f" {result.ttft_ms:.0f} ms"))
@@ -41,6 +43,8 @@ def render_summary(result: RunResult, out: Console) -> None:
         Text(f"threads {s.n_threads}"),
         Text(f"kv {s.type_k}/{s.type_v}"),
     ]
+    if not s.on_cpu:
+        items.append(Text(f"{s.device} -ngl {s.n_gpu_layers}"))
     if _engine_note(result):
         items.append(Text(_engine_note(result).removeprefix(" · ")))
     print_items(out, items, style="dim")

@@ -78,5 +78,5 @@ def rpc_server_command(
 
 def exec_rpc_server(cmd: RpcServerCommand) -> None:
     """Replace this process with rpc-server (Ctrl-C and signals go straight to it)."""
-    env = llama_env()  # a helper lends its CPU: an installed GPU backend is neither offered nor loaded
+    env = llama_env(True, cmd.argv[0])  # a helper lends its CPU: no GPU offered, no broken driver loaded
     os.execve(cmd.argv[0], cmd.argv, env)

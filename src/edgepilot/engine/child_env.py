@@ -11,17 +11,31 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from pathlib import Path
 
 HIDE_VULKAN_DEVICES = {"GGML_VK_VISIBLE_DEVICES": ""}
 
 
+def quiet_cpu_env() -> dict[str, str]:
+    """For `--help` and `--version`: the GPU devices hidden, no driver check consulted (the check itself
+    asks the programs their version)."""
+    return dict(os.environ, GGML_NO_BACKTRACE="1", **HIDE_VULKAN_DEVICES)
+
+
 def llama_env(
-    cpu_only: bool = True, base: Mapping[str, str] | None = None, kept_out: Mapping[str, str] | None = None
+    cpu_only: bool = True,
+    tool: Path | str | None = None,
+    base: Mapping[str, str] | None = None,
+    keep_drivers_out: bool = False,
 ) -> dict[str, str]:
     """The environment for one llama.cpp child: no backtrace on a crash (gdb is not ours to start), no GPU
-    device on a CPU run, and the environment that keeps a crashed driver out (kept_out)."""
+    device on a CPU run, and on a CPU run every GPU driver kept from loading when the driver check of this
+    llama.cpp (`tool`) failed, or when keep_drivers_out says so (a run that crashed loading them).
+    A GPU run gets the user's environment as it is: the device the user named is tried, warned about."""
+    from edgepilot.engine.gpu_check import driver_kept_out_env, run_env
+
     env = dict(os.environ if base is None else base, GGML_NO_BACKTRACE="1")
     if cpu_only:
         env.update(HIDE_VULKAN_DEVICES)
-    env.update(kept_out or {})
+        env.update(driver_kept_out_env() if keep_drivers_out else run_env(Path(tool) if tool else None))
     return env

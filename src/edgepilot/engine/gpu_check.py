@@ -257,15 +257,20 @@ def driver_kept_out_env() -> dict[str, str]:
     return dict(KEEP_OUT_ENV)
 
 
-def failed_checks(tool: Path | None = None) -> list[DeviceCheck]:
-    """The remembered failed checks of this llama.cpp with this machine's current driver files and loader
+def checks_for(tool: Path | None = None) -> list[DeviceCheck]:
+    """The remembered checks of this llama.cpp with this machine's current driver files and loader
     environment. Loads no driver (no device list): a few stat calls and one small file."""
     checker = check_tool(tool)
     if checker is None:
         return []
     scope = _scope(checker)
     out = [_from_entry(e) for e in gpu_cache.load().values() if e.get("scope") == scope]
-    return [c for c in out if c is not None and c.ok is False]
+    return [c for c in out if c is not None]
+
+
+def failed_checks(tool: Path | None = None) -> list[DeviceCheck]:
+    """The remembered failed checks of this llama.cpp (checks_for)."""
+    return [c for c in checks_for(tool) if c.ok is False]
 
 
 def run_env(tool: Path | None = None) -> dict[str, str]:

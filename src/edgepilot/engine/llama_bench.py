@@ -223,7 +223,7 @@ def run_llama_bench(
     (a warm-up or a repetition) as it starts, on_record each result as it is printed. With `timeout`, a run
     that takes longer is stopped and returns what it measured so far (timed_out=True)."""
     argv = bench_argv(tool, job)
-    env = llama_env(job.device == CPU_DEVICE)
+    env = llama_env(job.device == CPU_DEVICE, tool)
     t0 = time.perf_counter()
     with start_on_cpus(cpus):
         try:

@@ -21,7 +21,7 @@ from functools import lru_cache
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-from edgepilot.engine.child_env import llama_env
+from edgepilot.engine.child_env import quiet_cpu_env
 from edgepilot.errors import UserError
 
 TOOL_NAMES = (
@@ -181,7 +181,7 @@ def _output(path: str, mtime_ns: int, flag: str) -> str | None:
             errors="replace",
             timeout=VERSION_SECONDS,
             stdin=subprocess.DEVNULL,
-            env=llama_env(),  # --help loads the backends too: no GPU device for a question about flags
+            env=quiet_cpu_env(),  # --help loads the backends too: no GPU device for a question about flags
         )
     except (OSError, subprocess.SubprocessError):
         return None

@@ -39,6 +39,10 @@ READY_POLL = 0.05
 STOP_TYPES = {"eos": "eog", "limit": "limit", "word": "caller", "none": "limit"}
 
 
+# SIGSEGV, SIGABRT, SIGBUS as a shell reports them: how a broken GPU driver ends a process
+CRASH_STATUSES = (128 + 11, 128 + 6, 128 + 7)
+
+
 class ServerEngine:
     """llama-server with fixed settings. Use as a context manager: the child stops at the end."""
 
@@ -67,9 +71,11 @@ class ServerEngine:
         self._peak_after_exit: int | None = None
         self._template: str | None | bool = False  # False: not read yet
         self.argv = self._argv(cpus, prompt_cpus)
+        self._keep_drivers_out = False
+        self.notes: list[str] = []
         t0 = time.perf_counter()
         try:
-            self._start(load_timeout)
+            self._start_or_retry_without_drivers(load_timeout)
             self.client = UnixClient(self.socket_path)
             self.load = self._load_info(time.perf_counter() - t0)
             self.load_peak_bytes = _hwm(self._proc.pid)  # loaded, before any request: the calibration's base
@@ -89,13 +95,30 @@ class ServerEngine:
             argv = argv[3:]
         return adapt_args(self.tool, argv)
 
+    def _start_or_retry_without_drivers(self, load_timeout: float | None) -> None:
+        """A CPU run that dies by a signal while loading may have died in a GPU driver it never asked for
+        (ggml loads every installed backend, and a broken Vulkan driver crashes as it enumerates): once,
+        it starts again with every GPU driver kept out and says so."""
+        try:
+            self._start(load_timeout)
+        except EngineError as exc:
+            if not self.settings.on_cpu or self._keep_drivers_out or exc.exit_code not in CRASH_STATUSES:
+                raise
+            self.notes.append(
+                f"llama-server crashed while loading (status {exc.exit_code}): started again with the GPU "
+                "drivers kept out (VK_DRIVER_FILES); `edgepilot probe` checks the driver"
+            )
+            self._keep_drivers_out = True
+            self.log.clear()
+            self._start(load_timeout)
+
     def _start(self, load_timeout: float | None) -> None:
         self._proc = subprocess.Popen(
             self.argv,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
-            env=llama_env(self.settings.on_cpu),
+            env=llama_env(self.settings.on_cpu, self.tool, keep_drivers_out=self._keep_drivers_out),
             start_new_session=True,  # Ctrl-C in the terminal reaches edgepilot, which stops the child itself
         )
         threading.Thread(target=self._pump, args=(self._proc.stderr,), daemon=True).start()

@@ -59,6 +59,8 @@ class FitResult:
     engine: dict[str, Any] | None = None
     # the tuned profile's choices in these settings, one line with its date (None: no profile applied)
     profile: str | None = None
+    # what was decided about the GPU and why, said once by run/chat/serve (also in notes)
+    gpu_notes: list[str] = field(default_factory=list)
 
 
 class DoesNotFit(UserError):

@@ -103,7 +103,7 @@ def run_over_rpc(
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        env=llama_env(),
+        env=llama_env(True, argv[0]),
     )
     log: deque[str] = deque(maxlen=TAIL_LINES)
 

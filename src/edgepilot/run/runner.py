@@ -45,6 +45,7 @@ class RunResult:
     preload_skipped: str | None = None  # why it did not run, when it was asked for
     engine: EngineInfo | None = None  # which llama.cpp ran it (in-process or its own programs)
     llama_log: list[str] = field(default_factory=list, repr=False, metadata={"json": False})
+    notes: list[str] = field(default_factory=list)  # the GPU decision and what the engine had to do
 
 
 def read_prompt(prompt: str | None, prompt_file: str | None) -> str:
@@ -142,4 +143,5 @@ def run_model(
             preload_skipped=skipped,
             engine=info,
             llama_log=llama.load.log,
+            notes=plan.gpu_notes + list(getattr(llama, "notes", [])),
         )

@@ -83,7 +83,7 @@ def _perplexity(tool: Path, argv: list[str], name: str) -> str:
             text=True,
             errors="replace",
             timeout=TIMEOUT_S,
-            env=llama_env(),
+            env=llama_env(True, tool),
         )
     except subprocess.TimeoutExpired:
         raise EngineError(f"llama-perplexity on {name} took more than {TIMEOUT_S} s; stopped") from None

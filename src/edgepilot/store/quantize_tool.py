@@ -80,7 +80,7 @@ def run_tool_quantizer(job: QuantizeJob) -> int:
                 capture_output=True,
                 text=True,
                 errors="replace",
-                env=llama_env(),
+                env=llama_env(True, argv[0]),
             )
         except OSError as exc:
             raise EngineError(f"cannot start {job.tool}: {exc.strerror or exc}") from None

@@ -104,6 +104,29 @@ def _profile_note(
     return f"tuned profile of {profile.created[:10]}: " + ", ".join(used) + " (--no-profile leaves it out)"
 
 
+def gpu_notes(settings: EngineSettings, requested: RequestedSettings, engine: EngineInfo | None) -> list[str]:
+    """What the driver checks edgepilot remembers say about this run (no driver is loaded to find out)."""
+    if engine is None or engine.kind != "tools" or not engine.path:
+        return []
+    from edgepilot.engine.gpu_check import checks_for
+
+    checks = checks_for(Path(engine.path))
+    failed = [c for c in checks if c.ok is False]
+    if not settings.on_cpu:
+        bad = next((c for c in failed if c.device == settings.device), None)
+        if bad is None:
+            return []
+        return [f"{bad.device}: {bad.detail}; llama.cpp may crash there (--device none runs on the CPU)"]
+    notes = [f"{c.device}: {c.detail}; its driver is kept out of this CPU run" for c in failed[:1]]
+    good = [c.device for c in checks if c.ok]
+    if good and requested.device is None:
+        notes.append(
+            f"{', '.join(good)} passed the driver check; auto stays on the CPU until `edgepilot tune` "
+            "measures the GPU faster (--device NAME uses it now)"
+        )
+    return notes
+
+
 def decide(
     model_path: str | os.PathLike[str],
     requested: RequestedSettings | None = None,
@@ -161,8 +184,8 @@ def decide(
         plan.profile = _profile_note(plan.settings, requested, profile, prompt_cpus)
         if plan.profile:
             plan.notes.append(plan.profile)
-    if offload_note:
-        plan.notes.append(offload_note)
+    plan.gpu_notes = ([offload_note] if offload_note else []) + gpu_notes(plan.settings, requested, engine)
+    plan.notes += plan.gpu_notes
     if engine is not None:
         plan.engine = asdict(engine)
     return Decision(plan=plan, profile=profile, cpus=cpus, prompt_cpus=prompt_cpus)
