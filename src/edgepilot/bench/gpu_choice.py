@@ -11,17 +11,25 @@ from edgepilot.plan.requested import parse_device
 
 def devices_to_try(
     device: str | None, engine: str | None, progress: Callable[[str], None] | None = None
-) -> list[str]:
+) -> tuple[list[str], list[str]]:
+    """(devices to try, notes on those left out)."""
     name = parse_device(device)
     if name == "none":
-        return []
+        return [], []
     if name is not None:
-        return [name]
+        return [name], []
     from edgepilot.engine.choice import choose_engine
     from edgepilot.engine.gpu_check import check, llama_devices
 
     info = choose_engine(engine, tool="llama-bench")
     if info.kind != "tools" or not info.path:
-        return []  # the in-process engine is CPU-only: tune measures the CPU
+        return [], []  # the in-process engine is CPU-only: tune measures the CPU
     tool = Path(info.path)
-    return [d.name for d in llama_devices(tool) if check(tool, d, progress=progress).ok]
+    devices, notes = [], []
+    for dev in llama_devices(tool):
+        checked = check(tool, dev, progress=progress)
+        if checked.ok:
+            devices.append(dev.name)
+        else:
+            notes.append(f"{dev.name} not tried: {checked.detail}")
+    return devices, notes

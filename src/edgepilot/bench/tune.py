@@ -44,6 +44,7 @@ class TuneRequest:
     repack_trial: bool = True  # with repacking: measure the tuned settings without it too
     devices: list[str] = field(default_factory=list)  # GPUs to try against the tuned CPU settings
     gpu_deadline_s: float = DEFAULT_DEADLINE_S  # the GPU trial's time, all layer counts together
+    gpu_notes: list[str] = field(default_factory=list)  # GPUs left out, and why (a failed driver check)
 
     def validate(self) -> TuneRequest:
         if self.n_prompt < 1 or self.n_gen < 1:
@@ -181,6 +182,7 @@ def run_tune(
         elif repack.pp_ts:
             loads += 2 * ROUNDS
     gpu = None
+    notes += req.gpu_notes
     if req.devices and isinstance(lab, ToolLab):
         gpu = _try_gpus(path, lab, req, gen, prompt, result.prompt_tps, result.gen_tps, report, notes)
         loads = lab.loads + len(gpu.points) - 1 if gpu else loads

@@ -287,7 +287,9 @@ def tune(
     request = TuneRequest(
         n_prompt, n_gen, reps, cooldown, save=not no_save, store=not no_save, repack=not no_repack
     ).validate()
-    request.devices = devices_to_try(device, engine, lambda msg: err_console().print(msg, style="dim"))
+    request.devices, request.gpu_notes = devices_to_try(
+        device, engine, lambda msg: err_console().print(msg, style="dim")
+    )
     path = resolve_model(model)
     if plot is not None:
         _check_png(plot)

@@ -50,10 +50,12 @@ class NativeLaunch(WorkerLaunch):
     override_tensor: str | None = None  # -ot PATTERN=BUFFER_TYPE,... (a tied output kept on this device)
     tool: str = field(default_factory=lambda: str(find_tool("llama-server")))
     preexec = staticmethod(_die_with_parent)
+    keep_drivers_out: bool = False  # set by the watchdog after a crash while loading (engine/child_env.py)
 
     def environment(self, settings: EngineSettings) -> dict[str, str]:
-        """llama-server's environment: the GPU devices hidden on a CPU run (engine/child_env.py)."""
-        return llama_env(settings.on_cpu)
+        """llama-server's environment: the GPU devices hidden on a CPU run, drivers kept out after a driver
+        check failed or a start crashed (engine/child_env.py)."""
+        return llama_env(settings.on_cpu, self.tool, keep_drivers_out=self.keep_drivers_out)
 
     def argv(self, settings: EngineSettings) -> list[str]:
         slots = ["-np", "1"]

@@ -254,7 +254,9 @@ class Watchdog(threading.Thread):
                     return
             delay = min(30.0, 0.5 * 2 ** max(0, short_lives - 1))
             why = ""
-            if memory:
+            if not ready and self._keep_drivers_out(death, settings):
+                why = "the GPU drivers kept out (it crashed while loading them, as a broken driver does)"
+            elif memory:
                 self.growth.memory_death()
                 settings, why = after_memory_kill(
                     self.launch.model,
@@ -278,6 +280,15 @@ class Watchdog(threading.Thread):
                 return
             self.state.note_restart()
             restarting = True
+
+    def _keep_drivers_out(self, death: Death, settings: EngineSettings) -> bool:
+        """A llama-server on the CPU that crashed while loading: ggml loads every installed GPU backend,
+        and a broken Vulkan driver crashes as it enumerates. Once, the next start keeps the drivers out."""
+        crash = death.signal_name in ("SIGSEGV", "SIGABRT", "SIGBUS")
+        if not crash or not settings.on_cpu or getattr(self.launch, "keep_drivers_out", True):
+            return False
+        self.launch.keep_drivers_out = True  # type: ignore[union-attr]
+        return True
 
     def _serve(self, w: Worker, settings: EngineSettings) -> tuple[EngineSettings, str] | None:
         """Wait for the ready worker to exit. If its context was shrunk and it has run quietly long enough for
