@@ -35,6 +35,7 @@ from edgepilot.plan.weights import WeightsEstimate, estimate_weights
 
 MIB = 1 << 20
 F32 = 4
+LARGE_UBATCH = 256
 DEVICE_ALIGN = 256  # ggml-vulkan aligns each tensor to the device's minStorageBufferOffsetAlignment (<= 256)
 
 
@@ -44,24 +45,26 @@ class DriverCosts:
 
     source: str
     base_bytes: int  # libraries (Vulkan loader, driver, its compiler) and the driver's heap
-    per_token_squared_bytes: int = 0  # driver heap that grows with the square of the ubatch
+    large_ubatch_bytes: int = 0  # more driver heap once the ubatch passes LARGE_UBATCH
+    max_tensor_bytes: int | None = None  # a larger weight cannot be bound on the device: it stays on the CPU
     uma: bool = True  # device memory is this RAM (integrated GPUs, lavapipe): it counts in RSS
 
     def bytes_for(self, n_ubatch: int) -> int:
-        return self.base_bytes + self.per_token_squared_bytes * n_ubatch * n_ubatch
+        return self.base_bytes + (self.large_ubatch_bytes if n_ubatch > LARGE_UBATCH else 0)
 
 
 # Measured on lavapipe (Mesa 26.2, LLVM 22) with llama.cpp 0.7.0 and SmolLM2: VmHWM of llama-server minus
-# the planner's runtime (the uncalibrated one: what a fresh install plans with) and every buffer it logged.
-# ubatch 256: 188-193 MiB at 10, 20 and all layers (209 at -ngl 0, where op offload adds its own staging);
-# ubatch 512: 567 MiB. Its heap (lavapipe's LLVM-compiled pipelines, RssAnon) grows with the square of the
-# ubatch; the libraries (libLLVM, the ICD, libggml-vulkan: 85-96 MiB of file pages) do not. Gemma 3's
-# heap was three times SmolLM2's at the same settings (more quantization types, more pipelines): this figure
-# is one model's, on a software driver.
+# the planner's runtime (the uncalibrated one: what a fresh install plans with) and every buffer it logged:
+# 188-193 MiB at 10, 20 and all layers with ubatch 128 or 256 (ctx 256 and 512); 209 at -ngl 0, where op
+# offload adds staging of its own; 567 MiB with ubatch 512: lavapipe's heap (its LLVM-compiled pipelines,
+# RssAnon) jumps past a ubatch of 256, while the libraries (libLLVM, the ICD, libggml-vulkan: 85-96 MiB of
+# file pages) stay. Gemma 3's heap was larger at the same settings (more quantization types, more
+# pipelines): this is one model's figure on a software driver, not a phone's.
 LAVAPIPE = DriverCosts(
     "lavapipe (Mesa 26.2) with llama.cpp 0.7.0, measured here with SmolLM2",
-    base_bytes=int(65.5 * MIB),
-    per_token_squared_bytes=2007,
+    base_bytes=int(190.9 * MIB),
+    large_ubatch_bytes=376 * MIB,
+    max_tensor_bytes=128 * MIB,  # lavapipe's maxStorageBufferRange
 )
 
 
@@ -128,7 +131,15 @@ def plan_offload(
     ngl = max(0, min(n_gpu_layers, n_layer + 1))
     first = n_layer + 1 - ngl
     on_device = tensors_by_layer(header, n_layer) if ngl else {}
-    device_weights = sum(_padded(t.n_bytes or 0) for il in range(first, n_layer + 1) for t in on_device[il])
+    limit = driver.max_tensor_bytes
+    # a tensor the device cannot bind stays on the CPU: a tied output's is the input's own token_embd there
+    # (Gemma 3's 170 MiB on lavapipe; on x86 with AMX, llama.cpp copies it into an AMX buffer instead)
+    device_weights = sum(
+        _padded(t.n_bytes or 0)
+        for il in range(first, n_layer + 1)
+        for t in on_device[il]
+        if limit is None or (t.n_bytes or 0) <= limit
+    )
     kept: list[TensorInfo] = []
     for t in header.tensors:
         il = layer_of(t.name, n_layer)
