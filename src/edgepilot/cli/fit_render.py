@@ -44,6 +44,14 @@ def render_fit(plan: FitResult, out: Console) -> None:
         ("output", m.output_bytes, "logits row"),
         ("runtime", m.runtime_bytes, "interpreter, llama.cpp, vocabulary"),
     ]
+    if m.device_bytes:
+        rows[0] = ("weights (CPU)", m.weights_bytes, weights_kind)
+        rows[1:2] = []  # no CPU_REPACK while a GPU is in use
+        rows += [
+            (f"on {name}", size, f"{s.n_gpu_layers} layers: weights, KV, compute (RAM: UMA)")
+            for name, size in m.device_bytes.items()
+        ]
+        rows.append(("GPU driver", m.driver_bytes, "its libraries and compiled pipelines"))
     columns = [
         Column("what"),
         Column("MiB", numeric=True),
@@ -75,8 +83,9 @@ def render_fit(plan: FitResult, out: Console) -> None:
             f"kv {s.type_k}/{s.type_v}",
             f"flash attn {'on' if s.flash_attn else 'off'}",
             f"mmap {'on' if s.use_mmap else 'off'}",
-            f"repack {'on' if s.repack else 'off'}",
+            f"repack {'on' if s.repack and s.on_cpu else 'off'}",
             threads,
+            *([f"device {s.device}", f"gpu layers {s.n_gpu_layers}"] if not s.on_cpu else []),
         ],
     )
     if plan.engine is not None:

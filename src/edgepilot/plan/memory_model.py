@@ -10,6 +10,9 @@ peak_rss_bytes = what lmkd / the OOM killer see, the larger of two moments:
   + the part of the compute buffer a run touches (compute.py) + the output buffer;
   loading: runtime + the weights at their worst moment (weights.py: with mmap the whole file is populated
     while the repacked copies are written; without, each repacked tensor passes through a read buffer).
+An offloaded run (a device named, plan/offload.py) keeps the CPU's part of these terms (no CPU_REPACK:
+llama.cpp drops it while a GPU is in use) and adds, on a UMA device, every buffer the device holds, the pinned
+host buffers and the driver's own memory; its memory.device_bytes names the device's share.
 The runtime terms are calibrated against measured runs (benchmarks/memory_accuracy.py, data in
 benchmarks/data/memory_runs.json) of llama-cpp-python 0.3.36; the weight terms against llama.cpp's logs on
 aarch64 (benchmarks/arm_memory.py).
@@ -24,6 +27,7 @@ from edgepilot.gguf.gguf_records import GGUFHeader
 from edgepilot.gguf.kv_cache import KVCacheSize, kv_cache_bytes
 from edgepilot.plan.arithmetic import EngineArithmetic
 from edgepilot.plan.compute import ComputeEstimate, compute_buffer
+from edgepilot.plan.offload import OffloadEstimate, plan_offload
 from edgepilot.plan.settings import EngineSettings
 from edgepilot.plan.types import MemoryBreakdown
 from edgepilot.plan.weights import WeightsEstimate, estimate_weights
@@ -55,6 +59,7 @@ class Prediction:
     kv: KVCacheSize
     compute: ComputeEstimate
     weights: WeightsEstimate
+    offload: OffloadEstimate | None = None
 
 
 def runtime_bytes(arch: ArchParams) -> int:
@@ -98,6 +103,10 @@ def predict(
     )
     output = output_buffer_bytes(arch)
     runtime = runtime_bytes(arch) if a.runtime_bytes is None else a.runtime_bytes
+    if not settings.on_cpu:
+        offload = plan_offload(header, arch, str(settings.device), settings.n_gpu_layers, kv, n_ubatch)
+        memory = _offloaded_memory(settings, offload, kv, output, runtime, a)
+        return Prediction(memory=memory, kv=kv, compute=compute, weights=weights, offload=offload)
     mmap, repack = settings.use_mmap, settings.repack
     weight_buffer = weights.weight_buffer_bytes(mmap, repack)  # CPU_Mapped with mmap, CPU without
     repack_buffer = weights.repack_buffer_bytes(repack)
@@ -124,3 +133,48 @@ def predict(
         compute_touched_bytes=compute.touched_bytes,
     )
     return Prediction(memory=memory, kv=kv, compute=compute, weights=weights)
+
+
+def _offloaded_memory(
+    settings: EngineSettings,
+    o: OffloadEstimate,
+    kv: KVCacheSize,
+    output: int,
+    runtime: int,
+    a: EngineArithmetic,
+) -> MemoryBreakdown:
+    """A run with layers on a device: the CPU's share as in a CPU run (without CPU_REPACK), the pinned host
+    buffers (Vulkan_Host compute and output), and on a UMA device the device's buffers and its driver."""
+    mmap = settings.use_mmap
+    cpu_weights = o.cpu_weights_resident(mmap)
+    device = o.device_bytes + o.driver_bytes if o.driver.uma else 0
+    running = (
+        runtime
+        + cpu_weights
+        + o.cpu_kv_bytes
+        + o.host_compute_bytes
+        + output
+        + device
+        + a.running_extra_bytes
+    )
+    # loading: with mmap the whole file is populated while the device's copies are written
+    file_pages = max(o.cpu_weights.file_bytes, o.cpu_weights.span_bytes) if mmap else cpu_weights
+    loading = runtime + file_pages + (o.device_weights_bytes if o.driver.uma else 0)
+    compute = o.device_compute_bytes + o.host_compute_bytes
+    return MemoryBreakdown(
+        weights_bytes=cpu_weights,
+        repack_bytes=0,
+        kv_bytes=kv.total_bytes,
+        compute_reserved_bytes=compute,
+        output_bytes=output,
+        runtime_bytes=runtime,
+        peak_rss_bytes=max(running, loading),
+        reserved_bytes=o.cpu_weights.weight_buffer_bytes(mmap, False)
+        + kv.total_bytes
+        + compute
+        + output
+        + o.device_weights_bytes,
+        compute_touched_bytes=compute,
+        device_bytes={o.device: o.device_bytes},
+        driver_bytes=o.driver_bytes,
+    )
