@@ -112,12 +112,13 @@ def test_rpc_server_on_a_network_address_warns_and_offers_the_tunnel(rpc_server_
     assert out.returncode == 0, out.stderr
     assert "NO authentication" in out.stderr and "#25289" in out.stderr
     assert "ssh -N -L 50999:127.0.0.1:50999" in out.stderr
-    assert out.stdout.split()[1:] == ["--host", "0.0.0.0", "--port", "50999"]
+    # a helper lends its CPU: rpc-server would offer an installed GPU before it
+    assert out.stdout.split()[1:] == ["--host", "0.0.0.0", "--port", "50999", "--device", "CPU"]
     quiet = subprocess.run(
         [*EDGEPILOT, "rpc-server", "--dry-run"], capture_output=True, text=True, timeout=60
     )
     assert quiet.returncode == 0 and "authentication" not in quiet.stderr
-    assert quiet.stdout.split()[1:] == ["--host", "127.0.0.1", "--port", "50052"]
+    assert quiet.stdout.split()[1:] == ["--host", "127.0.0.1", "--port", "50052", "--device", "CPU"]
 
 
 def test_rpc_server_runs_on_loopback_by_default(rpc_server_tool, tmp_path):

@@ -36,7 +36,7 @@ def fit(
     from edgepilot.gguf.resolve import bundled_model_path
     from edgepilot.tuned.decide import decide
 
-    info = describe_engine(engine, load=False)[0] if root == "/" else None
+    info = describe_engine(engine, load=False, gpu=requested.wants_gpu)[0] if root == "/" else None
     path = model if model is not None else bundled_model_path()
     decision = decide(path, requested, root=root, budget_bytes=flags.size_or_none(budget), engine=info)
     emit(decision.plan, as_json, render_fit)

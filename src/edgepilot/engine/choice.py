@@ -146,10 +146,12 @@ def choose_engine(
     return _tools_info(path, "asked for" if choice == "tools" else f"llama-cpp-python {reason}")
 
 
-def describe_engine(requested: str | None = None, load: bool = True) -> tuple[EngineInfo | None, str | None]:
+def describe_engine(
+    requested: str | None = None, load: bool = True, gpu: bool = False
+) -> tuple[EngineInfo | None, str | None]:
     """For probe and fit: the engine, or why there is none (never raises for a missing engine)."""
     try:
-        return choose_engine(requested, load), None
+        return choose_engine(requested, load, gpu=gpu), None
     except UserError as exc:
         if requested:  # a bad --engine value is the user's to fix
             raise

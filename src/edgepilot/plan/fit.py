@@ -115,12 +115,13 @@ def fit_model(
     prediction = planner.predict(settings)
     fits = found.fits and prediction.memory.peak_rss_bytes <= limit
     notes = list(budget.reasons)
-    if device.memory.total_bytes and budget_bytes is None:
+    if device.memory.total_bytes and budget_bytes is None and settings.on_cpu:
         notes.append(
             f"llama.cpp's --fit would count all {device.memory.total_bytes / 2**30:.1f} GiB of RAM as free "
             "on this CPU-only device"
         )
     notes += prediction.kv.notes + arch.notes + (arithmetic.notes if arithmetic else [])
+    notes += prediction.offload.notes if prediction.offload else []
     return FitResult(
         model=str(path),
         fits=fits,
