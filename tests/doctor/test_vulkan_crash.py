@@ -130,3 +130,13 @@ def test_a_missing_log_is_one_line_and_status_2(tmp_path: Path) -> None:
     done = doctor("--log", str(tmp_path / "vulkan-crash.txt"), "--exit-code", "139")
     assert done.returncode == 2
     assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_the_exit_status_can_be_given_as_the_signal(mali_root: Path) -> None:
+    log = str(LOGS / "vulkan-bda-null-sigsegv.txt")
+    by_name = doctor("--log", log, "--exit-code", "SIGSEGV", "--root", str(mali_root), "--json")
+    by_number = doctor("--log", log, "--exit-code", "139", "--root", str(mali_root), "--json")
+    assert by_name.returncode == by_number.returncode == 0, by_name.stderr
+    assert json.loads(by_name.stdout)["causes"] == json.loads(by_number.stdout)["causes"]
+    bad = doctor("--log", log, "--exit-code", "SIGNOPE")
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "SIGKILL" in bad.stderr, bad.stderr

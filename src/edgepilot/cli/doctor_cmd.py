@@ -99,12 +99,33 @@ def report_engine_failure(
     return click.exceptions.Exit(2)
 
 
+def _exit_status(text: str | None) -> int | None:
+    """--exit-code as a shell reports it: a number (0-255), or a signal name (SIGSEGV -> 139)."""
+    if text is None:
+        return None
+    value = text.strip()
+    if value.isdigit() and int(value) <= 255:
+        return int(value)
+    import signal
+
+    name = value.upper()
+    name = name if name.startswith("SIG") else "SIG" + name
+    try:
+        return 128 + int(signal.Signals[name])
+    except KeyError:
+        raise UserError(f"--exit-code {text!r}: give a status 0-255 (137) or a signal (SIGKILL)") from None
+
+
 @app.command(context_settings={"allow_interspersed_args": False})
 @click.argument(
     "command", nargs=-1, metavar="[-- CMD ARGS...]", help="Run this command and diagnose how it ends"
 )
 @click.option("--log", help="Diagnose a saved log (llama.cpp output, logcat, dmesg, gdb, pip); - = stdin")
-@click.option("--exit-code", type=int, help="The exit status the failed command had (137 = SIGKILL)")
+@click.option(
+    "--exit-code",
+    metavar="N|SIGNAME",
+    help="The exit status the failed command had: 137, 139, or a signal (SIGKILL, SIGSEGV)",
+)
 @click.option("--model", help="The model that was loaded (validated and planned)")
 @click.option(
     "--root",
@@ -121,7 +142,7 @@ def report_engine_failure(
 def doctor(
     command: tuple[str, ...],
     log: str | None,
-    exit_code: int | None,
+    exit_code: str | None,
     model: str | None,
     root: Path,
     memory_limit: str | None,
@@ -138,9 +159,10 @@ def doctor(
         raise UserError(
             "--memory-limit needs a command to run: edgepilot doctor --memory-limit 300MiB -- CMD"
         )
+    status = _exit_status(exit_code)
     if command and exit_code is not None:
         raise UserError("--exit-code is for --log; a command run under the doctor reports its own")
-    if not command and log is None and exit_code is None and model is None:
+    if not command and log is None and status is None and model is None:
         raise UserError(
             "nothing to diagnose: give --log FILE (- for stdin), --exit-code N, --model FILE, "
             "or a command to run after --, e.g. `edgepilot doctor -- llama-cli -m model.gguf`"
@@ -149,7 +171,7 @@ def doctor(
     _check_model(model, root)
     if not command:
         lines = _read_log(log) if log is not None else None
-        emit(diagnose(lines, exit_code=exit_code, model=model, root=root), as_json, render_diagnosis)
+        emit(diagnose(lines, exit_code=status, model=model, root=root), as_json, render_diagnosis)
         return
 
     from edgepilot.doctor.supervise import Progress, supervise
