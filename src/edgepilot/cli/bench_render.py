@@ -238,35 +238,30 @@ def render_tune(r: TuneReport, out: Console) -> None:
 
 def _render_gpu(r: TuneReport, out: Console) -> None:
     """The GPU trial: the tuned CPU settings and each layer count on the device, both phases."""
-    from edgepilot.cli.narrow import Column, print_records
+    from edgepilot.cli.narrow import Column, print_records, say
 
     assert r.gpu is not None
-    heads = ("device", "ngl", "pp t/s", "tg t/s", "turn s", "")
-    columns = [Column(c, numeric=c in ("ngl", "pp t/s", "tg t/s", "turn s")) for c in heads]
+    heads = ("device", "ngl", "pp t/s", "tg t/s", "turn s")
+    columns = [Column(c, numeric=c != "device") for c in heads]
     cells, styles = [], []
     for p in r.gpu.points:
-        mark = []
-        if p is r.gpu.best_prompt:
-            mark.append("best pp")
-        if p is r.gpu.best_gen:
-            mark.append("best tg")
-        if p is r.gpu.chosen:
-            mark.append("chosen")
         turn = p.turn_seconds(r.n_prompt, r.n_gen)
         cells.append(
             [
-                "CPU" if p.device == "none" else p.device,
+                ("CPU" if p.device == "none" else p.device) + (" *" if p is r.gpu.chosen else ""),
                 "-" if p.device == "none" else str(p.n_gpu_layers),
                 _num(p.pp_ts, "{:.2f}"),
                 _num(p.tg_ts, "{:.2f}"),
                 "-" if turn == float("inf") else f"{turn:.1f}",
-                ", ".join(mark) or p.note,
             ]
         )
         styles.append("bold" if p is r.gpu.chosen else None)
-    print_records(
-        out, columns, cells, title=f"CPU or GPU · a turn = {r.n_prompt}+{r.n_gen} tokens", row_styles=styles
-    )
+    title = f"CPU or GPU · a turn: {r.n_prompt}+{r.n_gen} tokens"
+    # five short columns fit a phone's 50: a table even there
+    print_records(out, columns, cells, title=title, row_styles=styles, stack_when_narrow=False)
+    best = r.gpu.best_prompt, r.gpu.best_gen
+    names = ["CPU" if p.device == "none" else f"{p.device} -ngl {p.n_gpu_layers}" for p in best]
+    say(out, f"* chosen · fastest prompt: {names[0]} · fastest generation: {names[1]}", style="dim")
 
 
 def render_profile(view: ProfileView, out: Console) -> None:
