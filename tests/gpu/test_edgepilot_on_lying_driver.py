@@ -84,17 +84,10 @@ def test_bench_and_tune_stay_on_the_cpu(gpu_root: Path, lying_layer: str, smollm
 def test_serve_answers_on_the_cpu(
     gpu_root: Path, lying_layer: str, smollm_in_root: str, tmp_path, mode
 ) -> None:
-    import time
-
     import openai
 
-    log = (tmp_path / "serve.log").open("w")
     argv = [f"{lane.VENV}/bin/edgepilot", "serve", smollm_in_root, "--port", "0", "--json", "--ctx", "512"]
-    proc = lane.popen(gpu_root, argv, stderr=log, env=_env(lying_layer, mode))
-    try:
-        line = proc.stdout.readline()  # type: ignore[union-attr]
-        assert line, (tmp_path / "serve.log").read_text()[-2000:]
-        started = json.loads(line)
+    with lane.served(gpu_root, argv, tmp_path / "serve.log", env=_env(lying_layer, mode)) as started:
         client = openai.OpenAI(base_url=started["base_url"], api_key="none", max_retries=0, timeout=120)
         reply = client.chat.completions.create(
             model=started["model_name"],
@@ -103,11 +96,3 @@ def test_serve_answers_on_the_cpu(
             temperature=0,
         )
         assert reply.usage.completion_tokens > 0
-    finally:
-        proc.terminate()
-        deadline = time.monotonic() + 30
-        while proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.2)
-        if proc.poll() is None:
-            proc.kill()
-        log.close()

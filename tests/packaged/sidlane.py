@@ -9,10 +9,14 @@ file) and its own data directory, so two checkouts testing at once do not see ea
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import json
 import os
 import shutil
 import subprocess
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +70,25 @@ def popen(
     root: Path, argv: list[str], stderr: Any, env: dict[str, str] | None = None
 ) -> subprocess.Popen[str]:
     return subprocess.Popen(command(root, argv, env), stdout=subprocess.PIPE, stderr=stderr, text=True)
+
+
+@contextlib.contextmanager
+def served(root: Path, argv: list[str], log_path: Path, env: dict[str, str] | None = None) -> Iterator[dict]:
+    """`edgepilot serve ... --json` in the root: the line it prints once the model answers; the server is
+    stopped (SIGTERM, then SIGKILL after 30 s) when the block ends."""
+    with log_path.open("w") as log:
+        proc = popen(root, argv, stderr=log, env=env)
+        try:
+            line = proc.stdout.readline()  # type: ignore[union-attr]
+            assert line, log_path.read_text()[-2000:]
+            yield json.loads(line)
+        finally:
+            proc.terminate()
+            deadline = time.monotonic() + 30
+            while proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.2)
+            if proc.poll() is None:
+                proc.kill()
 
 
 def install_checkout(root: Path) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 
 import sidlane as lane
 
@@ -33,13 +32,8 @@ def test_serve_answers_the_openai_client(sid_root, tmp_path):
     import openai
 
     model = lane.model_in_root(sid_root, "smollm")
-    log = (tmp_path / "serve.log").open("w")
     argv = ["edgepilot", "serve", model, "--port", "0", "--json", "--ctx", "1024", "--max-tokens", "16"]
-    proc = lane.popen(sid_root, argv, stderr=log)
-    try:
-        line = proc.stdout.readline()  # type: ignore[union-attr]
-        assert line, (tmp_path / "serve.log").read_text()[-2000:]
-        started = json.loads(line)
+    with lane.served(sid_root, argv, tmp_path / "serve.log") as started:
         client = openai.OpenAI(base_url=started["base_url"], api_key="none", max_retries=0, timeout=120)
         reply = client.chat.completions.create(
             model=started["model_name"],
@@ -57,11 +51,3 @@ def test_serve_answers_the_openai_client(sid_root, tmp_path):
             stream=True,
         )
         assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices).strip()
-    finally:
-        proc.terminate()
-        deadline = time.monotonic() + 30
-        while proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.2)
-        if proc.poll() is None:
-            proc.kill()
-        log.close()

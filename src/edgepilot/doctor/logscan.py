@@ -5,6 +5,7 @@ Everything here is tolerant: a line that does not parse is skipped, a fact that 
 
 from __future__ import annotations
 
+import contextlib
 import re
 from dataclasses import dataclass, field
 
@@ -135,19 +136,24 @@ def scan(lines: list[str]) -> LogFacts:
     return facts
 
 
-def _bench_line(line: str, header: list[str] | None, rows: list[BenchRow]) -> list[str] | None:
-    """llama-bench's markdown table: remember the header, then read threads / test / t/s of each row."""
+def bench_table_row(line: str, header: list[str] | None) -> tuple[list[str] | None, dict[str, str] | None]:
+    """llama-bench's markdown table, a line at a time: (the header to keep, this line's cells by column
+    name when it is a result row)."""
     m = _BENCH_ROW.match(line.strip())
     if not m:
-        return None
+        return None, None
     cells = [c.strip() for c in m.group(1).split("|")]
     if "t/s" in cells and "test" in cells:
-        return cells
+        return cells, None
     if header is None or len(cells) != len(header) or set(cells[0]) <= set("-: "):
-        return header
-    try:
-        row = dict(zip(header, cells, strict=True))
-        rows.append(BenchRow(int(row["threads"]), row["test"], float(row["t/s"].split()[0])))
-    except (KeyError, ValueError, IndexError):
-        pass
+        return header, None
+    return header, dict(zip(header, cells, strict=True))
+
+
+def _bench_line(line: str, header: list[str] | None, rows: list[BenchRow]) -> list[str] | None:
+    """Remember the table's header, then read threads / test / t/s of each row."""
+    header, row = bench_table_row(line, header)
+    if row is not None:
+        with contextlib.suppress(KeyError, ValueError, IndexError):
+            rows.append(BenchRow(int(row["threads"]), row["test"], float(row["t/s"].split()[0])))
     return header

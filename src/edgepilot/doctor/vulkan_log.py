@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from edgepilot.doctor.logscan import quote
+from edgepilot.doctor.logscan import bench_table_row, quote
 
 _DEVICE = re.compile(r"ggml_vulkan: (\d+) = (.+) \(([^()]*)\) \| uma: (\d)")
 _USING = re.compile(r"using device (Vulkan\d+) \((.+)\) \(")
@@ -19,7 +19,6 @@ _BREAKDOWN = re.compile(
 _OFFLOADED = re.compile(r"offloaded (\d+)/(\d+) layers to GPU")
 _VKINFO_API = re.compile(r"^\s*apiVersion\s*=\s*(\d+)\.(\d+)(?:\.\d+)?")
 _VKINFO_NAME = re.compile(r"^\s*deviceName\s*=\s*(.+?)\s*$")
-_BENCH_ROW = re.compile(r"^\|(.+)\|\s*$")
 
 
 @dataclass
@@ -125,15 +124,9 @@ def read_vulkan(lines: list[str]) -> VulkanLog:
 
 
 def _bench_line(line: str, header: list[str] | None, rows: list[BenchCell]) -> list[str] | None:
-    m = _BENCH_ROW.match(line.strip())
-    if not m:
-        return None
-    cells = [c.strip() for c in m.group(1).split("|")]
-    if "t/s" in cells and "test" in cells:
-        return cells
-    if header is None or len(cells) != len(header) or set(cells[0]) <= set("-: "):
+    header, row = bench_table_row(line, header)
+    if row is None:
         return header
-    row = dict(zip(header, cells, strict=True))
     try:
         tps = float(row["t/s"].split()[0])
         ngl = int(row["ngl"]) if row.get("ngl", "").isdigit() else None
