@@ -182,7 +182,10 @@ def plan_cluster(
     main_cmd = ["llama-server", "-m", str(path), "-c", str(n_ctx), "-ctk", kv, "-ctv", kv, "-np", "1"]
     if kv not in UNQUANTIZED_KV:
         main_cmd += ["-fa", "on"]
-    main_cmd += ["-ngl", str(n_gpu), "--rpc", rpc, "--tensor-split", ts]
+    # -dev after --rpc names the helpers' devices (one each: `edgepilot rpc-server` lends its CPU only), so a
+    # GPU backend installed on the main device takes no layer the plan gave to its CPU
+    devices = ",".join(f"RPC{i}" for i in range(len(kept)))
+    main_cmd += ["-ngl", str(n_gpu), "--rpc", rpc, "-dev", devices, "--tensor-split", ts]
     ours = ["edgepilot", "serve", str(path), "--ctx", str(n_ctx), "--rpc", rpc, "--tensor-split", ts]
     if n_gpu != n_layer + 1:
         ours += ["--gpu-layers", str(n_gpu)]
