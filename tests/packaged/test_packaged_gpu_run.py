@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 import sidlane as lane
@@ -137,3 +138,32 @@ def test_tune_tries_the_gpu_and_keeps_the_cpu(sid_root, models):
     assert report["gpu"]["chosen"]["device"] == "none"
     assert report["profile"]["offload_device"] == "none"
     assert any("the CPU stays" in n for n in report["notes"]), report["notes"]
+
+
+def test_chat_and_serve_offload_when_asked(sid_root, models, tmp_path):
+    import openai
+
+    done = edgepilot(
+        sid_root,
+        "chat", models["smollm"], "--temp", "0", "-n", "4", "--ctx", "512", "--json",
+        "--device", "Vulkan0", "--gpu-layers", "all",
+        input="Name a fruit.\n",
+        timeout=900,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    chat = json.loads(done.stdout)
+    assert chat["turns"][0]["text"].strip()
+    argv = ["edgepilot", "serve", models["smollm"], "--port", "0", "--json", "--ctx", "512"]
+    argv += ["--device", "Vulkan0", "--gpu-layers", "all"]
+    with lane.served(sid_root, argv, tmp_path / "serve.log", env=VISIBLE) as started:
+        assert started["settings"]["device"] == "Vulkan0" and started["settings"]["n_gpu_layers"] == 31
+        worker = Path(f"/proc/{started['worker_pid']}/cmdline").read_bytes().split(b"\0")
+        assert worker[worker.index(b"-dev") + 1] == b"Vulkan0", worker  # llama-server, offloading
+        client = openai.OpenAI(base_url=started["base_url"], api_key="none", max_retries=0, timeout=300)
+        reply = client.chat.completions.create(
+            model=started["model_name"],
+            messages=[{"role": "user", "content": "Say hi."}],
+            max_tokens=4,
+            temperature=0,
+        )
+        assert reply.usage.completion_tokens > 0
