@@ -159,3 +159,12 @@ def test_snapshot_save_captures_the_list_and_replays_it(tmp_path):
         (g.name, g.llama_cpp_name, g.verdict) for g in result.probe.gpus
     ]
     assert (tmp_path / "bin" / "calls").exists() is False  # a snapshot lists devices, it never checks them
+
+
+def test_a_device_named_by_llama_cpp_meets_the_blocklist_by_its_description():
+    from edgepilot.device.gpu_verdict import known_blocking
+
+    adreno = known_blocking("Adreno (TM) 740")
+    assert adreno is not None and adreno.key == "adreno-proprietary"
+    assert known_blocking("Turnip Adreno (TM) 740") is None  # Mesa's driver for the same GPU works
+    assert known_blocking("llvmpipe (LLVM 22.1.8, 256 bits)") is None

@@ -157,6 +157,23 @@ KNOWN_ISSUES: tuple[KnownIssue, ...] = (
 )
 
 
+@dataclass
+class NamedDevice:
+    """A device known by what llama.cpp calls it (`--list-devices`' description), for the blocklist."""
+
+    name: str
+    vendor_id: int | None = None
+    driver_id: str | None = None
+    driver_name: str | None = None
+    device_type: str | None = None
+
+
+def known_blocking(description: str) -> KnownIssue | None:
+    """The blocking known issue a device of this description matches (by name: no driver facts)."""
+    dev = NamedDevice(description)
+    return next((i for i in KNOWN_ISSUES if i.blocking and i.matches(dev)), None)
+
+
 def parse_version(text: str | None) -> tuple[int, ...] | None:
     """ "1.4.305", "4198599 (1.1.199)", "1.3.318 (4206910)" -> (1, 4, 305)."""
     if not text:

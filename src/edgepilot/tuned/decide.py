@@ -113,10 +113,17 @@ def gpu_notes(settings: EngineSettings, requested: RequestedSettings, engine: En
     checks = checks_for(Path(engine.path))
     failed = [c for c in checks if c.ok is False]
     if not settings.on_cpu:
+        from edgepilot.device.gpu_verdict import known_blocking
+
         bad = next((c for c in failed if c.device == settings.device), None)
-        if bad is None:
-            return []
-        return [f"{bad.device}: {bad.detail}; llama.cpp may crash there (--device none runs on the CPU)"]
+        if bad is not None:
+            return [f"{bad.device}: {bad.detail}; llama.cpp may crash there (--device none runs on the CPU)"]
+        this = next((c for c in checks if c.device == settings.device), None)
+        issue = known_blocking(this.description) if this is not None else None
+        if issue is not None:
+            first, refs = issue.text.split(": ")[0], ", ".join(issue.refs[:2])
+            return [f"{settings.device} is known bad: {first} ({refs}); --device none runs on the CPU"]
+        return []
     notes = [f"{c.device}: {c.detail}; its driver is kept out of this CPU run" for c in failed[:1]]
     good = [c.device for c in checks if c.ok]
     if good and requested.device is None:
