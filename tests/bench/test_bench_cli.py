@@ -68,17 +68,23 @@ def test_bench_measures_with_and_without_repacking(cli_app, gemma_path, data_dir
     assert dict(zip(header, row, strict=True))["repack"] == "0"
 
 
-def test_bench_store_from_before_repack_is_upgraded(tmp_path):
+@pytest.mark.parametrize("version", [1, 2])
+def test_bench_store_from_before_repack_and_device_is_upgraded(tmp_path, version):
     from edgepilot.bench.store import SCHEMA, connect
 
     db = tmp_path / "bench.sqlite"
-    with sqlite3.connect(db) as con:  # a version 1 database: no repack column
-        con.executescript(SCHEMA.replace("    repack INTEGER DEFAULT 1,\n", ""))
+    old = SCHEMA.replace("    device TEXT DEFAULT 'none', n_gpu_layers INTEGER DEFAULT 0,\n", "")
+    if version == 1:  # no repack column either
+        old = old.replace("    repack INTEGER DEFAULT 1,\n", "")
+    assert old != SCHEMA
+    with sqlite3.connect(db) as con:
+        con.executescript(old)
         con.execute("INSERT INTO runs (started, kind, device_fp, model_key) VALUES ('t', 'bench', 'd', 'm')")
         con.execute("INSERT INTO results (run_id, test) VALUES (1, 'pp16')")
-        con.execute("PRAGMA user_version = 1")
+        con.execute(f"PRAGMA user_version = {version}")
     with connect(db) as con:
-        assert con.execute("SELECT repack FROM results").fetchone()[0] == 1
+        row = con.execute("SELECT repack, device, n_gpu_layers FROM results").fetchone()
+        assert tuple(row) == (1, "none", 0)
 
 
 def test_bench_md_like_llama_bench_with_pinning(cli_app, smollm_path):

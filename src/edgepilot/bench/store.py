@@ -55,6 +55,15 @@ CREATE INDEX IF NOT EXISTS runs_device_model ON runs(device_fp, model_key);
 """
 
 
+# Columns later schemas added to `results`, with what older results were measured with: repacking on
+# (before --repack), the CPU (before --device).
+ADDED_COLUMNS = (
+    ("repack", "INTEGER DEFAULT 1"),
+    ("device", "TEXT DEFAULT 'none'"),
+    ("n_gpu_layers", "INTEGER DEFAULT 0"),
+)
+
+
 def db_path() -> Path:
     return data_dir() / DB_NAME
 
@@ -76,11 +85,10 @@ def connect(path: Path | None = None, create: bool = True) -> Iterator[sqlite3.C
         if version > SCHEMA_VERSION:
             raise UserError(f"{path} was written by a newer edgepilot (schema {version}); upgrade edgepilot")
         con.executescript(SCHEMA)
-        if version == 1:  # results measured before --repack existed were made with repacking on
-            con.execute("ALTER TABLE results ADD COLUMN repack INTEGER DEFAULT 1")
-        if version in (1, 2):  # before --device: every result was measured on the CPU
-            con.execute("ALTER TABLE results ADD COLUMN device TEXT DEFAULT 'none'")
-            con.execute("ALTER TABLE results ADD COLUMN n_gpu_layers INTEGER DEFAULT 0")
+        have = {row[1] for row in con.execute("PRAGMA table_info(results)")}
+        for column, declared in ADDED_COLUMNS:
+            if column not in have:
+                con.execute(f"ALTER TABLE results ADD COLUMN {column} {declared}")
         con.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         with con:
             yield con
