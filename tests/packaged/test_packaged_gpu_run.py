@@ -167,3 +167,18 @@ def test_chat_and_serve_offload_when_asked(sid_root, models, tmp_path):
             temperature=0,
         )
         assert reply.usage.completion_tokens > 0
+
+
+def test_the_doctor_reads_a_slower_gpu_from_the_bench_history(sid_root, models):
+    data = {"EDGEPILOT_DATA_DIR": "/tmp/ep-gpu-history"}
+    lane.run(sid_root, ["rm", "-rf", data["EDGEPILOT_DATA_DIR"]])
+    short = ("-p", "16", "-n", "4", "-r", "1", "--no-warmup")
+    for device in (("--device", "none"), ("--device", "Vulkan0", "--gpu-layers", "all")):
+        done = edgepilot(sid_root, "bench", models["smollm"], *short, *device, env=data, timeout=900)
+        assert done.returncode == 0, done.stderr[-3000:]
+    done = edgepilot(sid_root, "doctor", "--model", models["smollm"], "--json", env=data)
+    assert done.returncode == 0, done.stderr[-3000:]
+    causes = {c["id"]: c for c in json.loads(done.stdout)["causes"]}
+    slower = causes["gpu-slower-than-cpu"]
+    assert any("CPU" in e and "Vulkan0" in e for e in slower["evidence"]), slower["evidence"]
+    assert "-dev none" in slower["fix"]

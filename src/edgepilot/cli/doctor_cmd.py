@@ -99,6 +99,31 @@ def report_engine_failure(
     return click.exceptions.Exit(2)
 
 
+def _gpu_history(model: str) -> list[str]:
+    """This device's bench history of the model as llama-bench's table (dev, ngl, test, t/s), when any
+    result was measured on a GPU: the doctor compares the CPU's and the GPU's (gpu-slower-than-cpu)."""
+    from edgepilot.bench.store import history
+    from edgepilot.gguf.resolve import check_model_path
+    from edgepilot.tuned.identity import device_id, model_id
+
+    try:
+        path = check_model_path(model)
+        device = device_id()
+        entries = history(device.fingerprint, device.description, model_id(path).key, path.name, 200).entries
+    except (UserError, OSError):
+        return []
+    if not any(e.device != "none" for e in entries):
+        return []
+    lines = [
+        "edgepilot bench history on this device:",
+        "| dev | ngl | test | t/s |",
+        "| --- | --: | --- | --: |",
+    ]
+    for e in entries:
+        lines.append(f"| {e.device} | {e.n_gpu_layers} | {e.test} | {e.avg_ts:.2f} ± {e.stddev_ts:.2f} |")
+    return lines
+
+
 def _exit_status(text: str | None) -> int | None:
     """--exit-code as a shell reports it: a number (0-255), or a signal name (SIGSEGV -> 139)."""
     if text is None:
@@ -171,6 +196,8 @@ def doctor(
     _check_model(model, root)
     if not command:
         lines = _read_log(log) if log is not None else None
+        if model is not None and root == Path("/"):
+            lines = (lines or []) + _gpu_history(model)
         emit(diagnose(lines, exit_code=status, model=model, root=root), as_json, render_diagnosis)
         return
 
