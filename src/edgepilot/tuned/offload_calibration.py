@@ -9,7 +9,8 @@ and describes it (`Vulkan0 (llvmpipe (LLVM 22.1.8, 256 bits))`, from the load lo
 by model, one sample: the measured peak less the plan's runtime, the plan's resident CPU weights and every
 buffer the log showed (the driver's term), the extra CPU buffers, the ubatch, the layer count, the weight
 types on the device and whether the prompt filled the context. plan/offload.py turns them into the driver's
-memory for other settings (learned_driver).
+memory for other settings (learned_driver). A log without a `using device` line for the planned device
+(another llama.cpp's words, too low a verbosity) records nothing: the plan stays on the assumed figures.
 """
 
 from __future__ import annotations
