@@ -94,3 +94,28 @@ def test_a_libllama_from_another_llama_cpp_is_refused_in_one_line(tmp_path):
     assert done.returncode == 2, done.stderr
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert "another llama.cpp" in done.stderr and "unset LLAMA_CPP_LIB_PATH" in done.stderr
+
+
+def test_a_cpu_runs_buffers_are_read_as_before_with_extra_types_apart():
+    """An x86 CPU run with llama.cpp's extra buffer types: the repacked and AMX copies are kept apart from the
+    plain weights; the totals the CPU calibration reads (KV, compute, output) are what they were."""
+    log = [
+        *LOAD_LOG_0_7,
+        "0.00.410.700 I load_tensors:   CPU_REPACK model buffer size =    12.66 MiB",
+        "0.00.410.701 I load_tensors:          AMX model buffer size =    28.12 MiB",
+    ]
+    b = logged_buffers(log)
+    mib = 1 << 20
+    assert b.lines == 6 and b.devices == {}
+    assert (b.weights_bytes, b.repack_bytes, b.extra_bytes) == (
+        int(92.10 * mib),
+        int(12.66 * mib),
+        int(28.12 * mib),
+    )
+    plain = logged_buffers(LOAD_LOG_0_7)
+    assert (b.kv_bytes, b.compute_bytes, b.output_bytes) == (
+        plain.kv_bytes,
+        plain.compute_bytes,
+        plain.output_bytes,
+    )
+    assert b.bytes_of("device") == 0 and b.bytes_of("host") == 0

@@ -84,6 +84,18 @@ def test_a_cpu_run_is_planned_as_before(smollm):
 GEMMA_256 = {10: (32.77, 2.25, 2.25), 19: (65.16, 4.5, 0.0)}
 
 
+def test_the_assumed_driver_grows_with_the_weight_types_on_the_device(smollm, gemma_path):
+    """Before any run on the device: lavapipe's figure for SmolLM2's two types on the device (Q4_1, and Q8_0
+    in its tied output's copy), 55 MiB more per type for Gemma 3's four (measured there: 297-304 MiB)."""
+    header, arch = smollm
+    assert predict(header, arch, _settings(31), {}).memory.driver_bytes / MIB == pytest.approx(190.9, abs=0.1)
+    gemma = read_header(gemma_path)
+    o = predict(gemma, arch_params(gemma.metadata), _settings(19), {}).offload
+    assert o is not None and o.weight_types == 4 and not o.calibrated
+    assert o.driver_bytes / MIB == pytest.approx(300.9, abs=0.1)
+    assert any("assumed" in n for n in o.notes)
+
+
 @pytest.mark.parametrize("ngl", sorted(GEMMA_256))
 def test_a_tied_output_larger_than_the_device_binds_stays_on_the_cpu(gemma_path, ngl):
     """Gemma 3's output is its 170 MiB Q8_0 token_embd, beyond lavapipe's 128 MiB storage buffer range:

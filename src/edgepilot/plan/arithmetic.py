@@ -7,6 +7,9 @@ process. Another engine changes some terms:
   row, `n_outputs_max = 1`) instead of one per ubatch token, and lays some graphs out differently.
 These terms are learned from what that llama.cpp logs and how much memory its process really used
 (tuned/calibrate.py records them per version and model); the planner applies them here.
+An offloaded run adds what no log shows: the GPU driver's own memory (its libraries, its heap, the pipelines
+it compiled) and the CPU's extra buffer types; tuned/offload_calibration.py learns them per version, device
+(as llama.cpp names and describes it) and model, and plan/offload.py applies them.
 """
 
 from __future__ import annotations
@@ -25,3 +28,28 @@ class EngineArithmetic:
     compute_reserved_delta_bytes: int = 0  # logged compute buffer minus the arithmetic's estimate
     learned_from: int = 0  # measured runs behind these terms (0: an engine nobody has measured here yet)
     notes: list[str] = field(default_factory=list)
+    offload: dict[str, LearnedDevice] = field(default_factory=dict)  # device name -> its learned driver
+
+
+@dataclass(frozen=True)
+class DriverSample:
+    """What one offloaded run showed beyond the buffers llama.cpp logged (tuned/offload_calibration.py)."""
+
+    driver_bytes: int  # its peak less the planned runtime, the CPU's resident weights and the logged buffers
+    runtime_bytes: int  # the runtime the plan counted then (with the driver: all that is not a buffer)
+    extra_bytes: int  # the CPU's extra buffer types (x86 AMX, ...): weights copied into another layout
+    n_ubatch: int
+    n_gpu_layers: int
+    weight_types: int  # distinct quantized weight types on the device (one set of pipelines each)
+    filled: bool  # the prompt filled the context: every pipeline a long prompt needs was compiled
+
+
+@dataclass(frozen=True)
+class LearnedDevice:
+    """An offload device's own memory as measured with one llama.cpp (None: today's assumed figures)."""
+
+    device: str  # llama.cpp's name: "Vulkan0"
+    description: str  # as llama.cpp lists it: "llvmpipe (LLVM 22.1.8, 256 bits)"
+    samples: tuple[DriverSample, ...]
+    same_model: bool  # measured with the model being planned (else: other models, scaled)
+    per_type_bytes: int | None = None  # driver memory per device weight type, when models differ in them

@@ -12,7 +12,9 @@ peak_rss_bytes = what lmkd / the OOM killer see, the larger of two moments:
     while the repacked copies are written; without, each repacked tensor passes through a read buffer).
 An offloaded run (a device named, plan/offload.py) keeps the CPU's part of these terms (no CPU_REPACK:
 llama.cpp drops it while a GPU is in use) and adds, on a UMA device, every buffer the device holds, the pinned
-host buffers and the driver's own memory; its memory.device_bytes names the device's share.
+host buffers and the driver's own memory (learned from runs on that device when there were some: the
+arithmetic's `offload`), plus the CPU's extra buffer types those runs logged; its memory.device_bytes names
+the device's share.
 The runtime terms are calibrated against measured runs (benchmarks/memory_accuracy.py, data in
 benchmarks/data/memory_runs.json) of llama-cpp-python 0.3.36; the weight terms against llama.cpp's logs on
 aarch64 (benchmarks/arm_memory.py).
@@ -104,7 +106,12 @@ def predict(
     output = output_buffer_bytes(arch)
     runtime = runtime_bytes(arch) if a.runtime_bytes is None else a.runtime_bytes
     if not settings.on_cpu:
-        offload = plan_offload(header, arch, str(settings.device), settings.n_gpu_layers, kv, n_ubatch)
+        device = str(settings.device)
+        offload = plan_offload(
+            header, arch, device, settings.n_gpu_layers, kv, n_ubatch,
+            learned=a.offload.get(device), runtime_bytes=runtime,
+            engine=a.engine if a.engine != "pinned" else "llama-server",
+        )  # fmt: skip
         memory = _offloaded_memory(settings, offload, kv, output, runtime, a)
         return Prediction(memory=memory, kv=kv, compute=compute, weights=weights, offload=offload)
     mmap, repack = settings.use_mmap, settings.repack
@@ -155,11 +162,12 @@ def _offloaded_memory(
         + o.host_compute_bytes
         + output
         + device
+        + o.extra_bytes
         + a.running_extra_bytes
     )
     # loading: with mmap the whole file is populated while the device's copies are written
     file_pages = max(o.cpu_weights.file_bytes, o.cpu_weights.span_bytes) if mmap else cpu_weights
-    loading = runtime + file_pages + (o.device_weights_bytes if o.driver.uma else 0)
+    loading = runtime + file_pages + o.extra_bytes + (o.device_weights_bytes if o.driver.uma else 0)
     compute = o.device_compute_bytes + o.host_compute_bytes
     return MemoryBreakdown(
         weights_bytes=cpu_weights,
@@ -173,7 +181,8 @@ def _offloaded_memory(
         + kv.total_bytes
         + compute
         + output
-        + o.device_weights_bytes,
+        + o.device_weights_bytes
+        + o.extra_bytes,
         compute_touched_bytes=compute,
         device_bytes={o.device: o.device_bytes},
         driver_bytes=o.driver_bytes,

@@ -18,9 +18,14 @@ llama.cpp 0.7.0's load log (`-lv 4`) on Mesa's lavapipe with both test models at
 What counts in RSS: on a UMA device (every phone GPU; lavapipe, whose device memory is host RAM) every
 Vulkan buffer is the process's memory (lavapipe: memfd pages, RssShmem, measured equal to the logged buffers
 + 1-3 MiB), plus the driver itself: its libraries and its heap (lavapipe compiles each pipeline with LLVM).
-The driver's share is not in any log: DRIVER_BYTES is what it measured here on lavapipe; a phone's driver
-is smaller or larger, and the planner cannot tell yet (no probe fact reaches it): it assumes UMA and this
-figure until a run on that device says otherwise.
+The driver's share is not in any log. Until a run on that device says otherwise the planner assumes UMA and
+LAVAPIPE's figures below; after an offloaded run of llama.cpp's own programs it uses what that run showed
+(tuned/offload_calibration.py: per llama.cpp version, device as llama.cpp describes it, and model), with the
+CPU's extra buffer types that run logged (x86 AMX copies of some weights: never on a phone). Measured on
+lavapipe, the driver's memory depends on the model (one set of compiled pipelines per weight type on the
+device: SmolLM2, two types, ~190 MiB; Gemma 3, four, ~300 MiB), hardly on the layer count (10, 20, all:
+within 7 MiB) and on the ubatch only for some models (SmolLM2 +376 MiB past 256, Gemma 3 none at 128, 256,
+512): a learned figure is applied per ubatch class, and a ubatch not measured yet assumes the growth.
 """
 
 from __future__ import annotations
@@ -28,8 +33,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from edgepilot.gguf.arch import ArchParams
+from edgepilot.gguf.ggml_types import is_quantized
 from edgepilot.gguf.gguf_records import GGUFHeader, TensorInfo
 from edgepilot.gguf.kv_cache import KVCacheSize
+from edgepilot.plan.arithmetic import DriverSample, LearnedDevice
 from edgepilot.plan.layers import kv_per_layer, layer_of, tensors_by_layer
 from edgepilot.plan.weights import WeightsEstimate, estimate_weights
 
@@ -48,9 +55,12 @@ class DriverCosts:
     large_ubatch_bytes: int = 0  # more driver heap once the ubatch passes LARGE_UBATCH
     max_tensor_bytes: int | None = None  # a larger weight cannot be bound on the device: it stays on the CPU
     uma: bool = True  # device memory is this RAM (integrated GPUs, lavapipe): it counts in RSS
+    base_types: int = 2  # the quantized weight types on the device base_bytes was measured with
+    per_type_bytes: int = 0  # more per quantized weight type on the device beyond base_types
 
-    def bytes_for(self, n_ubatch: int) -> int:
-        return self.base_bytes + (self.large_ubatch_bytes if n_ubatch > LARGE_UBATCH else 0)
+    def bytes_for(self, n_ubatch: int, weight_types: int = 1) -> int:
+        more_types = self.per_type_bytes * max(0, weight_types - self.base_types)
+        return self.base_bytes + more_types + (self.large_ubatch_bytes if n_ubatch > LARGE_UBATCH else 0)
 
 
 # Measured on lavapipe (Mesa 26.2, LLVM 22) with llama.cpp 0.7.0 and SmolLM2: VmHWM of llama-server minus
@@ -58,13 +68,16 @@ class DriverCosts:
 # 188-193 MiB at 10, 20 and all layers with ubatch 128 or 256 (ctx 256 and 512); 209 at -ngl 0, where op
 # offload adds staging of its own; 567 MiB with ubatch 512: lavapipe's heap (its LLVM-compiled pipelines,
 # RssAnon) jumps past a ubatch of 256, while the libraries (libLLVM, the ICD, libggml-vulkan: 85-96 MiB of
-# file pages) stay. Gemma 3's heap was larger at the same settings (more quantization types, more
-# pipelines): this is one model's figure on a software driver, not a phone's.
+# file pages) stay. Gemma 3's heap is larger at the same settings, with four quantized weight types on the
+# device (Q4_K, Q5_0, Q6_K, Q8_0) where SmolLM2 has two (Q4_1, and Q8_0 in its tied output's copy): 297-304
+# MiB at 10 and all layers, ubatch 128, 256 and 512 (no jump there), so ~55 MiB per type. One software
+# driver's figures, not a phone's.
 LAVAPIPE = DriverCosts(
-    "lavapipe (Mesa 26.2) with llama.cpp 0.7.0, measured here with SmolLM2",
+    "lavapipe (Mesa 26.2) with llama.cpp 0.7.0, measured here with SmolLM2 and Gemma 3",
     base_bytes=int(190.9 * MIB),
     large_ubatch_bytes=376 * MIB,
     max_tensor_bytes=128 * MIB,  # lavapipe's maxStorageBufferRange
+    per_type_bytes=55 * MIB,
 )
 
 
@@ -81,6 +94,9 @@ class OffloadEstimate:
     host_compute_bytes: int  # Vulkan_Host compute buffer: the CPU's share of the graph, in pinned memory
     driver: DriverCosts
     driver_bytes: int  # the driver's own memory for these settings
+    weight_types: int = 1  # distinct quantized weight types on the device
+    extra_bytes: int = 0  # the CPU's extra buffer types a run of this model logged (x86 AMX copies)
+    calibrated: bool = False  # driver_bytes (and extra_bytes) learned from runs on this device
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -116,6 +132,33 @@ def host_compute_bytes(arch: ArchParams, n_ff: int, n_tokens: int, n_kv: int) ->
     return n_tokens * (n_kv + n_ff + 2 * arch.n_embd) * F32
 
 
+def _bound_on_device(header: GGUFHeader, n_layer: int, ngl: int, limit: int | None) -> list[TensorInfo]:
+    """The weights the device holds: the last ngl layers' (the output layer first). A tensor the device
+    cannot bind stays on the CPU: a tied output's is the input's own token_embd there (Gemma 3's 170 MiB on
+    lavapipe; on x86 with AMX, llama.cpp copies it into an AMX buffer instead)."""
+    if ngl <= 0:
+        return []
+    on_device = tensors_by_layer(header, n_layer)
+    first = n_layer + 1 - min(ngl, n_layer + 1)
+    return [
+        t
+        for il in range(first, n_layer + 1)
+        for t in on_device[il]
+        if limit is None or (t.n_bytes or 0) <= limit
+    ]
+
+
+def _weight_types(bound: list[TensorInfo]) -> int:
+    return max(1, len({t.ggml_type for t in bound if is_quantized(t.ggml_type)}))
+
+
+def device_weight_types(
+    header: GGUFHeader, n_layer: int, n_gpu_layers: int, limit: int | None = LAVAPIPE.max_tensor_bytes
+) -> int:
+    """How many quantized weight types the device computes with (each compiles its own pipelines)."""
+    return _weight_types(_bound_on_device(header, n_layer, n_gpu_layers, limit))
+
+
 def plan_offload(
     header: GGUFHeader,
     arch: ArchParams,
@@ -124,22 +167,19 @@ def plan_offload(
     kv: KVCacheSize,
     n_tokens: int,
     driver: DriverCosts = LAVAPIPE,
+    learned: LearnedDevice | None = None,
+    runtime_bytes: int = 0,
+    engine: str = "llama.cpp",
 ) -> OffloadEstimate:
     """n_gpu_layers as llama.cpp counts them (n_layer + 1 at most: fit.offloaded_layers resolves `all`);
-    kv: the whole cache as the planner sized it; n_tokens: the ubatch."""
+    kv: the whole cache as the planner sized it; n_tokens: the ubatch; learned: what runs on this device
+    showed (tuned/offload_calibration.py), runtime_bytes: the runtime the plan counts beside it."""
     n_layer = arch.n_layer
     ngl = max(0, min(n_gpu_layers, n_layer + 1))
     first = n_layer + 1 - ngl
-    on_device = tensors_by_layer(header, n_layer) if ngl else {}
-    limit = driver.max_tensor_bytes
-    # a tensor the device cannot bind stays on the CPU: a tied output's is the input's own token_embd there
-    # (Gemma 3's 170 MiB on lavapipe; on x86 with AMX, llama.cpp copies it into an AMX buffer instead)
-    device_weights = sum(
-        _padded(t.n_bytes or 0)
-        for il in range(first, n_layer + 1)
-        for t in on_device[il]
-        if limit is None or (t.n_bytes or 0) <= limit
-    )
+    bound = _bound_on_device(header, n_layer, ngl, driver.max_tensor_bytes)
+    device_weights = sum(_padded(t.n_bytes or 0) for t in bound)
+    weight_types = _weight_types(bound)
     kept: list[TensorInfo] = []
     for t in header.tensors:
         il = layer_of(t.name, n_layer)
@@ -154,6 +194,19 @@ def plan_offload(
         f"{ngl} of {n_layer + 1} layers on {device}: its memory counted as RAM (assumed UMA, as on every "
         "phone GPU); no CPU_REPACK copies while a GPU is in use"
     ]
+    driver_bytes = driver.bytes_for(n_tokens, weight_types)
+    extra, calibrated = 0, False
+    if learned is not None and learned.samples:
+        driver_bytes, extra, note = learned_driver(
+            learned, driver, n_tokens, ngl, weight_types, runtime_bytes
+        )
+        calibrated = True
+        notes.append(f"{device}'s driver memory ({driver_bytes / MIB:.0f} MiB) calibrated: {note} ({engine})")
+    else:
+        notes.append(
+            f"{device}'s driver memory ({driver_bytes / MIB:.0f} MiB) assumed: {driver.source}; the first "
+            f"offloaded run of {engine} on {device} calibrates it"
+        )
     return OffloadEstimate(
         device=device,
         n_gpu_layers=ngl,
@@ -165,6 +218,56 @@ def plan_offload(
         device_compute_bytes=device_compute_bytes(arch, n_ff, n_tokens),
         host_compute_bytes=host_compute_bytes(arch, n_ff, n_tokens, n_kv),
         driver=driver,
-        driver_bytes=driver.bytes_for(n_tokens),
+        driver_bytes=driver_bytes,
+        weight_types=weight_types,
+        extra_bytes=extra,
+        calibrated=calibrated,
         notes=notes,
     )
+
+
+def _large(n_ubatch: int) -> bool:
+    return n_ubatch > LARGE_UBATCH
+
+
+def learned_driver(
+    learned: LearnedDevice,
+    assumed: DriverCosts,
+    n_ubatch: int,
+    n_gpu_layers: int,
+    weight_types: int,
+    runtime_bytes: int,
+) -> tuple[int, int, str]:
+    """The driver's memory and the CPU's extra buffers for these settings from the runs on this device:
+    the runs that filled their context first (the others may not have compiled every pipeline), those at
+    -ngl 0 or not as planned (op offload alone costs differently), those in the same ubatch class; the largest
+    figure of those. The same model: all that was not a buffer, less today's runtime. Another model: its
+    driver figure, plus the per-type cost for each weight type more on the device; no extra buffers (they are
+    that model's tensors). A ubatch class not measured adds the assumed growth past LARGE_UBATCH."""
+    samples = list(learned.samples)
+    samples = [s for s in samples if s.filled] or samples
+    samples = [s for s in samples if (s.n_gpu_layers == 0) == (n_gpu_layers == 0)] or samples
+    same_class = [s for s in samples if _large(s.n_ubatch) == _large(n_ubatch)]
+    growth = 0
+    if not same_class and _large(n_ubatch):
+        growth = assumed.large_ubatch_bytes
+    chosen = same_class or samples
+    per_type = assumed.per_type_bytes if learned.per_type_bytes is None else learned.per_type_bytes
+
+    def driver_of(s: DriverSample) -> int:
+        if learned.same_model:
+            return s.driver_bytes + s.runtime_bytes - runtime_bytes
+        return s.driver_bytes + per_type * max(0, weight_types - s.weight_types)
+
+    driver = max(0, max(driver_of(s) for s in chosen) + growth)
+    extra = max(s.extra_bytes for s in chosen) if learned.same_model else 0
+    n = len(learned.samples)
+    note = f"measured on {learned.device} ({learned.description}) in {n} run{'s' if n != 1 else ''} of "
+    note += "this model" if learned.same_model else "other models, scaled by the weight types on the device"
+    if not any(s.filled for s in learned.samples):
+        note += "; no context-filling run yet: a long prompt may compile more"
+    if growth:
+        note += f"; ubatch {n_ubatch} not measured: +{growth / MIB:.0f} MiB assumed past {LARGE_UBATCH}"
+    if extra:
+        note += f"; with {extra / MIB:.0f} MiB of the CPU's extra buffers (e.g. x86 AMX) its runs logged"
+    return driver, extra, note

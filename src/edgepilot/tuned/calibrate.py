@@ -8,6 +8,8 @@ used beyond the load and the compute it touched. The next plan for that version 
 (plan/arithmetic.py).
 A model not measured yet on a version borrows from the models that were, scaled by vocabulary (the per-token
 structures are what differ most between models).
+An offloaded run (layers on a GPU) keeps instead what its device's driver and the CPU's extra buffer types
+added, per device (tuned/offload_calibration.py): the arithmetic's `offload` carries it to the plan.
 """
 
 from __future__ import annotations
@@ -24,12 +26,14 @@ from edgepilot.engine.load_log import LoggedBuffers
 from edgepilot.engine.native_tools import tool_version
 from edgepilot.errors import UserError
 from edgepilot.gguf.arch import ArchParams
+from edgepilot.gguf.gguf_records import GGUFHeader
 from edgepilot.gguf.kv_cache import kv_cache_bytes
 from edgepilot.plan.arithmetic import EngineArithmetic
 from edgepilot.plan.compute import compute_buffer
 from edgepilot.plan.memory_model import VOCAB_BYTES_PER_TOKEN
 from edgepilot.plan.types import FitResult
 from edgepilot.safe_write import ensure_dir, write_text
+from edgepilot.tuned.offload_calibration import learned_devices, offload_sample, record_offloaded
 
 MAX_FILE_BYTES = 1 << 20
 KEEP_SAMPLES = 8
@@ -132,8 +136,15 @@ def arithmetic_for(info: EngineInfo | None, model: Path, arch: ArchParams) -> En
     if info is None or info.kind != "tools":
         return None
     key = version_key(info)
+    data = _read(key) if key else {}
+    a = _cpu_arithmetic(info, data.get("models", {}), model, arch)
+    return replace(a, offload=learned_devices(data, model_key(model)))
+
+
+def _cpu_arithmetic(
+    info: EngineInfo, models: dict[str, Any], model: Path, arch: ArchParams
+) -> EngineArithmetic:
     name = f"llama-server {info.version or '(version unknown)'}"
-    models = _read(key).get("models", {}) if key else {}
     own = models.get(model_key(model))
     if isinstance(own, dict) and own.get("runtime"):
         return _from_entry(name, own, f"memory planned for {name} from its runs of this model here")
@@ -176,19 +187,48 @@ def _from_entry(name: str, entry: dict[str, Any], note: str) -> EngineArithmetic
     return a
 
 
+def record_offloaded_run(
+    info: EngineInfo,
+    model: Path,
+    header: GGUFHeader,
+    arch: ArchParams,
+    plan: FitResult,
+    logged: LoggedBuffers,
+    peak_bytes: int,
+    n_processed: int,
+    n_ctx: int,
+) -> None:
+    """Keep what an offloaded run of the tools engine showed about its device's driver."""
+    key = version_key(info)
+    device = str(plan.settings.device)
+    if key is None or peak_bytes <= 0 or logged.lines == 0 or device not in logged.devices:
+        return
+    n_ubatch = min(plan.settings.n_ubatch, plan.settings.n_batch, n_ctx)
+    sample = offload_sample(
+        header, arch.n_layer, plan, logged, peak_bytes, n_processed >= FILLED * n_ctx, n_ubatch
+    )
+    data = _read(key) or {"engine": info.version, "models": {}}
+    if record_offloaded(data, model_key(model), int(arch.n_vocab or 0), device, logged, sample):
+        _write(key, data)
+
+
 def learn_from_run(
     info: EngineInfo, model: Path, plan: FitResult, engine: Any, peak: int, n_used: int
 ) -> None:
     """After a run on the tools engine (engine/server_engine.py): what its load log and peaks showed."""
-    if not plan.settings.on_cpu:  # the CPU plan's arithmetic: an offloaded run's buffers are elsewhere
-        return
     from edgepilot.engine.load_log import logged_buffers
     from edgepilot.gguf.arch import arch_params
     from edgepilot.gguf.verdict import header_of
 
     try:
-        arch = arch_params(header_of(model).metadata)
+        header = header_of(model)
+        arch = arch_params(header.metadata)
     except (OSError, ValueError, UserError):
+        return
+    if not plan.settings.on_cpu:  # an offloaded run: its driver and device, not the CPU plan's terms
+        load = getattr(engine, "load", None)
+        logged = logged_buffers(getattr(load, "log", None) or engine.log)
+        record_offloaded_run(info, model, header, arch, plan, logged, peak, n_used, engine.load.n_ctx)
         return
     logged = logged_buffers(engine.log)
     record_run(info, model, arch, plan, logged, engine.load_peak_bytes, peak, n_used, engine.load.n_ctx)
