@@ -13,13 +13,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-HIDE_VULKAN_DEVICES = {"GGML_VK_VISIBLE_DEVICES": ""}
-
-
-def quiet_cpu_env() -> dict[str, str]:
-    """For `--help` and `--version`: the GPU devices hidden, no driver check consulted (the check itself
-    asks the programs their version)."""
-    return dict(os.environ, GGML_NO_BACKTRACE="1", **HIDE_VULKAN_DEVICES)
+from edgepilot.engine.native_tools import HIDE_VULKAN_DEVICES
 
 
 def llama_env(

@@ -21,7 +21,6 @@ from functools import lru_cache
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-from edgepilot.engine.child_env import quiet_cpu_env
 from edgepilot.errors import UserError
 
 TOOL_NAMES = (
@@ -39,6 +38,8 @@ TARGETS = ("native", "aarch64")
 # pyproject.toml pins the same.
 PINNED_BINDING = "0.3.36"
 VERSION_SECONDS = 20
+# An installed GPU backend (ggml-vulkan) with no device to create: every CPU run, and --help/--version
+HIDE_VULKAN_DEVICES = {"GGML_VK_VISIBLE_DEVICES": ""}
 
 # Which package provides a program, per packager (Termux's llama-cpp has no rpc-server and no perplexity).
 PACKAGES = {
@@ -181,7 +182,8 @@ def _output(path: str, mtime_ns: int, flag: str) -> str | None:
             errors="replace",
             timeout=VERSION_SECONDS,
             stdin=subprocess.DEVNULL,
-            env=quiet_cpu_env(),  # --help loads the backends too: no GPU device for a question about flags
+            # --help loads the backends too: no GPU device for a question about flags
+            env=dict(os.environ, GGML_NO_BACKTRACE="1", **HIDE_VULKAN_DEVICES),
         )
     except (OSError, subprocess.SubprocessError):
         return None

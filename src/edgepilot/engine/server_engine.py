@@ -86,10 +86,8 @@ class ServerEngine:
     # -- the child ------------------------------------------------------------------------------------------
     def _argv(self, cpus: list[int] | None, prompt_cpus: list[int] | None) -> list[str]:
         extra = ["--host", self.socket_path, "-np", "1", "--no-webui", "--cache-ram", "0", "--fit", "off"]
-        extra += [
-            "-lv",
-            "4",
-        ]  # newer llama-servers log the load (buffer sizes, for the plan) at this level only
+        # newer llama-servers log the load (buffer sizes, for the plan) at -lv 4 only
+        extra += ["-lv", "4"]
         argv = llama_cpp_command(self.model_path, self.settings, str(self.tool), cpus, prompt_cpus, extra)
         if argv[0] == "taskset":  # this process is pinned already (tuned.decide): the child inherits it
             argv = argv[3:]
