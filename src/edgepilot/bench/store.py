@@ -165,6 +165,15 @@ def _result_values(run_id: int, row: BenchRow) -> tuple:
     )
 
 
+def has_gpu_results(path: Path | None = None) -> bool:
+    """Whether any stored result was measured on a GPU (a cheap question before a per-model one)."""
+    path = path or db_path()
+    if not path.is_file():
+        return False
+    with connect(path, create=False) as con:
+        return con.execute("SELECT 1 FROM results WHERE device != 'none' LIMIT 1").fetchone() is not None
+
+
 @dataclass
 class HistoryEntry:
     run_id: int

@@ -102,12 +102,13 @@ def report_engine_failure(
 def _gpu_history(model: str) -> list[str]:
     """This device's bench history of the model as llama-bench's table (dev, ngl, test, t/s), when any
     result was measured on a GPU: the doctor compares the CPU's and the GPU's (gpu-slower-than-cpu)."""
-    from edgepilot.bench.store import history
-    from edgepilot.gguf.resolve import check_model_path
+    from edgepilot.bench.store import has_gpu_results, history
     from edgepilot.tuned.identity import device_id, model_id
 
     try:
-        path = check_model_path(model)
+        if not has_gpu_results():  # nothing to compare: the model is not read again
+            return []
+        path = Path(model)  # checked already (_check_model)
         device = device_id()
         entries = history(device.fingerprint, device.description, model_id(path).key, path.name, 200).entries
     except (UserError, OSError):

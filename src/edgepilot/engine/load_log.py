@@ -30,7 +30,8 @@ BUFFER = re.compile(r"(?<!\S)(\S+)\s+(model|KV|compute|output) buffer size\s*=\s
 # `using device Vulkan0 (llvmpipe (LLVM 22.1.8, 256 bits)) (unknown id) - 23203 MiB free`: the description
 # is what the first parentheses hold (parentheses of its own, one level deep, included)
 USING_DEVICE = re.compile(r"using device (\S+) \(((?:[^()]|\([^()]*\))*)\)")
-DEVICE_NAME = re.compile(r"[A-Za-z][A-Za-z_-]*\d+|RPC\S*")  # Vulkan0, CUDA1, OpenCL0, RPC[host:port] ...
+# Vulkan0, CUDA1, OpenCL0, RPC[host:port] ...; starting at a word's start only (linear on a hostile line)
+DEVICE_NAME = re.compile(r"(?<![A-Za-z_-])[A-Za-z][A-Za-z_-]*\d+|RPC\S*")
 CPU_WEIGHTS = frozenset({"CPU", "CPU_Mapped"})
 
 CPU, REPACK, EXTRA, DEVICE, HOST = "cpu", "repack", "extra", "device", "host"
