@@ -8,10 +8,9 @@ import re
 from dataclasses import dataclass, field
 
 from edgepilot.doctor.logscan import bench_table_row, quote
+from edgepilot.engine.load_log import BUFFER, USING_DEVICE  # llama.cpp's buffer lines: one reader
 
 _DEVICE = re.compile(r"ggml_vulkan: (\d+) = (.+) \(([^()]*)\) \| uma: (\d)")
-_USING = re.compile(r"using device (Vulkan\d+) \((.+)\) \(")
-_BUFFER = re.compile(r"\b(Vulkan\d+|Vulkan_Host)\s+(model|KV|compute|output) buffer size\s*=\s*([0-9.]+) MiB")
 _BREAKDOWN = re.compile(
     r"\|\s*-\s*(Vulkan\d+) \((.*)\)\s*\|\s*(\d+)\s*=\s*(\d+)\s*\+\s*\(\s*(\d+)\s*=\s*(\d+)\s*\+\s*(\d+)\s*"
     r"\+\s*(\d+)\s*\)\s*\+\s*(-?\d+)"
@@ -106,9 +105,9 @@ def read_vulkan(lines: list[str]) -> VulkanLog:
                 line[: m.end()]
             )  # the name, driver and uma; the feature list is noise at 50 columns
             out.devices.append(VkDevice(index, name, driver, m.group(4) == "1", short))
-        elif m := _USING.search(line):
+        elif (m := USING_DEVICE.search(line)) and m.group(1).startswith("Vulkan"):
             out.using.append(quote(line))
-        elif m := _BUFFER.search(line):
+        elif (m := BUFFER.search(line)) and m.group(1).startswith("Vulkan"):
             out.buffers.append(Buffer(m.group(1), m.group(2), float(m.group(3)), quote(line)))
         elif m := _BREAKDOWN.search(line):
             nums = [int(x) for x in m.groups()[2:8]]

@@ -10,10 +10,16 @@ with no device to create. Drivers whose crash-isolated check failed are kept fro
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Mapping
 from pathlib import Path
 
 from edgepilot.engine.native_tools import HIDE_VULKAN_DEVICES
+
+# How a broken GPU driver ends a llama.cpp process, as a shell reports it (128 + SIGSEGV, SIGABRT, SIGBUS): a
+# CPU run that ends so while loading is started once more with the drivers kept out (run/chat: ServerEngine,
+# serve: the watchdog)
+DRIVER_CRASH_STATUSES = frozenset(128 + s for s in (signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS))
 
 
 def llama_env(

@@ -25,7 +25,7 @@ from typing import Any
 
 from edgepilot.device.process import rss_bytes
 from edgepilot.engine.base import EngineError, GenerationStats, LoadInfo, TurnStats
-from edgepilot.engine.child_env import llama_env
+from edgepilot.engine.child_env import DRIVER_CRASH_STATUSES, llama_env
 from edgepilot.engine.native_tools import find_tool, tool_version
 from edgepilot.engine.sampling import SamplerSettings
 from edgepilot.engine.tool_flags import adapt_args
@@ -37,10 +37,6 @@ from edgepilot.plan.settings import EngineSettings
 LOG_LINES = 2000  # llama-server's stderr kept (the load log, for the doctor and the plan's calibration)
 READY_POLL = 0.05
 STOP_TYPES = {"eos": "eog", "limit": "limit", "word": "caller", "none": "limit"}
-
-
-# SIGSEGV, SIGABRT, SIGBUS as a shell reports them: how a broken GPU driver ends a process
-CRASH_STATUSES = (128 + 11, 128 + 6, 128 + 7)
 
 
 class ServerEngine:
@@ -100,7 +96,11 @@ class ServerEngine:
         try:
             self._start(load_timeout)
         except EngineError as exc:
-            if not self.settings.on_cpu or self._keep_drivers_out or exc.exit_code not in CRASH_STATUSES:
+            if (
+                not self.settings.on_cpu
+                or self._keep_drivers_out
+                or exc.exit_code not in DRIVER_CRASH_STATUSES
+            ):
                 raise
             self.notes.append(
                 f"llama-server crashed while loading (status {exc.exit_code}): started again with the GPU "

@@ -284,8 +284,13 @@ class Watchdog(threading.Thread):
     def _keep_drivers_out(self, death: Death, settings: EngineSettings) -> bool:
         """A llama-server on the CPU that crashed while loading: ggml loads every installed GPU backend,
         and a broken Vulkan driver crashes as it enumerates. Once, the next start keeps the drivers out."""
-        crash = death.signal_name in ("SIGSEGV", "SIGABRT", "SIGBUS")
-        if not crash or not settings.on_cpu or getattr(self.launch, "keep_drivers_out", True):
+        from edgepilot.engine.child_env import DRIVER_CRASH_STATUSES
+
+        if (
+            death.exit_code not in DRIVER_CRASH_STATUSES
+            or not settings.on_cpu
+            or getattr(self.launch, "keep_drivers_out", True)
+        ):
             return False
         self.launch.keep_drivers_out = True  # type: ignore[union-attr]
         return True
