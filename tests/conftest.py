@@ -115,6 +115,14 @@ def run_unprivileged(func, *args):
 
 
 @pytest.fixture
+def ordinary_user(open_tmp):
+    """An unprivileged user (nobody when the tests run as root) that runs the real CLI: tests/userkit.py."""
+    from userkit import make_user
+
+    return make_user(open_tmp)
+
+
+@pytest.fixture
 def open_tmp(tmp_path) -> Path:
     """A directory an unprivileged user can enter (pytest's own tmp folders are private to root)."""
     import tempfile
