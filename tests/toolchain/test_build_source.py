@@ -49,6 +49,20 @@ def test_only_vendor_llama_cpp_is_unpacked(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s.tar.gz", "src"]  # no temporary left
 
 
+def test_a_python_without_tarfile_filters_unpacks_the_same(tmp_path, monkeypatch):
+    """Debian 12's Python 3.11.2 has neither TarInfo.replace nor extraction filters (3.11.4+): the same tree,
+    with plain permissions (a setuid bit in the archive does not survive)."""
+    monkeypatch.delattr(tarfile, "data_filter", raising=False)
+    monkeypatch.delattr(tarfile.TarInfo, "replace", raising=False)
+    setuid = member(f"{VENDOR}/tool.sh", size=3)
+    setuid.mode = 0o4777
+    archive = make_sdist(tmp_path / "s.tar.gz", [setuid])
+    dest = source.unpack_llama_cpp(archive, VERSION, tmp_path / "src")
+    got = sorted(str(p.relative_to(dest)) for p in dest.rglob("*") if p.is_file())
+    assert got == ["CMakeLists.txt", "ggml/CMakeLists.txt", "src/llama.cpp", "tool.sh"]
+    assert (dest / "tool.sh").stat().st_mode & 0o7777 == 0o755
+
+
 @pytest.mark.parametrize(
     "bad, why",
     [

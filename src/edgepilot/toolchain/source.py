@@ -8,6 +8,7 @@ total size, and extracts with tarfile's 'data' filter on top: nothing can land o
 
 from __future__ import annotations
 
+import copy
 import os
 import shutil
 import subprocess
@@ -75,6 +76,19 @@ def vendor_members(tar: tarfile.TarFile, prefix: str) -> list[tuple[tarfile.TarI
     return picked
 
 
+def _extract(tar: tarfile.TarFile, member: tarfile.TarInfo, rel: str, dest: Path) -> None:
+    """One checked member (a file or a folder) at `rel` under dest, with tarfile's 'data' filter where this
+    Python has it (3.11.4+, 3.10.12+); before that, the same effect by hand: plain permissions, our owner."""
+    member = copy.copy(member)
+    member.name = rel
+    if hasattr(tarfile, "data_filter"):
+        tar.extract(member, dest, filter="data")
+        return
+    member.mode &= 0o755
+    member.uid, member.gid, member.uname, member.gname = os.getuid(), os.getgid(), "", ""
+    tar.extract(member, dest, set_attrs=member.isfile())
+
+
 def unpack_llama_cpp(archive: Path, version: str, dest: Path) -> Path:
     """Unpack <sdist>/vendor/llama.cpp into `dest` (replaced atomically: never half unpacked)."""
     prefix = f"{sdist_name(version)}/vendor/llama.cpp"
@@ -89,8 +103,7 @@ def unpack_llama_cpp(archive: Path, version: str, dest: Path) -> Path:
                         f"{archive.name} has no {prefix}/CMakeLists.txt: not a llama-cpp-python sdist"
                     )
                 for member, rel in members:
-                    member = member.replace(name=rel, deep=False)
-                    tar.extract(member, tmp, filter="data")
+                    _extract(tar, member, rel, tmp)
         except (tarfile.TarError, OSError, EOFError) as exc:
             raise UserError(f"cannot unpack {archive.name}: {exc}") from None
         if dest.exists():
