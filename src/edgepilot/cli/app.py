@@ -63,21 +63,23 @@ F = TypeVar("F", bound=Callable[..., Any])
 @functools.cache
 def console() -> Console:
     """Human output on stdout (progress and errors go to stderr so `--json` stdout stays one object)."""
-    from rich.console import Console
+    from edgepilot.cli.safe_console import SafeConsole
 
-    return Console(highlight=False)
+    return SafeConsole(highlight=False)
 
 
 @functools.cache
 def err_console() -> Console:
-    from rich.console import Console
+    from edgepilot.cli.safe_console import SafeConsole
 
-    return Console(stderr=True, highlight=False)
+    return SafeConsole(stderr=True, highlight=False)
 
 
 def fail(message: str, code: int = 2) -> click.exceptions.Exit:
-    """One line on stderr; raise the result to end the command with `code`."""
-    sys.stderr.write(f"edgepilot: error: {message}\n")
+    """One line on stderr (a name quoted in it escaped); raise the result to end the command with `code`."""
+    from edgepilot.shown import shown
+
+    sys.stderr.write(f"edgepilot: error: {shown(message)}\n")
     sys.stderr.flush()
     return click.exceptions.Exit(code)
 
