@@ -26,14 +26,15 @@ def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> 
         return
     from edgepilot import __version__
     from edgepilot.engine.choice import describe_engine
+    from edgepilot.shown import shown
 
     click.echo(f"edgepilot {__version__}")
     info, problem = describe_engine(load=False)
     if info is None:
-        click.echo(f"llama.cpp: none found ({problem})")
+        click.echo(f"llama.cpp: none found ({shown(problem)})")
     else:
         engine = "in-process" if info.kind == "inprocess" else f"tools, {info.path}"
-        click.echo(f"llama.cpp: {info.llama_cpp or 'version unknown'} ({engine})")
+        click.echo(f"llama.cpp: {shown(info.llama_cpp or 'version unknown')} ({shown(engine)})")
     ctx.exit()
 
 
