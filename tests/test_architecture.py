@@ -19,6 +19,7 @@ LAYERS = {
     "records": 0,  # bounded line readers: chat's stdin, doctor's logs
     "safe_write": 0,  # every file edgepilot writes
     "defaults": 0,  # the prompt and context every command shares
+    "shown": 0,  # names from outside escaped for the terminal
     "device": 1,
     "gguf": 2,  # what a GGUF file is: header, validation, architecture, the MODEL argument
     "plan": 3,

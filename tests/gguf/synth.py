@@ -143,13 +143,15 @@ def write_model(
     extra: Callable[[GGUFWriter], None] | None = None,
     alignment: int | None = None,
     seed: int = 0,
+    name: str | None = None,
 ) -> Path:
-    """Write a GGUF with the hyper-parameters in `hp` (see ARCHS) and small random tensors."""
+    """Write a GGUF with the hyper-parameters in `hp` (see ARCHS) and small random tensors; `name` is its
+    general.name (default `synthetic ARCH`)."""
     arch = hp["arch"]
     w = GGUFWriter(str(path), arch)
     if alignment is not None:
         w.add_custom_alignment(alignment)
-    w.add_name(f"synthetic {arch}")
+    w.add_name(f"synthetic {arch}" if name is None else name)
     w.add_file_type(15)
     w.add_block_count(hp["block_count"])
     w.add_embedding_length(hp["embedding_length"])

@@ -63,6 +63,7 @@ class Hub:
     cdn_base: str = ""  # resolve redirects to this origin (e.g. another server); "" for this one
     next_base: str = ""  # a listing's next page is on this origin; "" for this one
     listing_body: bytes | None = None  # every listing page is these bytes
+    listing_status: tuple[int, str] | None = None  # every listing page is an error with this code and reason
     # "listing-head", "listing-body", "redirect-body", "cdn-body": that part comes a byte at a time
     trickle: str | None = None
     cdn_bytes: int = 0  # file bytes sent by the CDN route
@@ -114,6 +115,11 @@ class Handler(BaseHTTPRequestHandler):
         files = self.hub.repos.get(repo)
         if files is None:
             return self._error(401, "RepoNotFound", "Repository not found")
+        if self.hub.listing_status is not None:
+            self.send_response(*self.hub.listing_status)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return None
         items = [
             {
                 "type": "file",

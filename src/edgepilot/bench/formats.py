@@ -7,6 +7,7 @@ import io
 
 from edgepilot.bench.results import BenchReport, BenchRow
 from edgepilot.device.cpusets import cpulist
+from edgepilot.shown import shown
 
 # llama-bench's CSV columns, in its order; edgepilot's own follow.
 LLAMA_BENCH_FIELDS = [
@@ -117,7 +118,8 @@ def to_markdown(report: BenchReport) -> str:
     cols = md_columns(report.rows)
     widths = [_WIDTH.get(c, 10) for c in cols]
 
-    def line(cells: list[str]) -> str:
+    def line(cells: list[str]) -> str:  # a table for people: the model's strings escaped (edgepilot.shown)
+        cells = [shown(c) for c in cells]
         parts = [c.ljust(-w) if w < 0 else c.rjust(w) for c, w in zip(cells, widths, strict=True)]
         return "| " + " | ".join(parts) + " |"
 

@@ -21,6 +21,7 @@ from typing import TextIO
 from edgepilot.chat.session import ChatResult, ChatSession, ChatTurn
 from edgepilot.errors import UserError
 from edgepilot.records import LineTooLong, decode, read_line
+from edgepilot.shown import shown_lines
 from edgepilot.sizes import show_size
 from edgepilot.untrusted import valid_text
 
@@ -48,7 +49,8 @@ class Terminal:
     stream: bool = True  # False with --json: answers only in the JSON at the end
 
     def say(self, text: str) -> None:
-        self.err.write(text + "\n")
+        """A line of ours; a file name or an error in it is shown escaped (edgepilot.shown)."""
+        self.err.write(shown_lines(text) + "\n")
         self.err.flush()
 
 

@@ -26,14 +26,15 @@ def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> 
         return
     from edgepilot import __version__
     from edgepilot.engine.choice import describe_engine
+    from edgepilot.shown import shown
 
     click.echo(f"edgepilot {__version__}")
     info, problem = describe_engine(load=False)
     if info is None:
-        click.echo(f"llama.cpp: none found ({problem})")
+        click.echo(f"llama.cpp: none found ({shown(problem)})")
     else:
         engine = "in-process" if info.kind == "inprocess" else f"tools, {info.path}"
-        click.echo(f"llama.cpp: {info.llama_cpp or 'version unknown'} ({engine})")
+        click.echo(f"llama.cpp: {shown(info.llama_cpp or 'version unknown')} ({shown(engine)})")
     ctx.exit()
 
 
@@ -63,21 +64,23 @@ F = TypeVar("F", bound=Callable[..., Any])
 @functools.cache
 def console() -> Console:
     """Human output on stdout (progress and errors go to stderr so `--json` stdout stays one object)."""
-    from rich.console import Console
+    from edgepilot.cli.safe_console import SafeConsole
 
-    return Console(highlight=False)
+    return SafeConsole(highlight=False)
 
 
 @functools.cache
 def err_console() -> Console:
-    from rich.console import Console
+    from edgepilot.cli.safe_console import SafeConsole
 
-    return Console(stderr=True, highlight=False)
+    return SafeConsole(stderr=True, highlight=False)
 
 
 def fail(message: str, code: int = 2) -> click.exceptions.Exit:
-    """One line on stderr; raise the result to end the command with `code`."""
-    sys.stderr.write(f"edgepilot: error: {message}\n")
+    """One line on stderr (a name quoted in it escaped); raise the result to end the command with `code`."""
+    from edgepilot.shown import shown
+
+    sys.stderr.write(f"edgepilot: error: {shown(message)}\n")
     sys.stderr.flush()
     return click.exceptions.Exit(code)
 

@@ -36,12 +36,20 @@ def progress_bar(title: str) -> Iterator:
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    from edgepilot.shown import shown
+
+    # the description can name a model or a device: text, never markup
+    columns = (
+        TextColumn("{task.description}", markup=False),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    )
     with Progress(*columns, console=err_console(), transient=True) as bar:
         task = bar.add_task(title, total=None)
 
         def update(description: str, done: int, total: int) -> None:
-            bar.update(task, description=f"{title}: {description}", completed=done, total=total)
+            bar.update(task, description=shown(f"{title}: {description}"), completed=done, total=total)
 
         yield update
 
@@ -283,12 +291,13 @@ def tune(
         return
 
     from edgepilot.bench.gpu_choice import devices_to_try
+    from edgepilot.shown import shown
 
     request = TuneRequest(
         n_prompt, n_gen, reps, cooldown, save=not no_save, store=not no_save, repack=not no_repack
     ).validate()
     request.devices, request.gpu_notes = devices_to_try(
-        device, engine, lambda msg: err_console().print(msg, style="dim")
+        device, engine, lambda msg: err_console().print(shown(msg), style="dim", markup=False)
     )
     path = resolve_model(model)
     if plot is not None:

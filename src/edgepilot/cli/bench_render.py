@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.text import Text
 
 from edgepilot.cli.format import human_bytes
+from edgepilot.shown import shown
 
 if TYPE_CHECKING:
     from edgepilot.bench.results import BenchReport
@@ -34,7 +35,7 @@ def _plot(points: list, title: str, out: Console) -> None:
     if out.width < 40:
         return  # the table says it all; a plot this narrow does not
     width = min(out.width, 110)
-    text = terminal_plot(series, title, width=width, color=out.is_terminal)
+    text = terminal_plot(series, shown(title), width=width, color=out.is_terminal)
     if text:
         out.print(Text.from_ansi(text))
 
@@ -134,7 +135,7 @@ def render_history(h: History, out: Console) -> None:
         if h.other_devices:
             out.print(f"({h.other_devices} run(s) from other devices are stored)", style="dim")
         return
-    out.print(Text.assemble(("history", "bold"), f" · {h.device.description}"))
+    out.print(Text.assemble(("history", "bold"), f" · {shown(h.device.description)}"))
     right = ("threads", "ub", "fa", "t/s", "Δ prev", "best")
     columns = [
         Column(c, numeric=c in right)
@@ -274,11 +275,11 @@ def render_profile(view: ProfileView, out: Console) -> None:
     name = Path(view.model).name
     if view.forgotten:
         when = f" of {p.created[:10]}" if p else ""
-        out.print(f"forgot the tuned profile{when} for {name}", markup=False)
+        say(out, f"forgot the tuned profile{when} for {name}")
         out.print("run, chat and serve now plan without it", style="dim")
         return
     if p is None:
-        out.print(f"no tuned profile for {name} on this device", markup=False)
+        say(out, f"no tuned profile for {name} on this device")
         print_command(out, "make one:", ["edgepilot", "tune", view.model], style="dim")
         return
     out.print(f"tuned profile of {p.created[:10]}", markup=False)

@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 @contextlib.contextmanager
 def cmake_progress() -> Iterator:
     """A rich bar on stderr fed by cmake's [ NN%] lines (on a terminal); else one line per 10 %."""
+    from edgepilot.shown import shown
+
     err = err_console()
     if not err.is_terminal:
         last = [-10]
@@ -28,7 +30,7 @@ def cmake_progress() -> Iterator:
         def plain(percent: int, what: str) -> None:
             if percent >= last[0] + 10 or percent == 0:
                 last[0] = percent
-                err.print(f"[{percent:3d}%] {what}", style="dim", soft_wrap=True)
+                err.print(f"[{percent:3d}%] {shown(what)}", style="dim", soft_wrap=True, markup=False)
 
         yield plain
         return
@@ -39,13 +41,13 @@ def cmake_progress() -> Iterator:
         BarColumn(),
         TaskProgressColumn(),
         TimeElapsedColumn(),
-        TextColumn("{task.fields[what]}"),
+        TextColumn("{task.fields[what]}", markup=False),
     )
     with Progress(*columns, console=err, transient=True) as bar:
         task = bar.add_task("build", total=100, what="")
 
         def update(percent: int, what: str) -> None:
-            bar.update(task, completed=percent, what=what.rsplit("/", 1)[-1][:50])
+            bar.update(task, completed=percent, what=shown(what.rsplit("/", 1)[-1][:50]))
 
         yield update
 
@@ -56,15 +58,17 @@ def render_build(result: BuildResult, out: Console) -> None:
     from rich.text import Text
 
     from edgepilot.cli.narrow import print_command, say
+    from edgepilot.shown import shown
 
     target = Text(str(result.target), style="bold")
+    bin_dir = shown(result.bin_dir)
     if not result.built:
         state = "up to date" if result.cached else "not built yet"
         out.print(Text.assemble(target, f" tools ({state}), the build would run:"))
     elif result.cached:
-        out.print(Text.assemble(target, f" tools up to date in {result.bin_dir}"))
+        out.print(Text.assemble(target, f" tools up to date in {bin_dir}"))
     else:
-        out.print(Text.assemble(target, f" tools built in {result.seconds:.0f} s into {result.bin_dir}"))
+        out.print(Text.assemble(target, f" tools built in {result.seconds:.0f} s into {bin_dir}"))
     for reason in result.reasons:
         say(out, f"  · {reason}", style="dim")
     if result.smoke:

@@ -24,9 +24,8 @@ if TYPE_CHECKING:
 @user_errors
 def rpc_server(host: str, port: int, threads: int | None, dry_run: bool) -> None:
     """Lend this device's memory and CPU to a main device running `serve --rpc` (llama.cpp's rpc-server)."""
-    import shlex
-
     from edgepilot.cluster.rpc_server import exec_rpc_server, rpc_server_command
+    from edgepilot.shown import shell_word
 
     cmd = rpc_server_command(host, port, threads, planned=dry_run)
     err = err_console()
@@ -35,7 +34,7 @@ def rpc_server(host: str, port: int, threads: int | None, dry_run: bool) -> None
     if dry_run:
         if cmd.missing:
             err.print(f"note: {cmd.missing}", style="dim", markup=False, soft_wrap=True)
-        console().print(shlex.join(cmd.argv), markup=False, soft_wrap=True)
+        console().print(" ".join(map(shell_word, cmd.argv)), markup=False, soft_wrap=True)
         return
     err.print(f"rpc-server on {host}:{port} (Ctrl-C stops it)", style="dim", markup=False)
     exec_rpc_server(cmd)
@@ -50,12 +49,14 @@ def render_plan(plan: Any, out: Console) -> None:
     from rich.text import Text
 
     from edgepilot.cli.narrow import Column, print_command, print_records, say
+    from edgepilot.shown import shown
 
     verdict = "fits" if plan.fits else "DOES NOT FIT"
     out.print(
         Text.assemble(
             ("cluster plan", "bold"),
-            f" {Path(plan.model).name} · {plan.n_layer} layers + output · ctx {plan.n_ctx} · {verdict}",
+            f" {shown(Path(plan.model).name)} · {plan.n_layer} layers + output · ctx {plan.n_ctx}",
+            f" · {verdict}",
         )
     )
     columns = [

@@ -44,20 +44,17 @@ def render_diagnosis(d: Diagnosis, out: Console) -> None:
     from rich.text import Text
 
     from edgepilot.cli.narrow import say
+    from edgepilot.shown import shell_word, shown
 
     run = d.run
     if run is not None:
         how = f"killed by {run.signal_name}" if run.signal else f"exit status {run.exit_code}"
         limit = f" of a {mib(run.memory_limit_bytes)} limit" if run.memory_limit_bytes else ""
-        shown = " ".join(run.command[:3]) + (" …" if len(run.command) > 3 else "")
-        out.print(
-            Text.assemble(
-                ("doctor:", "bold"),
-                f" {shown}: {how} after {run.wall_seconds:.1f} s · peak RSS {mib(run.peak_rss_bytes)}{limit}",
-            )
-        )
+        command = " ".join(map(shell_word, run.command[:3])) + (" …" if len(run.command) > 3 else "")
+        figures = f"{how} after {run.wall_seconds:.1f} s · peak RSS {mib(run.peak_rss_bytes)}{limit}"
+        out.print(Text.assemble(("doctor:", "bold"), f" {command}: {figures}"))
     for i, c in enumerate(d.causes, 1):
-        say(out, Text.assemble(f"{i}. ", (c.id, "bold"), f" — {c.title}"))
+        say(out, Text.assemble(f"{i}. ", (c.id, "bold"), f" — {shown(c.title)}"))
         if i > DETAILED:
             continue
         label = "checked" if c.id == "unknown" else "evidence"
@@ -72,10 +69,11 @@ def report_engine_failure(
     """For `run`/`serve`: print the engine's error, then the doctor's top cause and fix; exit code 2."""
     from edgepilot.doctor.command import resolve_default_model
     from edgepilot.doctor.diagnose import diagnose
+    from edgepilot.shown import shown
 
     err = err_console()
 
-    err.print(f"edgepilot: error: {exc}", markup=False, soft_wrap=True)
+    err.print(f"edgepilot: error: {shown(exc)}", markup=False, soft_wrap=True)
     try:
         lines = [str(exc), *getattr(exc, "log", [])]
         if "llama_cpp" in sys.modules:  # the in-process engine ran: its captured log
@@ -89,13 +87,13 @@ def report_engine_failure(
             requested=requested,
         )
     except Exception as doc_exc:  # the doctor must never hide the original error
-        err.print(f"edgepilot: doctor could not diagnose this ({doc_exc})", markup=False, style="dim")
+        err.print(f"edgepilot: doctor could not diagnose this ({shown(doc_exc)})", markup=False, style="dim")
         return click.exceptions.Exit(2)
     top = d.top
-    err.print(f"edgepilot: doctor: {top.id} — {top.title}", markup=False, soft_wrap=True)
+    err.print(f"edgepilot: doctor: {top.id} — {shown(top.title)}", markup=False, soft_wrap=True)
     for line in top.evidence[:3]:
-        err.print(f"  evidence: {line}", markup=False, soft_wrap=True, style="dim")
-    err.print(f"  fix: {top.fix}", markup=False, soft_wrap=True)
+        err.print(f"  evidence: {shown(line)}", markup=False, soft_wrap=True, style="dim")
+    err.print(f"  fix: {shown(top.fix)}", markup=False, soft_wrap=True)
     return click.exceptions.Exit(2)
 
 

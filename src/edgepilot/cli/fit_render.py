@@ -24,10 +24,11 @@ def render_fit(plan: FitResult, out: Console) -> None:
     from rich.text import Text
 
     from edgepilot.cli.narrow import Column, print_command, print_items, print_records, say
+    from edgepilot.shown import shown
 
     m, s = plan.memory, plan.settings
     verdict = Text("fits", style="green") if plan.fits else Text("does not fit", style="red")
-    out.print(Text(str(plan.model), style="bold"))
+    out.print(Text(shown(plan.model), style="bold"))
     out.print(
         Text.assemble(
             verdict,

@@ -18,27 +18,33 @@ if TYPE_CHECKING:
 
 def render(info: ModelInfo, out: Console) -> None:
     from rich.table import Table
+    from rich.text import Text
 
     from edgepilot.cli.narrow import Column, print_records, say
+    from edgepilot.shown import shown
 
     facts = Table(show_header=False, box=None, pad_edge=False)
     facts.add_column(style="bold", no_wrap=True)
     facts.add_column(overflow="fold")
-    facts.add_row("file", f"{info.path} ({human_bytes(info.file_bytes)})")
-    facts.add_row("name", info.name or "-")
-    facts.add_row("architecture", info.architecture)
-    facts.add_row("parameters", f"{human_count(info.n_params)} ({info.n_params:,})")
-    facts.add_row("quantization", f"{info.file_type or '?'} · {info.bits_per_weight:.2f} bits per weight")
-    facts.add_row("trained context", str(info.context_length or "?"))
-    facts.add_row(
+
+    def fact(label: str, value: str) -> None:  # the file's own strings: data, never markup
+        facts.add_row(label, Text(shown(value)))
+
+    fact("file", f"{info.path} ({human_bytes(info.file_bytes)})")
+    fact("name", info.name or "-")
+    fact("architecture", info.architecture)
+    fact("parameters", f"{human_count(info.n_params)} ({info.n_params:,})")
+    fact("quantization", f"{info.file_type or '?'} · {info.bits_per_weight:.2f} bits per weight")
+    fact("trained context", str(info.context_length or "?"))
+    fact(
         "layers / heads",
         f"{info.block_count or '?'} layers · {info.head_count or '?'} heads · "
         f"{info.head_count_kv if info.head_count_kv is not None else '?'} KV heads",
     )
     if info.sliding_window:
-        facts.add_row("sliding window", f"{info.sliding_window} tokens")
-    facts.add_row("vocabulary", str(info.vocab_size or "?"))
-    facts.add_row("chat template", "yes" if info.has_chat_template else "no")
+        fact("sliding window", f"{info.sliding_window} tokens")
+    fact("vocabulary", str(info.vocab_size or "?"))
+    fact("chat template", "yes" if info.has_chat_template else "no")
     out.print(facts)
     columns = [
         Column("type"),
@@ -58,7 +64,7 @@ def render(info: ModelInfo, out: Console) -> None:
             out.print("[green]valid[/]: header, tensor layout and file size agree")
         else:
             for problem in getattr(validation, "problems", []):
-                out.print(f"[red]problem[/] {problem.code}: {problem.message}", markup=True)
+                say(out, Text.assemble(("problem", "red"), f" {problem.code}: {shown(problem.message)}"))
     for note in info.notes:
         say(out, f"note: {note}")
 

@@ -76,15 +76,19 @@ class _Bar:
         self.label = ""
 
     def stage(self, message: str) -> None:
-        self.label = message
+        from edgepilot.shown import shown
+
+        self.label = shown(message)  # names a file of the hub's
         if message.startswith("downloading"):
             self.stop()
         elif err_console().is_terminal:
-            err_console().print(message, style="dim", markup=False)
+            err_console().print(self.label, style="dim", markup=False)
 
     def retry(self, message: str) -> None:
         """A new try of a broken transfer: said on every stderr, a terminal or a log."""
-        err_console().print(message, style="yellow", markup=False, soft_wrap=True)
+        from edgepilot.shown import shown
+
+        err_console().print(shown(message), style="yellow", markup=False, soft_wrap=True)
 
     def __call__(self, done: int, total: int) -> None:
         if self.progress is None and not err_console().is_terminal:
@@ -94,12 +98,13 @@ class _Bar:
                 BarColumn,
                 DownloadColumn,
                 Progress,
+                TextColumn,
                 TimeRemainingColumn,
                 TransferSpeedColumn,
             )
 
             self.progress = Progress(
-                "{task.description}",
+                TextColumn("{task.description}", markup=False),
                 BarColumn(),
                 DownloadColumn(binary_units=True),
                 TransferSpeedColumn(),
@@ -162,7 +167,9 @@ def pull(
     finally:
         bar.stop()
     if result.warning:
-        err_console().print(f"warning: {result.warning}", style="yellow", markup=False, soft_wrap=True)
+        from edgepilot.shown import shown
+
+        err_console().print(f"warning: {shown(result.warning)}", style="yellow", markup=False, soft_wrap=True)
     emit(result, as_json, render_pull)
 
 
@@ -210,7 +217,9 @@ def models(store: str | None, as_json: bool) -> None:
 
 
 def render_removed(r: Removed, out: Console) -> None:
-    out.print(f"removed {r.name} ({human_bytes(r.bytes_freed)} freed)", markup=False)
+    from edgepilot.cli.narrow import say
+
+    say(out, f"removed {r.name} ({human_bytes(r.bytes_freed)} freed)")
 
 
 @app.command()

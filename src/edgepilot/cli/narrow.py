@@ -4,15 +4,19 @@ What every renderer shares: the width and the narrow threshold, prose that rich 
 shell line continuations (still copy-pasteable), and record tables that become one block per record when
 the full table does not fit. Numbers never wrap or get an ellipsis: numeric columns are as wide as their
 widest cell, and only name and note columns fold.
+
+A str handed to these functions is data, never markup, and is printed through edgepilot.shown (a file name's
+escape sequence shows as `\x1b`); a Text is the caller's to build from shown() pieces.
 """
 
 from __future__ import annotations
 
 import re
-import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from edgepilot.shown import shell_word, shown
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -39,7 +43,7 @@ def say(out: Console, text: str | Text, style: str | None = None) -> None:
     continuations start under the text after its indentation and marker, so they never read as new items."""
     from rich.text import Text
 
-    line = Text(text, style=style or "") if isinstance(text, str) else text
+    line = Text(shown(text), style=style or "") if isinstance(text, str) else text
     hang = hanging_indent(line.plain, out.width)
     if line.cell_len <= out.width or hang == 0:
         out.print(line)
@@ -69,7 +73,7 @@ def print_items(out: Console, items: Sequence[str | Text], style: str = "", sep:
 
     line = Text(style=style)
     for item in items:
-        piece = item if isinstance(item, Text) else Text(item)
+        piece = item if isinstance(item, Text) else Text(shown(item))
         if line.plain and line.cell_len + len(sep) + piece.cell_len > out.width:
             out.print(line)
             line = Text(style=style)
@@ -85,7 +89,7 @@ def command_lines(argv: Sequence[str], width: int, indent: int = 0) -> list[str]
 
     A flag stays with its value when both fit on a line; a single token longer than the width (a long path)
     is the only thing that may exceed it, never cut (a cut path could not be pasted)."""
-    tokens = [shlex.quote(a) for a in argv]
+    tokens = [shell_word(a) for a in argv]
     groups: list[list[str]] = []
     i = 0
     while i < len(tokens):
@@ -121,7 +125,8 @@ def print_command(out: Console, label: str, argv: Sequence[str], style: str = "c
     """`label command` on one line when it fits; else the label, then the command wrapped with ` \\`."""
     from rich.text import Text
 
-    one = f"{label} {shlex.join(argv)}" if label else shlex.join(argv)
+    joined = " ".join(shell_word(a) for a in argv)
+    one = f"{label} {joined}" if label else joined
     if len(one) <= out.width:
         out.print(Text(one, style=style), soft_wrap=True)
         return
@@ -151,22 +156,24 @@ def print_records(
     stack_when_narrow: bool = True,
 ) -> None:
     """A table when it fits the width (boxed, else compact), else one block per record: the first column
-    (the name) on its own line, then `header value` pairs. Cells that are str are data, never markup."""
+    (the name) on its own line, then `header value` pairs. Cells and the title that are str are data, never
+    markup (the title's lines are its own)."""
     from rich.text import Text
 
     styles = list(row_styles) if row_styles is not None else [None] * len(rows)
-    cells = [[c if isinstance(c, Text) else Text(str(c)) for c in row] for row in rows]
+    cells = [[c if isinstance(c, Text) else Text(shown(c)) for c in row] for row in rows]
+    heading = Text("\n".join(map(shown, title.split("\n")))) if title else None
     keep = [i for i, c in enumerate(columns) if not (c.decorative and is_narrow(out))]
     cols = [columns[i] for i in keep]
     cells = [[row[i] for i in keep] for row in cells]
     if not (stack_when_narrow and is_narrow(out)):
         # roomiest first: boxed with headers on one line, boxed with headers wrapped at spaces, compact
         for compact, whole in ((False, True), (False, False), (True, False)):
-            table = _table(cols, cells, styles, title, compact, whole)
+            table = _table(cols, cells, styles, heading, compact, whole)
             if _needed(table, cols, cells, whole) <= out.width:
                 out.print(table)
                 return
-    _stacked(out, cols, cells, styles, title)
+    _stacked(out, cols, cells, styles, heading)
 
 
 def _widths(col: Column, column_cells: list[Text], whole: bool) -> tuple[int, int]:
@@ -182,13 +189,16 @@ def _table(
     cols: list[Column],
     cells: list[list[Text]],
     styles: list[str | None],
-    title: str | None,
+    title: Text | None,
     compact: bool,
     whole: bool,
 ) -> Table:
     from rich import box
     from rich.table import Table
+    from rich.text import Text
 
+    if title is not None:
+        title = Text.assemble(title, style="table.title")  # a Text title does not get the table's style
     if compact:
         table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, padding=0)
     else:
@@ -215,14 +225,14 @@ def _needed(table: Table, cols: list[Column], cells: list[list[Text]], whole: bo
 
 
 def _stacked(
-    out: Console, cols: list[Column], cells: list[list[Text]], styles: list[str | None], title: str | None
+    out: Console, cols: list[Column], cells: list[list[Text]], styles: list[str | None], title: Text | None
 ) -> None:
     from rich.padding import Padding
     from rich.table import Table
     from rich.text import Text
 
     if title:
-        out.print(Text(title, style="bold"))
+        out.print(Text.assemble(title, style="bold"))
     for row, style in zip(cells, styles, strict=True):
         name = row[0].copy()
         name.stylize("bold")

@@ -35,7 +35,9 @@ NO_GPU_CHECK = click.option(
 
 
 def _progress(message: str) -> None:
-    click.echo(f"probe: {message}", err=True)
+    from edgepilot.shown import shown
+
+    click.echo(f"probe: {shown(message)}", err=True)
 
 
 def _llama_tool() -> Path | None:

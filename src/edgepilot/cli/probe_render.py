@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from edgepilot.cli.format import human_bytes
+from edgepilot.shown import shown
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -26,10 +27,11 @@ def _facts() -> Table:
 
 
 def _row(table: Table, *cells: str) -> None:
-    # Device strings (core and GPU names, cgroup paths) come from files: never read them as rich markup.
+    # Device strings (core and GPU names, cgroup paths) come from files: never read them as rich markup,
+    # and their control characters are shown escaped.
     from rich.text import Text
 
-    table.add_row(*(Text(cell) for cell in cells))
+    table.add_row(*(Text(shown(cell)) for cell in cells))
 
 
 def _yes_no(value: bool | None) -> str:
@@ -75,8 +77,6 @@ def _gpu_facts(g: VulkanDevice) -> str:
 
 
 def render_probe(p: Probe, out: Console) -> None:
-    from rich.text import Text
-
     from edgepilot.cli.narrow import Column, print_records, say
 
     cpu, mem = p.cpu, p.memory
@@ -163,7 +163,7 @@ def render_probe(p: Probe, out: Console) -> None:
     for s in p.storage.paths:
         speed = "SLOW" if s.slow else "ok"
         free = f" · {human_bytes(s.free_bytes)} free" if s.free_bytes is not None else ""
-        out.print(Text(f"storage {s.path}: {s.fstype or '?'} on {s.mount_point or '?'} ({speed}){free}"))
+        say(out, f"storage {s.path}: {s.fstype or '?'} on {s.mount_point or '?'} ({speed}){free}")
         if s.note:
             say(out, f"  {s.note}")
 
@@ -177,13 +177,12 @@ def render_probe(p: Probe, out: Console) -> None:
 
 
 def render_snapshot(result: SnapshotResult, out: Console) -> None:
-    from rich.text import Text
+    from edgepilot.cli.narrow import print_command, say
 
     kind = "archive" if result.archive else "directory"
-    out.print(
-        Text(
-            f"saved {kind} {result.path}: {result.files} files, {result.commands} command outputs, "
-            f"{result.missing} unreadable (kept as reasons)"
-        )
+    say(
+        out,
+        f"saved {kind} {result.path}: {result.files} files, {result.commands} command outputs, "
+        f"{result.missing} unreadable (kept as reasons)",
     )
-    out.print(Text(f"replay with: edgepilot probe --root {result.path}"))
+    print_command(out, "replay with:", ["edgepilot", "probe", "--root", str(result.path)], style="")

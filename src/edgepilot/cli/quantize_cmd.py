@@ -19,7 +19,9 @@ if TYPE_CHECKING:
 
 
 def _progress(message: str) -> None:
-    sys.stderr.write(message + "\n")
+    from edgepilot.shown import shown
+
+    sys.stderr.write(shown(message) + "\n")
     sys.stderr.flush()
 
 

@@ -135,7 +135,15 @@ def run(
 
     err = err_console()
     status = err.status("starting") if err.is_terminal and not verbose else None
-    stage_update = (lambda msg: status.update(msg)) if status else None
+
+    def stage_update(message: str) -> None:  # names the model file: text, never markup
+        from rich.text import Text
+
+        from edgepilot.shown import shown
+
+        if status:
+            status.update(Text(shown(message)))
+
     if status:
         status.start()
     try:
@@ -161,7 +169,7 @@ def run(
             sampler=sampler,
             raw_prompt=raw,
             on_text=None if as_json else on_text,
-            on_stage=stage_update,
+            on_stage=stage_update if status else None,
             verbose=verbose,
             force=force,
             budget_bytes=flags.size_or_none(budget),

@@ -27,20 +27,24 @@ DEFAULT_SHORT_CTX = 1024  # serve.config's, kept equal by the same test
 
 
 def _log(message: str) -> None:
-    err_console().print(f"{time.strftime('%H:%M:%S')} {message}", markup=False, soft_wrap=True, style="dim")
+    from edgepilot.shown import shown
+
+    line = f"{time.strftime('%H:%M:%S')} {shown(message)}"
+    err_console().print(line, markup=False, soft_wrap=True, style="dim")
 
 
 def render_started(s: ServeStarted, out: Console | None = None) -> None:
     from rich.text import Text
 
     from edgepilot.cli.narrow import print_items, say
+    from edgepilot.shown import shown
 
     st = s.settings
     out = out or console()
     print_items(
         out,
         [
-            Text.assemble(("edgepilot serve", "bold"), f" {s.model_name}"),
+            Text.assemble(("edgepilot serve", "bold"), f" {shown(s.model_name)}"),
             f"ctx {st.n_ctx}",
             f"{st.n_threads} threads",
             f"kv {st.type_k}/{st.type_v}",

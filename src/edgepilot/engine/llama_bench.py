@@ -32,6 +32,7 @@ from edgepilot.engine.child_env import llama_env
 from edgepilot.engine.tool_flags import adapt_args, help_text, known_flags
 from edgepilot.errors import UserError
 from edgepilot.plan.settings import CPU_DEVICE
+from edgepilot.shown import shown
 
 PROGRESS = re.compile(r"llama-bench: benchmark (\d+)/(\d+): (.+)$")
 # Lines of llama-bench's --progress that start one unit of work (a warm-up or a repetition).
@@ -247,7 +248,7 @@ def run_llama_bench(
             line = line.rstrip("\n")
             log.append(line)
             if verbose:
-                print(line, file=sys.stderr, flush=True)
+                print(shown(line), file=sys.stderr, flush=True)
             m = PROGRESS.search(line)
             if m and on_progress and UNIT.search(m.group(3)):
                 on_progress(f"test {m.group(1)}/{m.group(2)}, {m.group(3)}")

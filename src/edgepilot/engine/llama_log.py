@@ -12,6 +12,7 @@ from collections import deque
 
 from edgepilot.engine import interrupts
 from edgepilot.engine.llama_binding import llama_cpp
+from edgepilot.shown import shown_lines
 
 _lock = threading.Lock()
 _MAX_LINES = 20_000  # a long-running server keeps the most recent lines only
@@ -30,8 +31,8 @@ def _capture(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
             _lines.append("".join(_partial))
             _partial.clear()
             _total += 1
-    if _echo:
-        sys.stderr.write(piece)
+    if _echo:  # it quotes the model's metadata (general.name, ...): escaped for the terminal
+        sys.stderr.write(shown_lines(piece))
 
 
 # guarded: a Ctrl-C landing in here is recorded and raised once llama.cpp returns (engine/interrupts.py)

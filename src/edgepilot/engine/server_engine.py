@@ -33,6 +33,7 @@ from edgepilot.engine.unix_http import UnixClient, WorkerUnavailable
 from edgepilot.errors import UserError
 from edgepilot.plan.commands import llama_cpp_command
 from edgepilot.plan.settings import EngineSettings
+from edgepilot.shown import shown
 
 LOG_LINES = 2000  # llama-server's stderr kept (the load log, for the doctor and the plan's calibration)
 READY_POLL = 0.05
@@ -138,10 +139,9 @@ class ServerEngine:
 
     def _pump(self, pipe: Any) -> None:
         for raw in pipe:
-            line = raw.decode("utf-8", errors="replace").rstrip("\n")
-            self.log.append(line)
-            if self._verbose:
-                os.write(2, raw)
+            self.log.append(line := raw.decode("utf-8", errors="replace").rstrip("\n"))
+            if self._verbose:  # its log quotes the model's metadata: escaped for the terminal
+                os.write(2, f"{shown(line)}\n".encode())
 
     def _error(self, what: str) -> EngineError:
         """The failure with llama-server's last error lines, its log and how it ended (SIGKILL: the

@@ -32,6 +32,7 @@ from edgepilot.serve.launch import Launch
 from edgepilot.serve.planning import MEMORY_CAUSES, MIN_CTX, after_memory_kill
 from edgepilot.serve.proxy import probe_health
 from edgepilot.serve.state import Death, Pressure, ServerState, WorkerInfo, what_was_seen
+from edgepilot.shown import shown
 
 if TYPE_CHECKING:
     from edgepilot.doctor.types import DeviceState
@@ -60,8 +61,8 @@ class OutputRing:
         with contextlib.suppress(OSError, ValueError):
             for raw in pipe:
                 line = raw.decode("utf-8", errors="replace").rstrip("\n")
-                if self.echo:
-                    sys.stderr.write(f"worker: {line}\n")
+                if self.echo:  # llama.cpp's log quotes the model's metadata: escaped for the terminal
+                    sys.stderr.write(f"worker: {shown(line)}\n")
                 if len(self.head) < HEAD_LINES:
                     self.head.append(line)
                 else:
