@@ -118,10 +118,14 @@ def failure(exc: OSError, what: str, path: str | os.PathLike[str]) -> UserError:
 
 def read_user_file(path: str | os.PathLike[str], what: str, limit: int) -> bytes:
     """A file named on the command line: its bytes, or a UserError with one clear line."""
+    if "\0" in str(path):  # os.open would raise ValueError
+        raise UserError(f"{what} path contains a NUL character")
     try:
         return read_capped(Path(path).expanduser(), limit)
     except OSError as exc:
         raise failure(exc, what, path) from None
+    except ValueError as exc:  # a path that is no file name (lone surrogates): os.open refuses it
+        raise UserError(f"{what} path {valid_text(str(path))[:200]!r} cannot be opened ({exc})") from None
 
 
 def valid_text(text: str) -> str:

@@ -12,6 +12,7 @@ terminal it gives a fresh prompt.
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import sys
 from collections.abc import Callable, Iterator
@@ -27,8 +28,8 @@ from edgepilot.untrusted import valid_text
 
 PROMPT = "> "
 HELP = (
-    "commands: /reset (forget the conversation), /save FILE, /load FILE, /stats, /exit "
-    "(also Ctrl-D); Ctrl-C stops an answer"
+    "commands: /reset (forget the conversation), /save FILE, /load FILE (~ is your home folder), /stats, "
+    "/exit (also Ctrl-D); Ctrl-C stops an answer"
 )
 MIB = 1 << 20
 
@@ -127,14 +128,16 @@ def _command(chat: ChatSession, term: Terminal, line: str) -> bool:
     elif name in ("/save", "/load") and not arg:
         term.say(f"usage: {name} FILE")
     elif name == "/save":
-        size = chat.save(arg)
+        path = os.path.expanduser(arg)  # the same file /load FILE reads
+        size = chat.save(path)
         term.say(
-            f"saved {len(chat.messages)} messages and {len(chat.kv.cached)} cached tokens to {arg} "
+            f"saved {len(chat.messages)} messages and {len(chat.kv.cached)} cached tokens to {path} "
             f"({size / MIB:.1f} MiB)"
         )
     elif name == "/load":
-        n = chat.load(arg)
-        term.say(f"loaded {n} messages and {len(chat.kv.cached)} cached tokens from {arg}")
+        path = os.path.expanduser(arg)
+        n = chat.load(path)
+        term.say(f"loaded {n} messages and {len(chat.kv.cached)} cached tokens from {path}")
     elif name in ("/help", "/?"):
         term.say(HELP)
     else:

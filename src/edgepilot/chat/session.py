@@ -26,6 +26,7 @@ from edgepilot.plan.types import DoesNotFit
 from edgepilot.tuned.decide import RUN_CTX, decide
 
 MIB = 1 << 20
+ROLES = ("system", "user", "assistant")  # what a chat's messages hold
 
 
 @dataclass
@@ -204,11 +205,14 @@ class ChatSession:
         self._session_files()
         max_state = 2 * self.plan.memory.kv_bytes + 64 * MIB
         before = (list(self.messages), list(self.kv.cached))
+
+        def check(header: dict[str, Any]) -> None:  # the messages too, before the cache is touched
+            _messages(header, path, self.n_ctx)
+
         try:
-            header = load_session(self.kv, path, max_state)
-            messages = _messages(header.get("messages"))
+            messages = _messages(load_session(self.kv, path, max_state, check), path, self.n_ctx)
         except UserError:
-            if self.kv.cached != before[1]:  # the cache was replaced: it no longer holds the old history
+            if self.kv.cached != before[1]:  # llama.cpp refused the state after the cache was cleared
                 self.kv.reset()
             self.messages = before[0]
             raise
@@ -228,11 +232,21 @@ class ChatSession:
         }
 
 
-def _messages(raw: object) -> list[tuple[str, str]]:
-    from edgepilot.engine.session_state import SessionFileError
+def _messages(header: dict[str, Any], path: str | Path, n_ctx: int) -> list[tuple[str, str]]:
+    """The chat's messages from a session header: a list of [role, text], at most one per context token
+    (each took at least one when it was saved), roles the chat writes, texts within the header's own bound."""
+    from edgepilot.engine.session_header import HeaderFields
+    from edgepilot.engine.session_state import MAX_HEADER_BYTES
 
-    if not isinstance(raw, list) or not all(
-        isinstance(m, list) and len(m) == 2 and all(isinstance(x, str) for x in m) for m in raw
-    ):
-        raise SessionFileError("the session file's messages are damaged")
-    return [(m[0], m[1]) for m in raw]
+    fields = HeaderFields(path)
+    if "messages" not in header:
+        raise fields.missing("messages")
+    out = []
+    for i, item in enumerate(fields.items("messages", header["messages"], n_ctx)):
+        if type(item) is not list or len(item) != 2:
+            raise fields.refuse(f"messages[{i}]", item, "a [role, text] pair")
+        role = fields.text(f"messages[{i}] role", item[0], 16)
+        if role not in ROLES:
+            raise fields.refuse(f"messages[{i}] role", role, f"one of {', '.join(ROLES)}")
+        out.append((role, fields.text(f"messages[{i}] text", item[1], MAX_HEADER_BYTES)))
+    return out

@@ -62,7 +62,8 @@ def chat(
 ) -> None:
     """Talk with a model in the terminal: each turn processes only its new tokens (the KV cache stays).
 
-    Commands: /reset, /save FILE, /load FILE, /stats, /exit. Ctrl-C stops an answer, Ctrl-D ends.
+    Commands: /reset, /save FILE, /load FILE (~ expands), /stats, /exit. Ctrl-C stops an answer, Ctrl-D
+    ends.
     With stdin not a terminal, each line is a message (or a command)."""
     from edgepilot.chat.repl import Terminal, chat_loop
     from edgepilot.chat.session import ChatSession

@@ -3,8 +3,9 @@
 The file: a magic line, a JSON header (the model's identity, the context settings, the cached tokens and
 what the caller adds, e.g. the chat's messages) and the bytes of llama_state_seq_get_data. Loading is reading
 untrusted input: the file is read FIFO-safe and bounded (untrusted.read_user_file), the header parsed with a
-depth limit, and the state handed to llama.cpp only when it was saved by the same model with the same context
-settings and its length is the one the header declares; anything else is refused with one line.
+depth limit and checked field by field (session_header.py), and the state handed to llama.cpp only when it was
+saved by the same model with the same context settings and its length is the one the header declares; anything
+else is refused with one line, before the session is touched.
 """
 
 from __future__ import annotations
@@ -13,12 +14,13 @@ import ctypes
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from edgepilot.engine.llama_binding import llama_cpp
 from edgepilot.engine.session import KVSession
-from edgepilot.errors import UserError
+from edgepilot.engine.session_header import SessionFileError, check_header, shown_path
 from edgepilot.safe_write import atomic_write, check_target
 from edgepilot.untrusted import loads_json, open_regular, read_user_file
 
@@ -27,9 +29,7 @@ FORMAT = "edgepilot-session/1"
 MAX_HEADER_BYTES = 8 << 20  # the tokens of a 128k context as JSON, and the messages, fit well below this
 IDENTITY_BYTES = 4 << 20  # the GGUF header (metadata, tokenizer) lies in the first MiBs of the file
 
-
-class SessionFileError(UserError):
-    """A session file that cannot be loaded into this session."""
+__all__ = ["SessionFileError", "load_session", "save_session"]
 
 
 def model_identity(path: Path) -> dict[str, Any]:
@@ -76,7 +76,7 @@ def save_session(session: KVSession, path: str | Path, extra: dict[str, Any]) ->
 
 
 def _header(data: bytes, path: str | Path) -> tuple[dict[str, Any], bytes]:
-    bad = SessionFileError(f"{path} is not an edgepilot session file")
+    bad = SessionFileError(f"{shown_path(path)} is not an edgepilot session file")
     if not data.startswith(MAGIC):
         raise bad
     rest = data[len(MAGIC) :]
@@ -93,27 +93,30 @@ def _header(data: bytes, path: str | Path) -> tuple[dict[str, Any], bytes]:
     return header, rest[n:]
 
 
-def load_session(session: KVSession, path: str | Path, max_state_bytes: int) -> dict[str, Any]:
+def load_session(
+    session: KVSession,
+    path: str | Path,
+    max_state_bytes: int,
+    check_extra: Callable[[dict[str, Any]], object] | None = None,
+) -> dict[str, Any]:
     """Load a saved session into `session` (its cache replaced); returns the header (the caller's extra
-    keys included). SessionFileError (one line) when the file is not one this session can take."""
+    keys included). SessionFileError (one line) when the file is not one this session can take: every field
+    of the header is checked first (the caller's own with `check_extra`, which raises SessionFileError), so
+    a refused file leaves the session as it was."""
     data = read_user_file(path, "session file", len(MAGIC) + 16 + MAX_HEADER_BYTES + max_state_bytes)
     header, state = _header(data, path)
-    if header.get("model") != model_identity(session.engine.model_path):
-        raise SessionFileError(f"{path} was saved with another model file; load it with that model")
+    check_header(header, path, session.n_ctx, session.engine.load.n_vocab, max_state_bytes)
+    shown = shown_path(path)
+    if header["model"] != model_identity(session.engine.model_path):
+        raise SessionFileError(f"{shown} was saved with another model file; load it with that model")
     want = context_identity(session)
-    if header.get("context") != want:
-        differs = _differs(header.get("context"), want)
-        raise SessionFileError(f"{path} was saved with other settings: {differs}")
-    tokens = header.get("tokens")
-    n_vocab = session.engine.load.n_vocab
-    if (
-        not isinstance(tokens, list)
-        or len(tokens) >= session.n_ctx
-        or not all(type(t) is int and 0 <= t < n_vocab for t in tokens)
-        or header.get("state_bytes") != len(state)
-        or bool(tokens) != bool(state)
-    ):
-        raise SessionFileError(f"{path} is damaged (its tokens or state do not match its header)")
+    if header["context"] != want:
+        raise SessionFileError(f"{shown} was saved with other settings: {_differs(header['context'], want)}")
+    tokens = header["tokens"]
+    if header["state_bytes"] != len(state) or bool(tokens) != bool(state):
+        raise SessionFileError(f"{shown} is damaged (its tokens or state do not match its header)")
+    if check_extra is not None:
+        check_extra(header)
     session.reset()
     if state:
         buf = (ctypes.c_uint8 * len(state)).from_buffer_copy(state)
@@ -121,7 +124,7 @@ def load_session(session: KVSession, path: str | Path, max_state_bytes: int) -> 
         mem = llama_cpp.llama_get_memory(session.engine._ctx)
         if read != len(state) or llama_cpp.llama_memory_seq_pos_max(mem, 0) != len(tokens) - 1:
             session.reset()
-            raise SessionFileError(f"llama.cpp refused the state in {path} (damaged or another build)")
+            raise SessionFileError(f"llama.cpp refused the state in {shown} (damaged or another build)")
     session.cached = list(tokens)
     return header
 

@@ -1,0 +1,153 @@
+"""`/save PATH` and `/load PATH` in a real chat (SmolLM2 135M, real llama.cpp) with paths and files a user can
+get wrong: `~` means the home folder in both, a NUL in the path, a folder that cannot be written, a file that
+cannot be read, and session headers with one field wrong. Each is one `error:` line, the chat goes on, and a
+refused file leaves the conversation and its cache as they were."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from edgepilot.engine.session_state import MAGIC
+
+ARGV = ["chat", "--ctx", "256", "-n", "4", "--temp", "0"]
+NO_OVERRIDE = "-dac_override,-dac_read_search"
+
+
+def _chat(
+    model: Path,
+    lines: list[str],
+    cwd: Path,
+    env: dict[str, str] | None = None,
+    prefix: list[str] | None = None,
+) -> tuple[int, str]:
+    """(exit code, stderr) of a chat fed `lines` on stdin."""
+    argv = [*(prefix or []), sys.executable, "-m", "edgepilot", ARGV[0], str(model), *ARGV[1:]]
+    done = subprocess.run(
+        argv, input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=300, cwd=cwd, env=env
+    )
+    assert "Traceback" not in done.stderr, done.stderr
+    return done.returncode, done.stderr
+
+
+def _errors(err: str) -> list[str]:
+    return [ln for ln in err.splitlines() if ln.startswith("error:")]
+
+
+def _stats(err: str) -> list[str]:
+    """The /stats lines without the resident memory (it moves between calls)."""
+    return [re.sub(r" · rss \d+ MiB$", "", ln) for ln in err.splitlines() if " turns · " in ln]
+
+
+def test_tilde_is_the_home_folder_for_save_and_load_and_a_nul_is_one_line(smollm_path, tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")  # where the built llama.cpp is
+    env = {**os.environ, "HOME": str(home), "XDG_CACHE_HOME": cache}
+    lines = ["Say hi.", "/save ~/talk.sess", "/load ~/talk.sess", f"/load {tmp_path}/a\0b.sess"]
+    lines += [f"/save {tmp_path}/a\0b.sess", "/stats", "/help"]
+    code, err = _chat(smollm_path, lines, cwd=tmp_path, env=env)
+    assert code == 0, err
+    assert re.search(rf"saved 2 messages and \d+ cached tokens to {home}/talk.sess ", err), err
+    assert re.search(rf"loaded 2 messages and \d+ cached tokens from {home}/talk.sess$", err, re.M), err
+    assert (home / "talk.sess").read_bytes().startswith(MAGIC)
+    assert not (tmp_path / "~").exists()
+    errors = _errors(err)
+    assert len(errors) == 2 and all("NUL character" in ln for ln in errors), err
+    assert len(_stats(err)) == 1 and "1 turns · 2 messages" in _stats(err)[0], err  # the chat went on
+    assert "~ is your home folder" in err
+
+
+def _without_root_override(probe: Path) -> list[str] | None:
+    """argv prefix under which file modes bind this process as they bind a user (root keeps its uid but loses
+    the capabilities that read and write past them), [] when we are no root, None where that cannot be had."""
+    if os.geteuid() != 0:
+        return []
+    wrapper = ["setpriv", f"--inh-caps={NO_OVERRIDE}", f"--bounding-set={NO_OVERRIDE}"]
+    try:
+        done = subprocess.run([*wrapper, "sh", "-c", f"! cat {probe}"], capture_output=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return wrapper if done.returncode == 0 else None
+
+
+def test_a_folder_not_writable_and_a_file_not_readable_are_one_line_each(smollm_path, tmp_path):
+    locked = tmp_path / "locked.sess"
+    locked.write_bytes(MAGIC + b"2\n{}")
+    locked.chmod(0)
+    prefix = _without_root_override(locked)
+    if prefix is None:
+        pytest.skip("root's capabilities cannot be dropped here (setpriv), so file modes bind nothing")
+    read_only = tmp_path / "read-only"
+    read_only.mkdir()
+    read_only.chmod(0o555)
+    lines = ["Say hi.", f"/save {read_only}/s.sess", f"/load {locked}", "/stats", f"/save {tmp_path}/s.sess"]
+    code, err = _chat(smollm_path, lines, cwd=tmp_path, prefix=prefix)
+    read_only.chmod(0o755)
+    assert code == 0, err
+    errors = _errors(err)
+    assert len(errors) == 2, err
+    assert "not writable" in errors[0] and "no permission to read" in errors[1], err
+    assert "saved 2 messages" in err, err  # the chat went on
+    assert list(read_only.iterdir()) == []  # not even a temporary file
+
+
+def _session(path: Path) -> tuple[dict, bytes]:
+    data = path.read_bytes()
+    length, _, rest = data[len(MAGIC) :].partition(b"\n")
+    return json.loads(rest[: int(length)]), rest[int(length) :]
+
+
+def _write_session(path: Path, header: dict, state: bytes) -> Path:
+    head = json.dumps(header).encode()
+    path.write_bytes(MAGIC + f"{len(head)}\n".encode() + head + state)
+    return path
+
+
+# (the field the refusal names, how the header is changed): JSON's true is 1 to Python and 256.0 is 256, so
+# the old comparisons took several of these
+DAMAGE = [
+    ("context.n_ctx", lambda h: h["context"].update(n_ctx=None)),
+    ("context.n_ctx", lambda h: h["context"].update(n_ctx=float(h["context"]["n_ctx"]))),
+    ("context.flash_attn", lambda h: h["context"].update(flash_attn=int(h["context"]["flash_attn"]))),
+    ("context.type_k", lambda h: h["context"].update(type_k="x" * 5000)),
+    ("context", lambda h: h["context"].update(extra=1)),
+    ("model.size", lambda h: h["model"].update(size=float(h["model"]["size"]))),
+    ("model.head_sha256", lambda h: h["model"].update(head_sha256=None)),
+    ("state_bytes", lambda h: h.update(state_bytes=float(h["state_bytes"]))),
+    ("tokens[0]", lambda h: h["tokens"].__setitem__(0, True)),
+    ("messages[1] role", lambda h: h["messages"][1].__setitem__(0, "tool")),
+    ("messages[0]", lambda h: h["messages"].__setitem__(0, ["user"])),
+    ("messages", lambda h: h.update(messages=[["user", "x"]] * 257)),
+    ("messages", lambda h: h.pop("messages")),
+]
+
+
+def test_a_session_header_is_checked_field_by_field(smollm_path, tmp_path):
+    good = tmp_path / "good.sess"
+    code, err = _chat(smollm_path, ["Say hi.", f"/save {good}"], cwd=tmp_path)
+    assert code == 0 and good.is_file(), err
+    header, state = _session(good)
+    damaged = []
+    for i, (_, change) in enumerate(DAMAGE):
+        copy = json.loads(json.dumps(header))
+        change(copy)
+        damaged.append(_write_session(tmp_path / f"damaged-{i}.sess", copy, state))
+    lines = [f"/load {good}", "/stats", *(f"/load {path}" for path in damaged), "/stats", "Say more."]
+    code, err = _chat(smollm_path, lines, cwd=tmp_path)
+    assert code == 0, err
+    errors = _errors(err)
+    assert len(errors) == len(DAMAGE), err
+    for line, (field, _) in zip(errors, DAMAGE, strict=True):
+        assert f"header's {field} " in line or f"header has no {field};" in line, (field, line)
+        assert "nothing was loaded" in line
+    before, after = _stats(err)
+    assert before == after, err  # the messages and the cache as the good file left them
+    turn = re.search(r"\[prompt (\d+) new \+ (\d+) reused", err)
+    assert turn and int(turn.group(2)) > 0, err  # the next turn still reuses the loaded cache
