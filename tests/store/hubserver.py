@@ -1,8 +1,9 @@
 """A Hugging Face hub-compatible HTTP server on 127.0.0.1 for the pull tests (standard library only).
 
 It answers what the real hub answers for the calls edgepilot makes: `GET /api/models/{repo}/tree/{rev}`
-(paginated with a Link header, `lfs.oid` = sha256), `GET /{repo}/resolve/{rev}/{file}` redirecting to a CDN
-path (as huggingface.co redirects LFS files to its CDN) that honours Range; 401/404 with X-Error-Code.
+(paginated with a Link header; `oid` = the git blob id, of the LFS pointer for an LFS file; `lfs.oid` =
+sha256), `GET /{repo}/resolve/{rev}/{file}` redirecting to a CDN path (as huggingface.co redirects LFS files
+to its CDN) that honours Range, or serving a small file kept in git itself; 401/404 with X-Error-Code.
 Knobs for failures: cut a transfer after N bytes, flip one byte, trickle an answer a byte at a time, redirect
 or paginate to another server, replace a listing page, and a log of the requests seen. `start(hub, tls=...)`
 serves https with a given certificate, and plain http on the same port (told apart by the first byte), so an
@@ -30,6 +31,17 @@ GEMMA = "gemma-3-270m-Q4_K_M.gguf"
 BIG = "DeepSeek-R1-Distill-Qwen-7B-Q4_K_M.gguf"
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 PAGE = 2  # files per listing page: the tests see pagination
+README = b"# test repo\n"  # every repository has it, a small file kept in git
+
+
+def git_blob_id(data: bytes) -> str:
+    """git's object id for a blob of these bytes (`git hash-object`)."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def lfs_pointer(sha256: str, size: int) -> bytes:
+    """The pointer file git keeps for an LFS file."""
+    return f"version https://git-lfs.github.com/spec/v1\noid sha256:{sha256}\nsize {size}\n".encode()
 
 
 @dataclass
@@ -37,6 +49,25 @@ class HubFile:
     path: Path
     sha256: str | None = None  # computed on first use unless given
     listed_size: int | None = None  # what the listing claims, when it should lie about the size
+    lfs: bool = True  # False: a small file kept in git (no `lfs` in the listing, served without a redirect)
+    git_oid: str | None = None  # the listing's `oid`, when it should lie about it; else computed
+
+    def size(self) -> int:
+        return self.listed_size or self.path.stat().st_size
+
+    def blob_id(self) -> str:
+        """The listing's `oid`: the git blob id of the file, or of its LFS pointer."""
+        if self.git_oid is not None:
+            return self.git_oid
+        data = lfs_pointer(self.digest(), self.size()) if self.lfs else self.path.read_bytes()
+        return git_blob_id(data)
+
+    def entry(self, name: str) -> dict:
+        item: dict = {"type": "file", "oid": self.blob_id(), "size": self.size(), "path": name}
+        if self.lfs:
+            pointer = len(lfs_pointer(self.digest(), self.size()))
+            item["lfs"] = {"oid": self.digest(), "size": self.size(), "pointerSize": pointer}
+        return item
 
     def digest(self) -> str:
         if self.sha256 is None:
@@ -120,21 +151,8 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Length", "0")
             self.end_headers()
             return None
-        items = [
-            {
-                "type": "file",
-                "oid": hashlib.sha1(name.encode()).hexdigest(),
-                "size": f.listed_size or f.path.stat().st_size,
-                "path": name,
-                "lfs": {
-                    "oid": f.digest(),
-                    "size": f.listed_size or f.path.stat().st_size,
-                    "pointerSize": 134,
-                },
-            }
-            for name, f in sorted(files.items())
-        ]
-        items.append({"type": "file", "oid": "0" * 40, "size": 12, "path": "README.md"})
+        items = [f.entry(name) for name, f in sorted(files.items())]
+        items.append({"type": "file", "oid": git_blob_id(README), "size": len(README), "path": "README.md"})
         start = int(query.get("cursor", ["0"])[0])
         page = items[start : start + self.hub.page]
         body = json.dumps(page).encode() if self.hub.listing_body is None else self.hub.listing_body
@@ -158,8 +176,12 @@ class Handler(BaseHTTPRequestHandler):
         files = self.hub.repos.get(repo)
         if files is None:
             return self._error(401, "RepoNotFound", "Repository not found")
+        if name == "README.md" and name not in files:
+            return self._send(README)
         if name not in files:
             return self._error(404, "EntryNotFound", f"{name} does not exist on main")
+        if not files[name].lfs:  # the hub serves a file kept in git itself
+            return self._serve(repo, name, commit=True)
         self.send_response(302)
         self.send_header("Location", f"{self.hub.cdn_base}/cdn/{repo}/{urllib.parse.quote(name)}?signature=x")
         self.send_header("X-Repo-Commit", COMMIT)
@@ -170,7 +192,14 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", "0")
         self.end_headers()
 
-    def _serve(self, repo: str, name: str) -> None:
+    def _send(self, body: bytes) -> None:
+        self.send_response(200)
+        self.send_header("X-Repo-Commit", COMMIT)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _serve(self, repo: str, name: str, commit: bool = False) -> None:
         f = self.hub.repos[repo][name]
         size = f.path.stat().st_size
         start, end = 0, size - 1
@@ -181,6 +210,8 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Range", f"bytes {start}-{end}/{size}")
         else:
             self.send_response(200)
+        if commit:
+            self.send_header("X-Repo-Commit", COMMIT)
         self.send_header("Content-Length", str(end - start + 1))
         self.send_header("Accept-Ranges", "bytes")
         self.end_headers()

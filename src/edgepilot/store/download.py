@@ -3,8 +3,9 @@
 A transfer that stops half-way leaves `NAME.part`; the next pull asks for the rest with `Range: bytes=N-` and
 hashes the part it already has first. A pull retries a broken transfer itself, a bounded number of times with
 a doubling pause (Retry: EDGEPILOT_PULL_TRIES, EDGEPILOT_PULL_BACKOFF), each try resuming with Range.
-The file appears under its own name (os.replace, atomic on one filesystem) only after its size and sha256
-match the hub's listing; a mismatch deletes the part.
+The file appears under its own name (os.replace, atomic on one filesystem) only after its size and hash
+match the hub's listing: the sha256 of an LFS file, the git blob id (the listing's `oid`) of a small file kept
+in git; a mismatch deletes the part.
 """
 
 from __future__ import annotations
@@ -182,16 +183,40 @@ def download(
         )
     digest = hasher.hexdigest()
     try:
-        if file.sha256 is not None and digest != file.sha256:
+        problem = _mismatch(file, digest, part)
+        if problem:
             part_name.unlink(missing_ok=True)  # ours to delete: we hold its lock
-            raise HubError(
-                f"{file.path}: sha256 {digest} does not match the hub's {file.sha256}: "
-                "the download is corrupt and was deleted; pull again"
-            )
+            raise HubError(f"{file.path}: {problem}: the download is corrupt and was deleted; pull again")
         os.replace(part_name, target)
     except OSError as exc:
         raise write_failure(exc, "the model", target) from None
     return Downloaded(target, digest, file.size, resumed_from, commit)
+
+
+def _mismatch(file: RepoFile, digest: str, part: BinaryIO) -> str | None:
+    """How the downloaded bytes differ from what the hub lists (its sha256 is `digest`), or None."""
+    if file.sha256 is not None:
+        return None if digest == file.sha256 else f"sha256 {digest} does not match the hub's {file.sha256}"
+    if file.git_oid is not None:
+        part.seek(0)
+        blob = git_blob_id(part, file.size, file.git_oid)
+        return None if blob == file.git_oid else f"git blob id {blob} does not match the hub's {file.git_oid}"
+    return None
+
+
+def git_blob_id(f: BinaryIO, size: int, like: str) -> str:
+    """The git object id of a blob holding the `size` bytes read from f: the sha1 of b"blob SIZE\\0" and the
+    content, or its sha256 when `like` (the id to compare with) has 64 digits (git's sha256 format)."""
+    hasher = hashlib.sha256() if len(like) == 64 else hashlib.sha1()
+    hasher.update(b"blob %d\0" % size)
+    done = 0
+    while done < size:
+        chunk = f.read(min(CHUNK, size - done))
+        if not chunk:
+            break
+        hasher.update(chunk)
+        done += len(chunk)
+    return hasher.hexdigest()
 
 
 def _transfer(  # type: ignore[no-untyped-def]

@@ -56,7 +56,12 @@ MAX_FILES = 20000
 MAX_REDIRECTS = 5
 MAX_FILE = 1 << 40  # 1 TiB: the hub takes no file near this (its limit is 50 GB); a larger size is a lie
 USER_AGENT = "edgepilot (hub client; huggingface_hub-compatible requests)"
-REPO_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
+# huggingface_hub's validate_repo_id, in ASCII and with the owner required: each part letters, digits, '.',
+# '_', '-', at most 96 of them, neither starting nor ending with '-' or '.'; no '--' or '..' anywhere, no
+# '.git' at the end. Matched whole (fullmatch): `$` would also match before a trailing newline.
+REPO_PART = r"[A-Za-z0-9_](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9_])?"
+REPO_RE = re.compile(rf"{REPO_PART}/{REPO_PART}")
+GIT_OID_RE = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")  # a git object id: sha1, or sha256 (git's newer format)
 
 
 @dataclass(slots=True)
@@ -64,11 +69,17 @@ class RepoFile:
     path: str  # inside the repository, '/'-separated
     size: int
     sha256: str | None  # the LFS object id (sha256 of the content); None for a small file kept in git
+    git_oid: str | None = None  # a small file's git blob id (the listing's `oid`); None for an LFS file
 
 
 def check_repo_id(repo: str) -> str:
-    if not REPO_RE.match(repo) or ".." in repo:
-        raise UserError(f"{repo!r} is not a repository id: give OWNER/NAME, e.g. bartowski/SmolLM2-135M-GGUF")
+    """`repo` when it is a repository id the hub can have; else UserError, before any request."""
+    if not REPO_RE.fullmatch(repo) or "--" in repo or ".." in repo or repo.endswith(".git"):
+        shown = untrusted.valid_text(repo)[:120]
+        raise UserError(
+            f"{shown!r} is not a repository id: give OWNER/NAME (letters, digits, '.', '_', '-'; no '--' or "
+            "'..'; not starting or ending with '-' or '.'), e.g. bartowski/SmolLM2-135M-GGUF"
+        )
     return repo
 
 
@@ -236,6 +247,8 @@ def parse_entry(item: object) -> RepoFile | None:
     sha = lfs.get("oid") if isinstance(lfs, dict) else None
     if isinstance(lfs, dict) and isinstance(lfs.get("size"), int):
         size = lfs["size"]
+    # an LFS file's `oid` names its pointer in git, not its content: only a small file's is checked
+    oid = item.get("oid") if not isinstance(lfs, dict) else None
     try:
         size = read_count(
             size, what=f"the listed size of {untrusted.valid_text(path)[:200]!r}", maximum=MAX_FILE
@@ -244,7 +257,9 @@ def parse_entry(item: object) -> RepoFile | None:
         raise HubError(f"the hub's file listing is wrong: {exc}") from None
     if sha is not None and not (isinstance(sha, str) and re.fullmatch(r"[0-9a-f]{64}", sha)):
         raise HubError(f"the hub lists a malformed sha256 for {untrusted.valid_text(path)[:200]!r}")
-    return RepoFile(safe_repo_path(path), size, sha)
+    if oid is not None and not (isinstance(oid, str) and GIT_OID_RE.fullmatch(oid)):
+        raise HubError(f"the hub lists a malformed git object id for {untrusted.valid_text(path)[:200]!r}")
+    return RepoFile(safe_repo_path(path), size, sha, oid)
 
 
 def next_page(link: str | None, endpoint: str) -> str | None:

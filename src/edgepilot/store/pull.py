@@ -14,10 +14,11 @@ from typing import BinaryIO
 from edgepilot.errors import UserError
 from edgepilot.safe_write import check_target
 from edgepilot.store import manifest as model_store
-from edgepilot.store.download import Progress, Retry, download, part_path
+from edgepilot.store.download import Progress, Retry, download, git_blob_id, part_path
 from edgepilot.store.hub import HubClient, RepoFile, check_repo_id
 from edgepilot.store.locks import claim_part, make_folder
 from edgepilot.store.remote_fit import HeaderAllowance, RemoteFit, plan_remote
+from edgepilot.untrusted import open_regular
 
 SPLIT_RE = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$", re.IGNORECASE)
 # A listing reads headers (a few MiB each, up to remote_fit.MAX_HEADER_FETCH) of the smallest files first, and
@@ -187,10 +188,20 @@ def _present(result: PullResult, folder: Path, repo: str, chosen: RepoFile) -> b
         or not target.is_file()
         or target.stat().st_size != chosen.size
         or (chosen.sha256 is not None and entry.sha256 != chosen.sha256)
+        or (chosen.git_oid is not None and _blob_id(target, chosen) != chosen.git_oid)
     ):
         return False
     result.sha256, result.already_present = entry.sha256, True
     return True
+
+
+def _blob_id(path: Path, chosen: RepoFile) -> str | None:
+    """The git blob id of a small file in the store (None when it cannot be read: then it is pulled again)."""
+    try:
+        with open_regular(path) as f:
+            return git_blob_id(f, chosen.size, chosen.git_oid or "")
+    except OSError:
+        return None
 
 
 def _discard_empty(part: Path, f: BinaryIO) -> None:
