@@ -105,9 +105,16 @@ class HeaderFields:
 
 
 def check_header(
-    header: dict[str, Any], path: str | Path, n_ctx: int, n_vocab: int, max_state_bytes: int
+    header: dict[str, Any],
+    path: str | Path,
+    *,
+    identity: dict[str, Any],
+    n_ctx: int,
+    n_vocab: int,
+    max_state_bytes: int,
 ) -> None:
-    """Every field load_session uses, typed and in range (SessionFileError naming the first that is not)."""
+    """Every field load_session uses, typed and in range (SessionFileError naming the first that is not).
+    The model comes first: a file saved with another model (`identity` is this one's) is told as such."""
     f = HeaderFields(path)
     for key in ("model", "context", "tokens", "state_bytes"):
         if key not in header:
@@ -115,6 +122,10 @@ def check_header(
     model = f.record("model", header["model"], MODEL_KEYS)
     f.whole("model.size", model["size"], 1, MAX_MODEL_BYTES)
     f.matching("model.head_sha256", model["head_sha256"], r"[0-9a-f]{64}", "a sha256 (64 hex digits)")
+    if model != identity:
+        raise SessionFileError(
+            f"{shown_path(path)} was saved with another model file; load it with that model"
+        )
     context = f.record("context", header["context"], CONTEXT_KEYS)
     f.whole("context.n_ctx", context["n_ctx"], 16, MAX_TOKENS_SETTING)
     for key in ("type_k", "type_v"):

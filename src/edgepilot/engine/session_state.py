@@ -105,10 +105,15 @@ def load_session(
     a refused file leaves the session as it was."""
     data = read_user_file(path, "session file", len(MAGIC) + 16 + MAX_HEADER_BYTES + max_state_bytes)
     header, state = _header(data, path)
-    check_header(header, path, session.n_ctx, session.engine.load.n_vocab, max_state_bytes)
+    check_header(
+        header,
+        path,
+        identity=model_identity(session.engine.model_path),
+        n_ctx=session.n_ctx,
+        n_vocab=session.engine.load.n_vocab,
+        max_state_bytes=max_state_bytes,
+    )
     shown = shown_path(path)
-    if header["model"] != model_identity(session.engine.model_path):
-        raise SessionFileError(f"{shown} was saved with another model file; load it with that model")
     want = context_identity(session)
     if header["context"] != want:
         raise SessionFileError(f"{shown} was saved with other settings: {_differs(header['context'], want)}")
