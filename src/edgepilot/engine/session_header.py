@@ -14,7 +14,6 @@ from typing import Any
 
 from edgepilot.errors import UserError
 from edgepilot.gguf.ggml_types import KV_CACHE_TYPES
-from edgepilot.gguf.verdict import one_line
 from edgepilot.plan.settings import MAX_TOKENS_SETTING
 
 MAX_MODEL_BYTES = 1 << 44  # 16 TiB: no GGUF file comes near it
@@ -25,10 +24,6 @@ CONTEXT_KEYS = ("n_ctx", "type_k", "type_v", "flash_attn", "swa_full", "n_gpu_la
 
 class SessionFileError(UserError):
     """A session file that cannot be loaded into this session."""
-
-
-def shown_path(path: str | Path) -> str:
-    return one_line(str(path), 200)
 
 
 def _shown(value: Any) -> str:
@@ -49,13 +44,13 @@ class HeaderFields:
 
     def refuse(self, name: str, value: Any, want: str) -> SessionFileError:
         return SessionFileError(
-            f"{shown_path(self.path)} is damaged: its header's {name} is {_shown(value)}, not {want}; "
+            f"{self.path} is damaged: its header's {name} is {_shown(value)}, not {want}; "
             "nothing was loaded"
         )
 
     def missing(self, name: str) -> SessionFileError:
         return SessionFileError(
-            f"{shown_path(self.path)} is damaged: its header has no {name}; nothing was loaded"
+            f"{self.path} is damaged: its header has no {name}; nothing was loaded"
         )
 
     def whole(self, name: str, value: Any, low: int, high: int) -> int:
@@ -88,7 +83,7 @@ class HeaderFields:
         extra = next((k for k in value if k not in keys), None)
         if extra is not None:
             raise SessionFileError(
-                f"{shown_path(self.path)} is damaged: its header's {name} has an unknown field "
+                f"{self.path} is damaged: its header's {name} has an unknown field "
                 f"{_shown(extra)}; nothing was loaded"
             )
         return value
@@ -98,7 +93,7 @@ class HeaderFields:
             raise self.refuse(name, value, f"a list of at most {most}")
         if len(value) > most:
             raise SessionFileError(
-                f"{shown_path(self.path)} is damaged: its header's {name} has {len(value)} items, more than "
+                f"{self.path} is damaged: its header's {name} has {len(value)} items, more than "
                 f"{most}; nothing was loaded"
             )
         return value
@@ -124,7 +119,7 @@ def check_header(
     f.matching("model.head_sha256", model["head_sha256"], r"[0-9a-f]{64}", "a sha256 (64 hex digits)")
     if model != identity:
         raise SessionFileError(
-            f"{shown_path(path)} was saved with another model file; load it with that model"
+            f"{path} was saved with another model file; load it with that model"
         )
     context = f.record("context", header["context"], CONTEXT_KEYS)
     f.whole("context.n_ctx", context["n_ctx"], 16, MAX_TOKENS_SETTING)

@@ -20,7 +20,7 @@ from typing import Any
 
 from edgepilot.engine.llama_binding import llama_cpp
 from edgepilot.engine.session import KVSession
-from edgepilot.engine.session_header import SessionFileError, check_header, shown_path
+from edgepilot.engine.session_header import SessionFileError, check_header
 from edgepilot.safe_write import atomic_write, check_target
 from edgepilot.untrusted import loads_json, open_regular, read_user_file
 
@@ -76,7 +76,7 @@ def save_session(session: KVSession, path: str | Path, extra: dict[str, Any]) ->
 
 
 def _header(data: bytes, path: str | Path) -> tuple[dict[str, Any], bytes]:
-    bad = SessionFileError(f"{shown_path(path)} is not an edgepilot session file")
+    bad = SessionFileError(f"{path} is not an edgepilot session file")
     if not data.startswith(MAGIC):
         raise bad
     rest = data[len(MAGIC) :]
@@ -113,13 +113,12 @@ def load_session(
         n_vocab=session.engine.load.n_vocab,
         max_state_bytes=max_state_bytes,
     )
-    shown = shown_path(path)
     want = context_identity(session)
     if header["context"] != want:
-        raise SessionFileError(f"{shown} was saved with other settings: {_differs(header['context'], want)}")
+        raise SessionFileError(f"{path} was saved with other settings: {_differs(header['context'], want)}")
     tokens = header["tokens"]
     if header["state_bytes"] != len(state) or bool(tokens) != bool(state):
-        raise SessionFileError(f"{shown} is damaged (its tokens or state do not match its header)")
+        raise SessionFileError(f"{path} is damaged (its tokens or state do not match its header)")
     if check_extra is not None:
         check_extra(header)
     session.reset()
@@ -129,7 +128,7 @@ def load_session(
         mem = llama_cpp.llama_get_memory(session.engine._ctx)
         if read != len(state) or llama_cpp.llama_memory_seq_pos_max(mem, 0) != len(tokens) - 1:
             session.reset()
-            raise SessionFileError(f"llama.cpp refused the state in {shown} (damaged or another build)")
+            raise SessionFileError(f"llama.cpp refused the state in {path} (damaged or another build)")
     session.cached = list(tokens)
     return header
 
