@@ -49,9 +49,7 @@ class HeaderFields:
         )
 
     def missing(self, name: str) -> SessionFileError:
-        return SessionFileError(
-            f"{self.path} is damaged: its header has no {name}; nothing was loaded"
-        )
+        return SessionFileError(f"{self.path} is damaged: its header has no {name}; nothing was loaded")
 
     def whole(self, name: str, value: Any, low: int, high: int) -> int:
         if type(value) is not int or not low <= value <= high:
@@ -118,9 +116,7 @@ def check_header(
     f.whole("model.size", model["size"], 1, MAX_MODEL_BYTES)
     f.matching("model.head_sha256", model["head_sha256"], r"[0-9a-f]{64}", "a sha256 (64 hex digits)")
     if model != identity:
-        raise SessionFileError(
-            f"{path} was saved with another model file; load it with that model"
-        )
+        raise SessionFileError(f"{path} was saved with another model file; load it with that model")
     context = f.record("context", header["context"], CONTEXT_KEYS)
     f.whole("context.n_ctx", context["n_ctx"], 16, MAX_TOKENS_SETTING)
     for key in ("type_k", "type_v"):
