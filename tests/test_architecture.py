@@ -18,6 +18,7 @@ LAYERS = {
     "sizes": 0,  # the one bounded size and number parser
     "records": 0,  # bounded line readers: chat's stdin, doctor's logs
     "safe_write": 0,  # every file edgepilot writes
+    "file_errors": 0,  # one line for a file the permissions refuse
     "defaults": 0,  # the prompt and context every command shares
     "shown": 0,  # names from outside escaped for the terminal
     "device": 1,

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from edgepilot.bench.roofline import bytes_per_token, measure_bandwidth
-from edgepilot.bench.store import connect, db_path
+from edgepilot.bench.store import connect, db_path, readable_history
 from edgepilot.errors import UserError
 from edgepilot.tuned.identity import device_id, model_id
 
@@ -22,7 +22,7 @@ class KnownSpeed:
 
 
 def _from_history(path: Path, root: Path, db: Path) -> KnownSpeed | None:
-    if not db.exists():
+    if not readable_history(db):
         return None
     fp, key = device_id(root).fingerprint, model_id(path).key
     with connect(db, create=False) as con:
@@ -45,7 +45,7 @@ def _from_history(path: Path, root: Path, db: Path) -> KnownSpeed | None:
 
 
 def _stored_bandwidth(root: Path, db: Path) -> float | None:
-    if not db.exists():
+    if not readable_history(db):
         return None
     with connect(db, create=False) as con:
         row = con.execute(

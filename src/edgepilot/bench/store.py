@@ -6,16 +6,19 @@ Location: edgepilot.datadir.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
+import os
 import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from edgepilot.bench.results import BenchReport, BenchRow
-from edgepilot.datadir import data_dir
+from edgepilot.datadir import DATA_ELSEWHERE, DATA_FIX, data_dir, writable_data_folder
 from edgepilot.device.cpusets import cpulist
 from edgepilot.errors import UserError
+from edgepilot.file_errors import cannot_read, escaped, is_denied, note_once
 from edgepilot.safe_write import check_target
 from edgepilot.tuned.identity import DeviceId
 
@@ -64,40 +67,99 @@ ADDED_COLUMNS = (
 )
 
 
+HISTORY = "the bench history"
+NO_SAVE = "give --no-save"
+# SQLite's primary result codes for a database or folder it may not write (sqlite3.h)
+SQLITE_PERM, SQLITE_READONLY, SQLITE_CANTOPEN = 3, 8, 14
+
+
 def db_path() -> Path:
     return data_dir() / DB_NAME
 
 
+def _readable(path: Path) -> bool:
+    """Whether the history file exists (False: none yet); a UserError when permissions keep it from us."""
+    try:
+        os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    except OSError as exc:
+        if is_denied(exc):
+            raise cannot_read(path, HISTORY, exc, DATA_FIX) from None
+        return False
+    if not os.access(path, os.R_OK):
+        raise cannot_read(path, HISTORY, PermissionError(errno.EACCES, "Permission denied"), DATA_FIX)
+    return True
+
+
+def readable_history(path: Path | None = None) -> bool:
+    """Whether there is a history to read; one the permissions keep from us is left out with a note (for
+    what only takes a hint from it)."""
+    try:
+        return _readable(path or db_path())
+    except UserError as exc:
+        note_once(f"{HISTORY} is left out: {exc}")
+        return False
+
+
+def check_writable(path: Path | None = None) -> None:
+    """A UserError unless results can be added to the history (before bench or tune measures for minutes)."""
+    path = path or db_path()
+    writable_data_folder(path.parent, HISTORY, NO_SAVE)
+    if _readable(path) and not os.access(path, os.W_OK):
+        raise UserError(
+            f"cannot write {HISTORY} {escaped(path)}: it is read-only for you; {DATA_FIX}, or {NO_SAVE}"
+        )
+
+
+def _refused_by_sqlite(exc: sqlite3.Error) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in (SQLITE_PERM, SQLITE_READONLY, SQLITE_CANTOPEN)
+    return "readonly" in str(exc) or "unable to open" in str(exc)
+
+
 @contextlib.contextmanager
 def connect(path: Path | None = None, create: bool = True) -> Iterator[sqlite3.Connection]:
+    """The history, its schema brought up to date (create: made when missing, to write results in)."""
     path = path or db_path()
+    if create:
+        writable_data_folder(path.parent, HISTORY, NO_SAVE)
+    _readable(path)
     check_target(path, what="results database")  # a FIFO or device there is not a database
     try:
-        if create:
-            path.parent.mkdir(parents=True, exist_ok=True)
         con = sqlite3.connect(path, timeout=10)
     except (OSError, sqlite3.Error) as exc:
-        raise UserError(f"cannot open the results database {path}: {exc}; set EDGEPILOT_DATA_DIR") from None
+        raise UserError(f"cannot open {HISTORY} {escaped(path)}: {exc}; {DATA_ELSEWHERE}") from None
     try:
         con.row_factory = sqlite3.Row
         con.execute("PRAGMA foreign_keys = ON")
         version = con.execute("PRAGMA user_version").fetchone()[0]
         if version > SCHEMA_VERSION:
             raise UserError(f"{path} was written by a newer edgepilot (schema {version}); upgrade edgepilot")
-        con.executescript(SCHEMA)
-        have = {row[1] for row in con.execute("PRAGMA table_info(results)")}
-        for column, declared in ADDED_COLUMNS:
-            if column not in have:
-                con.execute(f"ALTER TABLE results ADD COLUMN {column} {declared}")
-        con.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        if version != SCHEMA_VERSION:  # an up-to-date history is read without a write (it may be read-only)
+            _migrate(con)
         with con:
             yield con
     except sqlite3.DatabaseError as exc:
+        if _refused_by_sqlite(exc):
+            raise UserError(
+                f"cannot write {HISTORY} {escaped(path)}: {exc}; {DATA_FIX}, or {NO_SAVE}"
+            ) from None
         raise UserError(
             f"the results database {path} is unusable ({exc}); move it away to start afresh"
         ) from None
     finally:
         con.close()
+
+
+def _migrate(con: sqlite3.Connection) -> None:
+    con.executescript(SCHEMA)
+    have = {row[1] for row in con.execute("PRAGMA table_info(results)")}
+    for column, declared in ADDED_COLUMNS:
+        if column not in have:
+            con.execute(f"ALTER TABLE results ADD COLUMN {column} {declared}")
+    con.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 
 def save_report(report: BenchReport, kind: str = "bench", path: Path | None = None) -> int:
@@ -168,7 +230,7 @@ def _result_values(run_id: int, row: BenchRow) -> tuple:
 def has_gpu_results(path: Path | None = None) -> bool:
     """Whether any stored result was measured on a GPU (a cheap question before a per-model one)."""
     path = path or db_path()
-    if not path.is_file():
+    if not _readable(path):
         return False
     with connect(path, create=False) as con:
         return con.execute("SELECT 1 FROM results WHERE device != 'none' LIMIT 1").fetchone() is not None
@@ -217,7 +279,7 @@ def history(
     """The latest results on this device (optionally one model), each compared with its previous run."""
     path = path or db_path()
     result = History(str(path), DeviceId(device_fp, device_desc), model_label)
-    if not path.exists():
+    if not _readable(path):
         return result
     with connect(path, create=False) as con:
         where, args = "r.device_fp = ?", [device_fp]

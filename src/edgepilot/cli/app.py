@@ -86,7 +86,8 @@ def fail(message: str, code: int = 2) -> click.exceptions.Exit:
 
 
 def user_errors(func: F) -> F:
-    """Turn UserError (and Ctrl-C) into one stderr line and an exit code instead of a traceback."""
+    """Turn UserError (and Ctrl-C) into one stderr line and an exit code instead of a traceback; so is a file
+    the permissions refuse that no module turned into its own message (the backstop: file_errors.py)."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -99,6 +100,13 @@ def user_errors(func: F) -> F:
         except BrokenPipeError:
             sys.stderr.close()
             raise click.exceptions.Exit(0) from None
+        except OSError as exc:
+            from edgepilot.file_errors import denied_message, is_denied
+
+            if not is_denied(exc):
+                raise
+            ctx = click.get_current_context(silent=True)
+            raise fail(denied_message(exc, ctx.command_path if ctx else None)) from None
 
     return wrapper  # type: ignore[return-value]
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -160,6 +161,10 @@ def bench(
     request.validate()
     if plot is not None:
         _check_png(plot)
+    if not no_save:
+        from edgepilot.bench.store import check_writable
+
+        check_writable()  # before minutes of measuring
     from edgepilot.bench.runner import run_bench
 
     with progress_bar("bench") as update:
@@ -222,10 +227,18 @@ def _history(model: str | None, last: int, as_json: bool) -> None:
 def _check_png(path: Path) -> None:
     if path.suffix.lower() != ".png":
         raise UserError(f"--plot {path}: give a file name ending in .png")
-    if path.is_dir():
+    if os.path.isdir(path):
         raise UserError(f"--plot {path} is a directory; give a file name ending in .png")
-    if not path.parent.is_dir():  # checked before measuring; folders are the user's to make
+    if not os.path.isdir(path.parent):  # checked before measuring; folders are the user's to make
         raise UserError(f"--plot {path}: the folder {path.parent} does not exist")
+    from edgepilot.file_errors import escaped, folder_refusal, refusal
+
+    refused = folder_refusal(path.parent)
+    if refused is not None:
+        raise UserError(
+            f"cannot write --plot {escaped(path)}: {refusal(refused)} in {escaped(path.parent)}; "
+            "choose a folder you can write"
+        )
 
 
 def _title(model: MeasuredModel) -> str:
@@ -302,6 +315,12 @@ def tune(
     path = resolve_model(model)
     if plot is not None:
         _check_png(plot)
+    if not no_save:  # before minutes of measuring
+        from edgepilot.bench.store import NO_SAVE, check_writable
+        from edgepilot.tuned.profiles import writable_profiles_dir
+
+        writable_profiles_dir(also=NO_SAVE)
+        check_writable()
     with progress_bar("tune") as update:
         report = run_tune(path, request, progress=update, verbose=verbose, engine=engine)
     if plot is not None:

@@ -100,11 +100,11 @@ def report_engine_failure(
 def _gpu_history(model: str) -> list[str]:
     """This device's bench history of the model as llama-bench's table (dev, ngl, test, t/s), when any
     result was measured on a GPU: the doctor compares the CPU's and the GPU's (gpu-slower-than-cpu)."""
-    from edgepilot.bench.store import has_gpu_results, history
+    from edgepilot.bench.store import has_gpu_results, history, readable_history
     from edgepilot.tuned.identity import device_id, model_id
 
     try:
-        if not has_gpu_results():  # nothing to compare: the model is not read again
+        if not readable_history() or not has_gpu_results():  # nothing to compare: the model is not read again
             return []
         path = Path(model)  # checked already (_check_model)
         device = device_id()

@@ -12,9 +12,10 @@ import time
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
-from edgepilot.datadir import data_dir
+from edgepilot.datadir import DATA_FIX, data_dir, writable_data_folder
 from edgepilot.errors import UserError
-from edgepilot.safe_write import atomic_write, ensure_dir
+from edgepilot.file_errors import cannot_read, escaped, is_denied, note_once, refused_where
+from edgepilot.safe_write import atomic_write
 from edgepilot.untrusted import open_regular
 
 FILE_NAME = "cluster-plans.json"
@@ -47,30 +48,47 @@ def _key(rpc: list[str]) -> str:
 
 
 def _load(path: Path) -> dict[str, dict]:
+    """The records ({} when there are none or the file is damaged); OSError when permissions refuse it."""
     try:
         with open_regular(path) as f:
             data = json.loads(f.read(MAX_BYTES + 1)[:MAX_BYTES])
-    except (OSError, ValueError, UserError):
+    except OSError as exc:
+        if is_denied(exc):
+            raise
+        return {}
+    except (ValueError, UserError):
         return {}
     return data if isinstance(data, dict) else {}
 
 
 def save(record: PoolRecord, path: Path | None = None) -> None:
-    """Keep the record (an unwritable data directory becomes a UserError, as for bench results)."""
+    """Keep the record (an unwritable data directory becomes a UserError, as for bench results; so does one
+    we may not read: the other pools' records are not written over)."""
     path = path or record_path()
     record.recorded = record.recorded or time.time()
-    entries = _load(path)
+    try:
+        entries = _load(path)
+    except OSError as exc:
+        raise cannot_read(path, "the cluster plan records", exc, DATA_FIX) from None
     entries.pop(_key(record.rpc), None)
     entries[_key(record.rpc)] = asdict(record)
     kept = dict(list(entries.items())[-MAX_ENTRIES:])
-    ensure_dir(path.parent, what="data folder")
+    writable_data_folder(path.parent, "the cluster plan record")
     with atomic_write(path, what="cluster plan record", mode="w") as f:
         json.dump(kept, f, indent=1)
 
 
 def find(rpc: list[str], path: Path | None = None) -> PoolRecord | None:
     """The latest plan recorded for exactly these helpers, if any."""
-    raw = _load(path or record_path()).get(_key(rpc))
+    path = path or record_path()
+    try:
+        raw = _load(path).get(_key(rpc))
+    except OSError as exc:
+        note_once(
+            f"cannot read the cluster plan records {escaped(path)} ({refused_where(path, exc)}): the doctor "
+            f"cannot compare a run with its plan; {DATA_FIX}"
+        )
+        return None
     if not isinstance(raw, dict):
         return None
     known = {f.name for f in fields(PoolRecord)}

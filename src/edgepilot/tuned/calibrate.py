@@ -20,11 +20,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from edgepilot.datadir import data_dir
+from edgepilot.datadir import DATA_FIX, data_dir, writable_data_folder
 from edgepilot.engine.choice import EngineInfo
 from edgepilot.engine.load_log import LoggedBuffers
 from edgepilot.engine.native_tools import tool_version
 from edgepilot.errors import UserError
+from edgepilot.file_errors import escaped, is_denied, note_once, refused_where
 from edgepilot.gguf.arch import ArchParams
 from edgepilot.gguf.gguf_records import GGUFHeader
 from edgepilot.gguf.kv_cache import kv_cache_bytes
@@ -32,7 +33,7 @@ from edgepilot.plan.arithmetic import EngineArithmetic
 from edgepilot.plan.compute import compute_buffer
 from edgepilot.plan.memory_model import VOCAB_BYTES_PER_TOKEN
 from edgepilot.plan.types import FitResult
-from edgepilot.safe_write import ensure_dir, write_text
+from edgepilot.safe_write import write_text
 from edgepilot.tuned.offload_calibration import learned_devices, offload_sample, record_offloaded
 
 MAX_FILE_BYTES = 1 << 20
@@ -51,7 +52,9 @@ def _file(key: str) -> Path:
     return data_dir() / "calibration" / f"{key}.json"
 
 
-def _read(key: str) -> dict[str, Any]:
+def _read(key: str) -> dict[str, Any] | None:
+    """The version's calibration ({} when there is none or it is damaged); None when permissions keep it
+    from us (noted once): then it is neither used nor written over."""
     path = _file(key)
     try:
         with open(path, "rb") as f:
@@ -59,18 +62,27 @@ def _read(key: str) -> dict[str, Any]:
                 return {}
             raw = f.read(MAX_FILE_BYTES + 1)
         data = json.loads(raw) if len(raw) <= MAX_FILE_BYTES else {}
-    except (OSError, ValueError):
+    except OSError as exc:
+        if not is_denied(exc):
+            return {}
+        note_once(
+            f"cannot read the memory calibration {escaped(path)} ({refused_where(path, exc)}): planned with "
+            f"the pinned llama.cpp's figures and not updated; {DATA_FIX}"
+        )
+        return None
+    except ValueError:
         return {}
     return data if isinstance(data, dict) and isinstance(data.get("models"), dict) else {}
 
 
 def _write(key: str, data: dict[str, Any]) -> None:
+    """Keep the calibration; a data folder that refuses only costs the learning (one note), not the run."""
     path = _file(key)
     try:
-        ensure_dir(path.parent, what="data folder")
+        writable_data_folder(path.parent, "the memory calibration")
         write_text(path, json.dumps(data, indent=1), what="calibration")
-    except UserError:
-        pass  # a read-only data dir: the plan stays on the pinned figures, the run itself is unaffected
+    except UserError as exc:
+        note_once(f"this run's memory figures are not kept: {exc}")
 
 
 def model_key(model: Path) -> str:
@@ -102,7 +114,10 @@ def record_run(
     if key is None or load_peak_bytes <= 0 or logged.lines == 0:
         return
     m, s = plan.memory, plan.settings
-    data = _read(key) or {"engine": info.version, "models": {}}
+    data = _read(key)
+    if data is None:
+        return
+    data = data or {"engine": info.version, "models": {}}
     entry = data["models"].get(model_key(model))
     entry = entry if isinstance(entry, dict) else {}
     loaded = m.weights_bytes + m.repack_bytes + logged.kv_bytes + logged.output_bytes
@@ -136,7 +151,7 @@ def arithmetic_for(info: EngineInfo | None, model: Path, arch: ArchParams) -> En
     if info is None or info.kind != "tools":
         return None
     key = version_key(info)
-    data = _read(key) if key else {}
+    data = (_read(key) if key else None) or {}
     a = _cpu_arithmetic(info, data.get("models", {}), model, arch)
     return replace(a, offload=learned_devices(data, model_key(model)))
 
@@ -207,7 +222,10 @@ def record_offloaded_run(
     sample = offload_sample(
         header, arch.n_layer, plan, logged, peak_bytes, n_processed >= FILLED * n_ctx, n_ubatch
     )
-    data = _read(key) or {"engine": info.version, "models": {}}
+    data = _read(key)
+    if data is None:
+        return
+    data = data or {"engine": info.version, "models": {}}
     if record_offloaded(data, model_key(model), int(arch.n_vocab or 0), device, logged, sample):
         _write(key, data)
 

@@ -6,15 +6,15 @@ hashing 2 MiB of the model; the device is only probed when a profile for the mod
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
-from edgepilot.datadir import data_dir
+from edgepilot.datadir import DATA_FIX, data_dir, writable_data_folder
 from edgepilot.errors import UserError
-from edgepilot.safe_write import ensure_dir, write_text
+from edgepilot.file_errors import cannot_read, escaped, is_denied, note_once, refusal, refused_where
+from edgepilot.safe_write import write_text
 from edgepilot.tuned.identity import device_id, model_id
 
 PROFILE_VERSION = 1
@@ -57,21 +57,43 @@ def profile_path(model_key: str, device_fp: str) -> Path:
     return profiles_dir() / f"{model_key}@{device_fp}.json"
 
 
+def writable_profiles_dir(also: str = "") -> Path:
+    """The profiles folder, ready for a profile (checked before tune measures for minutes)."""
+    return writable_data_folder(profiles_dir(), "the tuned profiles", also)
+
+
 def save_profile(profile: Profile) -> Path:
     path = profile_path(profile.model_key, profile.device_fingerprint)
+    writable_profiles_dir()
     try:
-        ensure_dir(path.parent, what="profile folder")
         write_text(path, json.dumps(asdict(profile), indent=2) + "\n", what="profile")
     except UserError as exc:
         raise UserError(f"cannot save the profile: {exc}; set EDGEPILOT_DATA_DIR") from None
     return path
 
 
-def read_profile(path: Path) -> Profile | None:
-    """A profile file, or None if it is unreadable, from another version or damaged (never an error)."""
+def _refused(path: Path, exc: OSError, strict: bool) -> None:
+    """A profile or the profiles folder that may not be read: an error for `tune --show`, a note for a run
+    (which plans without it)."""
+    if strict:
+        what = "the tuned profiles" if os.path.isdir(path) else "the tuned profile"
+        raise cannot_read(path, what, exc, DATA_FIX)
+    note_once(
+        f"cannot read the tuned profiles in {escaped(path)} ({refused_where(path, exc)}): planning without "
+        f"them; {DATA_FIX}"
+    )
+
+
+def read_profile(path: Path, strict: bool = False) -> Profile | None:
+    """A profile file, or None if it is unreadable, from another version or damaged (an error only when
+    strict and permissions refuse it; a note otherwise)."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except OSError as exc:
+        if is_denied(exc):
+            _refused(path, exc, strict)
+        return None
+    except ValueError:
         return None
     if not isinstance(data, dict) or data.get("version") != PROFILE_VERSION:
         return None
@@ -109,7 +131,7 @@ class ProfileView:
 def show_profile(model_path: Path | str, root: Path = Path("/")) -> ProfileView:
     path = Path(model_path)
     where = profile_path(model_id(path).key, device_id(root).fingerprint)
-    return ProfileView(model=str(path), path=str(where), profile=load_profile(path, root))
+    return ProfileView(model=str(path), path=str(where), profile=load_profile(path, root, strict=True))
 
 
 def forget_profile(model_path: Path | str, root: Path = Path("/")) -> ProfileView:
@@ -121,25 +143,32 @@ def forget_profile(model_path: Path | str, root: Path = Path("/")) -> ProfileVie
     except FileNotFoundError:
         pass
     except OSError as exc:
-        raise UserError(f"cannot remove the profile {view.path}: {exc.strerror or exc}") from None
+        if is_denied(exc):
+            folder = Path(view.path).parent
+            raise UserError(
+                f"cannot remove the profile {escaped(view.path)}: {refusal(exc)} in {escaped(folder)}; "
+                f"{DATA_FIX}"
+            ) from None
+        raise UserError(f"cannot remove the profile {escaped(view.path)}: {exc.strerror or exc}") from None
     return view
 
 
-def load_profile(model_path: Path | str, root: Path = Path("/")) -> Profile | None:
-    """The tuned profile for this model on this device, or None (no tune yet, other device, damaged file)."""
+def load_profile(model_path: Path | str, root: Path = Path("/"), strict: bool = False) -> Profile | None:
+    """The tuned profile for this model on this device, or None (no tune yet, other device, damaged file).
+    A profile the permissions keep from us: an error when strict (`tune --show`), else a note."""
     path = Path(model_path)
     folder = profiles_dir()
-    if not folder.is_dir():
+    try:
+        names = set(os.listdir(folder))
+    except OSError as exc:
+        if is_denied(exc):
+            _refused(folder, exc, strict)
         return None
     try:
         key = model_id(path).key
     except UserError:
         return None
-    candidates: list[Path] = []
-    with contextlib.suppress(OSError):
-        candidates = sorted(folder.glob(f"{key}@*.json"))
-    if not candidates:
+    if not any(n.startswith(f"{key}@") and n.endswith(".json") for n in names):
         return None
-    fingerprint = device_id(root).fingerprint
-    match = profile_path(key, fingerprint)
-    return read_profile(match) if match in candidates else None
+    match = profile_path(key, device_id(root).fingerprint)
+    return read_profile(match, strict) if match.name in names else None
