@@ -1,7 +1,9 @@
-"""One line for a file or folder edgepilot may not read or write: the path, what refused (permissions, a
-read-only file system) and what to do. Our users are never root (Termux runs each app as its own uid), so a
-folder a `sudo edgepilot ...` left behind, another user's folder or a read-only mount is what they meet.
+"""One line for a file operation the system refused: the path, why, and what to do.
 
+Our users are never root (Termux runs every app as a uid of its own, a Pi user is `pi`): a folder they cannot
+write, a file they cannot read, a folder a `sudo edgepilot ...` left behind or a read-only mount is an
+everyday answer, said in one line (exit 2), never a traceback. Long work checks its output folder first
+(check_writable_folder, writable_folder), and still turns a refusal at the write itself into the same line.
 A store edgepilot can do without (a calibration, a check cache) is skipped with one note per process
 instead (note_once).
 """
@@ -10,14 +12,90 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 import sys
 from pathlib import Path
 
 from edgepilot.errors import UserError
+from edgepilot.shown import shown
 
+PathLike = str | os.PathLike[str]
+TMPDIR_FIX = "set TMPDIR to a folder you can write"
 DENIED_ERRNOS = (errno.EACCES, errno.EPERM, errno.EROFS)
 _noted: set[str] = set()
 
+
+def reason(exc: OSError | str) -> str:
+    """Why, in a few words: "permission denied", "read-only file system", "no space left on the device"."""
+    if isinstance(exc, str):
+        return exc
+    if exc.errno == errno.EROFS:
+        return "read-only file system"
+    if isinstance(exc, PermissionError):
+        return "permission denied"
+    if exc.errno == errno.ENOSPC:
+        return "no space left on the device"
+    text = exc.strerror or str(exc)
+    return text[:1].lower() + text[1:]
+
+
+def _named(what: str, path: PathLike) -> str:
+    return f"{what} {path}" if what else str(path)
+
+
+def cannot_write(path: PathLike, exc: OSError | str, fix: str, *, what: str = "") -> UserError:
+    """`cannot write [WHAT] PATH (WHY): FIX`."""
+    return UserError(f"cannot write {_named(what, path)} ({reason(exc)}): {fix}")
+
+
+
+
+def file_in_the_way(path: PathLike) -> Path | None:
+    """The nearest of `path` and its ancestors that exists and is not a directory (a file where a folder
+    should be), or None."""
+    for candidate in (Path(path).absolute(), *Path(path).absolute().parents):
+        try:
+            mode = os.stat(candidate).st_mode
+        except OSError:
+            continue
+        return None if stat.S_ISDIR(mode) else candidate
+    return None
+
+
+def no_temporary_folder() -> UserError:
+    """tempfile found no folder this user can write ($TMPDIR, /tmp, /var/tmp, the working folder)."""
+    where = os.environ.get("TMPDIR") or "/tmp"
+    return cannot_write(where, "no temporary folder is writable", TMPDIR_FIX, what="a temporary file in")
+
+
+def _read_only_fs(folder: Path) -> bool:
+    try:
+        return bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
+def check_writable_folder(folder: PathLike, fix: str, *, what: str = "", make: bool = False) -> Path:
+    """`folder` as a directory this user can create files in (made with its parents when `make`), or the
+    one line naming it and `fix`: called before long work, so a refusal comes before minutes of it."""
+    path = Path(folder)
+    try:
+        if make:
+            path.mkdir(parents=True, exist_ok=True)
+        mode = os.stat(path).st_mode
+    except (FileExistsError, NotADirectoryError):
+        blocker = file_in_the_way(path) or path
+        raise UserError(f"cannot make {_named(what, path)}: {blocker} is not a directory") from None
+    except FileNotFoundError:
+        raise UserError(f"{_named(what, path)} does not exist: {fix}") from None
+    except OSError as exc:
+        raise cannot_write(path, exc, fix, what=what) from None
+    if not stat.S_ISDIR(mode):
+        raise UserError(f"{_named(what, path)} is not a directory: {fix}")
+    if not os.access(path, os.W_OK | os.X_OK):
+        why = "read-only file system" if _read_only_fs(path) else "permission denied"
+        raise cannot_write(path, why, fix, what=what)
+    return path
 
 def is_denied(exc: BaseException) -> bool:
     """A refusal by permissions or a read-only file system (not a missing file, not a full disk)."""
@@ -25,10 +103,8 @@ def is_denied(exc: BaseException) -> bool:
 
 
 def escaped(path: str | bytes | os.PathLike[str] | int) -> str:
-    """A path for a one-line message: control characters (a newline, an escape sequence) and undecodable
-    bytes shown escaped as Python writes them, so a hostile name cannot forge or hide output."""
-    text = os.fsdecode(path) if isinstance(path, (bytes, os.PathLike)) else str(path)
-    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
+    """A path for a one-line message, escaped as edgepilot.shown escapes names from outside."""
+    return shown(os.fsdecode(path) if isinstance(path, (bytes, os.PathLike)) else str(path))
 
 
 def refusal(exc: OSError) -> str:
@@ -59,8 +135,10 @@ def cannot_write_in(folder: str | os.PathLike[str], what: str, exc: OSError, fix
     return UserError(f"cannot write {what} in {escaped(folder)}: {refusal(exc)}; {fix}")
 
 
-def cannot_read(path: str | os.PathLike[str], what: str, exc: OSError, fix: str) -> UserError:
-    return UserError(f"cannot read {what} {escaped(path)}: {refused_where(path, exc)}; {fix}")
+def cannot_read(path: PathLike, exc: OSError | str, fix: str, *, what: str = "") -> UserError:
+    """`cannot read [WHAT] PATH: WHY; FIX`, WHY naming a folder on the way that may not be entered."""
+    why = exc if isinstance(exc, str) else refused_where(path, exc)
+    return UserError(f"cannot read {_named(what, escaped(path))}: {why}; {fix}")
 
 
 def refused_where(path: str | os.PathLike[str], exc: OSError) -> str:
@@ -73,12 +151,6 @@ def refused_where(path: str | os.PathLike[str], exc: OSError) -> str:
     return refusal(exc)
 
 
-def nearest_file(path: Path) -> Path:
-    """The part of `path` that exists and is not a folder (what made a mkdir fail with ENOTDIR)."""
-    for part in [path, *path.parents]:
-        if os.path.lexists(part) and not os.path.isdir(part):
-            return part
-    return path
 
 
 def writable_folder(
@@ -91,7 +163,7 @@ def writable_folder(
     try:
         path.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError):
-        in_the_way = escaped(nearest_file(path))
+        in_the_way = escaped(file_in_the_way(path) or path)
         raise UserError(f"cannot write {what}: {in_the_way} is not a directory; {elsewhere or fix}") from None
     except OSError as exc:
         if is_denied(exc):

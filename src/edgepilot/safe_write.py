@@ -21,10 +21,12 @@ from pathlib import Path
 from typing import BinaryIO
 
 from edgepilot.errors import UserError
+from edgepilot.file_errors import cannot_write
 
 PathLike = str | os.PathLike[str]
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+PARTIAL_FIX = "remove it (or make it writable to you) and try again"
 
 
 def _kind(mode: int) -> str:
@@ -42,8 +44,11 @@ def same_file(a: PathLike, b: PathLike) -> bool:
     return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
 
 
-def check_target(target: PathLike, *, inputs: Iterable[PathLike] = (), what: str = "output") -> Path:
-    """The target as a Path, or UserError: it is one of `inputs`, or it exists and is not a regular file."""
+def check_target(
+    target: PathLike, *, inputs: Iterable[PathLike] = (), what: str = "output", fix: str = ""
+) -> Path:
+    """The target as a Path, or UserError: it is one of `inputs`, or it exists and is not a regular file, or
+    this user may not replace it (`fix`: what to do then)."""
     path = Path(target)
     if "\0" in str(path):
         raise UserError(f"{what} path contains a NUL character")
@@ -55,18 +60,38 @@ def check_target(target: PathLike, *, inputs: Iterable[PathLike] = (), what: str
     except FileNotFoundError:
         return path
     except OSError as exc:
-        raise UserError(f"cannot write {what} {path}: {exc.strerror or exc}") from None
+        then = f"; {fix}" if fix else ""
+        raise UserError(f"cannot write {what} {path}: {exc.strerror or exc}{then}") from None
     if stat.S_ISDIR(mode):
         raise UserError(f"{what} {path} is a directory; give the path of a file")
     if not stat.S_ISREG(mode):
         raise UserError(f"{what} {path} is {_kind(mode)}, not a regular file; refusing to replace it")
+    if _kept_by_sticky_folder(path):
+        raise cannot_write(
+            path, "another user's file in a shared folder", fix or "remove it or give another name", what=what
+        )
     return path
 
 
-def write_failure(exc: OSError, what: str, path: PathLike) -> UserError:
-    """One line for an OSError met while writing `what` at `path`."""
+def _kept_by_sticky_folder(path: Path) -> bool:
+    """A folder with the sticky bit (/tmp, a shared folder) lets only the owner of a file (or of the folder)
+    replace it: os.replace would fail after the whole output was written."""
+    try:
+        mine, folder = os.lstat(path), os.stat(path.parent if str(path.parent) else ".")
+    except OSError:
+        return False
+    uid = os.geteuid()
+    return bool(folder.st_mode & stat.S_ISVTX) and uid not in (0, mine.st_uid, folder.st_uid)
+
+
+def write_failure(exc: OSError, what: str, path: PathLike, fix: str = "") -> UserError:
+    """One line for an OSError met while writing `what` at `path`; `fix` says what to do about a folder that
+    is not writable (e.g. "choose a folder you can write with --out")."""
     if isinstance(exc, PermissionError) or exc.errno == errno.EROFS:
-        return UserError(f"cannot write {what} in {Path(path).parent or '.'}: not writable ({exc.strerror})")
+        then = f": {fix}" if fix else ""
+        return UserError(
+            f"cannot write {what} in {Path(path).parent or '.'}: not writable ({exc.strerror}){then}"
+        )
     if exc.errno == errno.ENOSPC:
         return UserError(f"cannot write {what} {path}: no space left on the device")
     if isinstance(exc, NotADirectoryError) or exc.errno == errno.ENOTDIR:
@@ -85,12 +110,18 @@ def fresh_temp(directory: PathLike, prefix: str, suffix: str = ".tmp") -> tuple[
 
 @contextlib.contextmanager
 def atomic_write(
-    target: PathLike, *, inputs: Iterable[PathLike] = (), what: str = "output", mode: str = "wb"
+    target: PathLike,
+    *,
+    inputs: Iterable[PathLike] = (),
+    what: str = "output",
+    mode: str = "wb",
+    fix: str = "",
 ) -> Iterator[BinaryIO]:
     """Write `target` through a fresh temporary file beside it, replaced in one step when the block ends
-    without an exception (the temporary file is removed otherwise). OSErrors become one-line UserErrors."""
-    path, fd, tmp = _fresh_beside(target, inputs, what, ".tmp")
-    with _replace_when_done(path, tmp, inputs, what), os.fdopen(fd, mode) as f:
+    without an exception (the temporary file is removed otherwise). OSErrors become one-line UserErrors
+    (`fix`: what to do when the folder is not writable, as write_failure says it)."""
+    path, fd, tmp = _fresh_beside(target, inputs, what, ".tmp", fix)
+    with _replace_when_done(path, tmp, inputs, what, fix), os.fdopen(fd, mode) as f:
         yield f  # type: ignore[misc]
         f.flush()
         os.fsync(f.fileno())
@@ -98,87 +129,101 @@ def atomic_write(
 
 @contextlib.contextmanager
 def atomic_path(
-    target: PathLike, *, inputs: Iterable[PathLike] = (), what: str = "output", suffix: str = ".tmp"
+    target: PathLike,
+    *,
+    inputs: Iterable[PathLike] = (),
+    what: str = "output",
+    suffix: str = ".tmp",
+    fix: str = "",
 ) -> Iterator[Path]:
     """atomic_write for a writer that opens a file by name (llama.cpp's quantizer, a child process): the
     name of a fresh, empty temporary file beside the target (created exclusively: nothing it could follow),
     moved onto the target when the block ends without an exception and removed otherwise."""
-    path, fd, tmp = _fresh_beside(target, inputs, what, suffix)
+    path, fd, tmp = _fresh_beside(target, inputs, what, suffix, fix)
     os.close(fd)
-    with _replace_when_done(path, tmp, inputs, what):
+    with _replace_when_done(path, tmp, inputs, what, fix):
         yield tmp
 
 
 def _fresh_beside(
-    target: PathLike, inputs: Iterable[PathLike], what: str, suffix: str
+    target: PathLike, inputs: Iterable[PathLike], what: str, suffix: str, fix: str = ""
 ) -> tuple[Path, int, Path]:
     """The checked target, and a fresh temporary file beside it: (target, fd, temporary path)."""
-    path = check_target(target, inputs=inputs, what=what)
+    path = check_target(target, inputs=inputs, what=what, fix=fix)
     directory = path.parent if str(path.parent) else Path(".")
     try:
         fd, tmp = fresh_temp(directory, f".{path.name}.", suffix)
     except OSError as exc:
-        raise write_failure(exc, what, path) from None
+        raise write_failure(exc, what, path, fix) from None
     return path, fd, tmp
 
 
 @contextlib.contextmanager
-def _replace_when_done(path: Path, tmp: Path, inputs: Iterable[PathLike], what: str) -> Iterator[None]:
+def _replace_when_done(
+    path: Path, tmp: Path, inputs: Iterable[PathLike], what: str, fix: str = ""
+) -> Iterator[None]:
     """Move tmp onto path when the block ends without an exception (the target checked again: it may have
     changed while we wrote); remove tmp otherwise. OSErrors become one-line UserErrors."""
     try:
         yield
-        check_target(path, inputs=inputs, what=what)
+        check_target(path, inputs=inputs, what=what, fix=fix)
         os.replace(tmp, path)
     except OSError as exc:
         _discard(tmp)
-        raise write_failure(exc, what, path) from None
+        raise write_failure(exc, what, path, fix) from None
     except BaseException:
         _discard(tmp)
         raise
 
 
-def ensure_dir(path: PathLike, *, what: str = "folder") -> Path:
-    """`path` as a directory edgepilot can write in (made with its parents when missing), or UserError."""
+def ensure_dir(path: PathLike, *, what: str = "folder", fix: str = "") -> Path:
+    """`path` as a directory edgepilot can write in (made with its parents when missing), or UserError;
+    `fix` says what to do when it is not writable."""
     folder = Path(path)
+    then = f": {fix}" if fix else ""
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except FileExistsError:
         raise UserError(f"{what} {folder} is not a directory") from None
     except OSError as exc:
-        raise write_failure(exc, what, folder) from None
+        raise write_failure(exc, what, folder, fix) from None
     if not folder.is_dir():
         raise UserError(f"{what} {folder} is not a directory")
     if not os.access(folder, os.W_OK | os.X_OK):
-        raise UserError(f"cannot write in {what} {folder}: not writable")
+        raise UserError(f"cannot write in {what} {folder}: not writable{then}")
     return folder
 
 
 def write_bytes(
-    target: PathLike, data: bytes, *, inputs: Iterable[PathLike] = (), what: str = "output"
+    target: PathLike, data: bytes, *, inputs: Iterable[PathLike] = (), what: str = "output", fix: str = ""
 ) -> None:
-    with atomic_write(target, inputs=inputs, what=what) as f:
+    with atomic_write(target, inputs=inputs, what=what, fix=fix) as f:
         f.write(data)
 
 
-def write_text(target: PathLike, text: str, *, inputs: Iterable[PathLike] = (), what: str = "output") -> None:
-    write_bytes(target, text.encode("utf-8"), inputs=inputs, what=what)
+def write_text(
+    target: PathLike, text: str, *, inputs: Iterable[PathLike] = (), what: str = "output", fix: str = ""
+) -> None:
+    write_bytes(target, text.encode("utf-8"), inputs=inputs, what=what, fix=fix)
 
 
-def open_partial(path: PathLike, *, what: str = "partial download") -> BinaryIO:
+def open_partial(path: PathLike, *, what: str = "partial download", fix: str = "") -> BinaryIO:
     """A resumable partial file (kept between runs under a fixed name), opened for reading and appending:
-    never through a symlink, never a FIFO, device or directory (O_NONBLOCK: a FIFO cannot block the open)."""
+    never through a symlink, never a FIFO, device or directory (O_NONBLOCK: a FIFO cannot block the open).
+    `fix`: what to do when its folder is not writable."""
     flags = os.O_RDWR | os.O_CREAT | os.O_NONBLOCK | _NOFOLLOW | _CLOEXEC
     try:
         fd = os.open(path, flags, 0o644)
     except OSError as exc:
+        if isinstance(exc, PermissionError) and os.path.lexists(path):  # the file, not its folder
+            raise cannot_write(path, exc, PARTIAL_FIX, what=what) from None
         if exc.errno in (errno.ELOOP, errno.EMLINK):
             raise UserError(f"{what} {path} is a symbolic link; remove it and try again") from None
         if exc.errno == errno.EISDIR:
             raise UserError(f"{what} {path} is a directory; remove it and try again") from None
         if exc.errno == errno.ENXIO:
             raise UserError(f"{what} {path} is a FIFO or socket; remove it and try again") from None
-        raise write_failure(exc, what, path) from None
+        raise write_failure(exc, what, path, fix) from None
     mode = os.fstat(fd).st_mode
     if not stat.S_ISREG(mode):
         os.close(fd)

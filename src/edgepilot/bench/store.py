@@ -85,10 +85,10 @@ def _readable(path: Path) -> bool:
         return False
     except OSError as exc:
         if is_denied(exc):
-            raise cannot_read(path, HISTORY, exc, DATA_FIX) from None
+            raise cannot_read(path, exc, DATA_FIX, what=HISTORY) from None
         return False
     if not os.access(path, os.R_OK):
-        raise cannot_read(path, HISTORY, PermissionError(errno.EACCES, "Permission denied"), DATA_FIX)
+        raise cannot_read(path, PermissionError(errno.EACCES, "Permission denied"), DATA_FIX, what=HISTORY)
     return True
 
 

@@ -201,6 +201,8 @@ def render_models(listing: StoreListing, out: Console) -> None:
         print_records(out, columns, rows, title=f"models in {listing.store}")
     for name in listing.partial:
         say(out, f"unfinished download: {name} (the same pull resumes it)", style="dim")
+    for item in listing.unreadable:
+        say(out, f"left out, not readable to you: {item}", style="yellow")
     if listing.warning:
         say(out, f"warning: {listing.warning}", style="yellow")
 

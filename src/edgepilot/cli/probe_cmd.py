@@ -11,7 +11,7 @@ from edgepilot.cli.app import app, emit, user_errors
 
 ROOT = click.option(
     "--root",
-    type=click.Path(path_type=Path),
+    type=click.Path(path_type=Path, readable=False),  # probe.open_root says why one cannot be read
     default=Path("/"),
     show_default=True,
     help="Read a device tree or snapshot (.tar.gz) instead of this machine",

@@ -14,6 +14,7 @@ import io
 import lzma
 import os
 import shutil
+import stat
 import tarfile
 import tempfile
 import zlib
@@ -32,6 +33,7 @@ from edgepilot.device.power import BatteryFacts, read_battery
 from edgepilot.device.storage import StorageFacts, read_storage
 from edgepilot.device.thermal import ThermalZone, hottest_cpu, read_thermal
 from edgepilot.errors import UserError
+from edgepilot.file_errors import cannot_read, no_temporary_folder
 
 ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar")
 # A real snapshot holds a few hundred small files (under 1 MiB); these limits are far above that and keep a
@@ -41,6 +43,7 @@ MAX_ARCHIVE_MEMBERS = 10000
 MAX_STREAM_BYTES = MAX_ARCHIVE_BYTES + (16 << 20)  # content plus tar headers
 MAX_HEADER_READ = 256 << 10
 COPY_CHUNK = 64 << 10
+ROOT_FIX = "give a device tree or snapshot you can read (ls -l, chmod)"
 
 
 @dataclass
@@ -126,14 +129,25 @@ def open_root(path: Path) -> Iterator[Path]:
     if fs.is_live(path):
         yield fs.LIVE_ROOT
         return
-    if not path.exists():
-        raise UserError(f"--root {path}: no such file or directory; give a device tree or a snapshot .tar.gz")
-    if path.is_dir():
+    try:
+        mode = os.stat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        raise UserError(
+            f"--root {path}: no such file or directory; give a device tree or a snapshot .tar.gz"
+        ) from None
+    except OSError as exc:  # in a folder this user may not enter
+        raise cannot_read(path, exc, ROOT_FIX, what="--root") from None
+    if stat.S_ISDIR(mode):
+        if not os.access(path, os.R_OK | os.X_OK):  # read as a tree of absent files, it would replay nothing
+            raise cannot_read(path, "permission denied", ROOT_FIX, what="--root")
         yield path
         return
     if not is_archive(path):
         raise UserError(f"--root {path}: not a directory or a .tar.gz snapshot")
-    tmp = Path(tempfile.mkdtemp(prefix="edgepilot-root-"))
+    try:
+        tmp = Path(tempfile.mkdtemp(prefix="edgepilot-root-"))
+    except OSError:
+        raise no_temporary_folder() from None
     try:
         extract_safely(path, tmp)
         entries = [p for p in tmp.iterdir()]
@@ -215,6 +229,8 @@ def extract_safely(archive: Path, dest: Path) -> None:
                     _extract_member(tar, m, dest, base, archive)
     except untrusted.NotRegularFile as exc:
         raise UserError(f"--root {archive}: {exc.kind}, not a regular file") from None
+    except PermissionError as exc:
+        raise cannot_read(archive, exc, ROOT_FIX, what="--root") from None
     except OSError as exc:
         detail = exc.strerror or str(exc)
         raise UserError(f"--root {archive}: not a readable snapshot archive ({detail[:200]})") from None

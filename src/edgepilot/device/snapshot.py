@@ -8,8 +8,11 @@ snapshot with `--root` therefore gives the same probe JSON as the probe taken wh
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shutil
+import stat
 import tarfile
 import tempfile
 import time
@@ -20,7 +23,10 @@ from edgepilot import __version__
 from edgepilot.device import commands, fs
 from edgepilot.device.probe import Probe, _probe_dir, is_archive, open_root
 from edgepilot.errors import UserError
+from edgepilot.file_errors import cannot_write, check_writable_folder, file_in_the_way, is_denied
 from edgepilot.safe_write import atomic_write
+
+OUT_FIX = "give a path in a folder you can write"
 
 
 @dataclass
@@ -36,34 +42,92 @@ class SnapshotResult:
 def save(
     out: Path | str, root: Path | str = fs.LIVE_ROOT, llama_tool: Path | str | None = None
 ) -> SnapshotResult:
-    """`llama_tool`: the llama.cpp program whose `--list-devices` is saved (default llama-server on PATH)."""
+    """`llama_tool`: the llama.cpp program whose `--list-devices` is saved (default llama-server on PATH).
+    Where it goes is checked before the probe runs; the snapshot appears whole or not at all."""
     out = Path(out)
     archive = is_archive(out)
-    if out.exists() and not (out.is_dir() and not any(out.iterdir()) and not archive):
-        raise UserError(f"{out} already exists; give a new directory or .tar.gz path")
-    blocker = _file_above(out)
-    if blocker is not None:
-        raise UserError(f"cannot write {out}: {blocker} is a file, not a directory")
-    if archive and not out.parent.is_dir():
-        raise UserError(f"{out.parent}: no such directory")
+    into_empty = _check_out(out, archive)
     with open_root(Path(root)) as base, fs.recording() as rec:
         result = _probe_dir(base, llama_tool)
         if fs.is_live(base) and shutil.which("clinfo"):  # OpenCL devices (Adreno): for the doctor, not probe
             commands.run_command(base, ["clinfo"], timeout=10.0)
-    if archive:
-        with tempfile.TemporaryDirectory(prefix="edgepilot-snapshot-") as tmp:
-            try:
-                counts = write_tree(rec, Path(tmp))
-            except OSError as exc:
-                raise UserError(f"cannot write a snapshot in {tmp}: {exc.strerror or exc}") from None
-            _write_archive(Path(tmp), out)
+    if into_empty:
+        counts = _write_into_empty(rec, out)
     else:
         try:
-            out.mkdir(parents=True, exist_ok=True)
-            counts = write_tree(rec, out)
+            out.parent.mkdir(parents=True, exist_ok=True)
+            scratch = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
         except OSError as exc:
-            raise UserError(f"cannot write {out}: {exc.strerror or exc}") from None
+            raise _cannot_write(out, exc) from None
+        try:
+            counts = write_tree(rec, scratch)
+            if archive:
+                _write_archive(scratch, out)
+            else:
+                scratch.chmod(0o755)  # mkdtemp's 0700 is for a temporary folder, not the snapshot
+                os.rename(scratch, out)
+        except OSError as exc:
+            raise _cannot_write(out, exc) from None
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
     return SnapshotResult(str(out), archive, counts[0], counts[1], counts[2], result)
+
+
+def _cannot_write(out: Path, exc: OSError) -> UserError:
+    if is_denied(exc):
+        return cannot_write(out, exc, OUT_FIX)
+    return UserError(f"cannot write {out}: {exc.strerror or exc}")
+
+
+def _check_out(out: Path, archive: bool) -> bool:
+    """Refuse, before the probe, an output that exists or lies where this user cannot write; True when it is
+    an empty directory to fill (else it is made beside, in its parent)."""
+    try:
+        mode: int | None = os.stat(out).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        mode = None
+    except OSError as exc:
+        raise _cannot_write(out, exc) from None
+    into_empty = not archive and mode is not None and stat.S_ISDIR(mode) and _empty(out)
+    if mode is not None and not into_empty:
+        raise UserError(f"{out} already exists; give a new directory or .tar.gz path")
+    blocker = file_in_the_way(out.parent)
+    if blocker is not None:
+        raise UserError(f"cannot write {out}: {blocker} is a file, not a directory")
+    if archive and not os.path.isdir(out.parent):
+        raise UserError(f"{out.parent}: no such directory")
+    check_writable_folder(out if into_empty else _nearest_folder(out.parent), OUT_FIX, what="in")
+    return into_empty
+
+
+def _empty(folder: Path) -> bool:
+    try:
+        with os.scandir(folder) as entries:
+            return next(entries, None) is None
+    except OSError as exc:
+        raise _cannot_write(folder, exc) from None
+
+
+def _nearest_folder(path: Path) -> Path:
+    """`path` or its nearest ancestor that exists: where the missing folders would be made."""
+    for candidate in (path.absolute(), *path.absolute().parents):
+        if os.path.lexists(candidate):
+            return candidate
+    return Path("/")
+
+
+def _write_into_empty(rec: fs.Recorder, out: Path) -> tuple[int, int, int]:
+    """The tree written into the empty directory `out`, emptied again if that fails."""
+    try:
+        return write_tree(rec, out)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            for entry in list(out.iterdir()):
+                if entry.is_dir() and not entry.is_symlink():
+                    shutil.rmtree(entry, ignore_errors=True)
+                else:
+                    entry.unlink(missing_ok=True)
+        raise _cannot_write(out, exc) from None
 
 
 def _target(tree: Path, dev: str) -> Path:
@@ -129,14 +193,6 @@ def write_tree(rec: fs.Recorder, tree: Path) -> tuple[int, int, int]:
 def _write_archive(tree: Path, out: Path) -> None:
     """The archive through a fresh temporary file beside `out` (a stale link there is never followed)."""
     mode = "w:gz" if out.name.endswith((".tar.gz", ".tgz")) else "w"
-    with atomic_write(out, what="snapshot") as f, tarfile.open(fileobj=f, mode=mode) as tar:
+    with atomic_write(out, what="snapshot", fix=OUT_FIX) as f, tarfile.open(fileobj=f, mode=mode) as tar:
         for entry in sorted(tree.iterdir()):
             tar.add(entry, arcname=entry.name, recursive=True)
-
-
-def _file_above(out: Path) -> Path | None:
-    """The nearest existing ancestor of `out` when it is not a directory (a file where a folder should be)."""
-    for parent in out.absolute().parents:
-        if parent.exists():
-            return None if parent.is_dir() else parent
-    return None

@@ -69,7 +69,7 @@ def save(record: PoolRecord, path: Path | None = None) -> None:
     try:
         entries = _load(path)
     except OSError as exc:
-        raise cannot_read(path, "the cluster plan records", exc, DATA_FIX) from None
+        raise cannot_read(path, exc, DATA_FIX, what="the cluster plan records") from None
     entries.pop(_key(record.rpc), None)
     entries[_key(record.rpc)] = asdict(record)
     kept = dict(list(entries.items())[-MAX_ENTRIES:])

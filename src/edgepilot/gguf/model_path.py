@@ -21,7 +21,9 @@ def check_model_path(arg: str | os.PathLike[str]) -> Path:
 def open_model(arg: str | os.PathLike[str]) -> tuple[Path, BinaryIO]:
     """check_model_path's checks, and the file left open (at offset 0) for the caller to read and close."""
     path = Path(arg).expanduser()
-    if not path.exists():  # a name from the model store (`edgepilot pull`): owner/repo:file, a file name
+    # a name from the model store (`edgepilot pull`): owner/repo:file, a file name. os.path.exists: a path
+    # in a folder this user may not enter is refused by the open below, with its name, not a traceback
+    if not os.path.exists(path):
         from edgepilot.gguf.stored import find_in_store
 
         path = find_in_store(str(arg)) or path

@@ -33,13 +33,13 @@ def _inside(store: Path, relative: str) -> Path | None:
             return None
     except OSError:
         return None
-    return candidate if candidate.is_file() and candidate.parent != store else None
+    return candidate if os.path.isfile(candidate) and candidate.parent != store else None
 
 
 def find_in_store(name: str, store: str | os.PathLike[str] | None = None) -> Path | None:
     """The stored file `name` refers to, or None."""
     folder = store_path(store)
-    if not folder.is_dir() or len(name) > 1024:
+    if not os.path.isdir(folder) or len(name) > 1024:  # os.path: a store this user cannot enter is no match
         return None
     head, sep, file = name.partition(":")
     if sep and head.count("/") == 1:
@@ -50,5 +50,5 @@ def find_in_store(name: str, store: str | os.PathLike[str] | None = None) -> Pat
     found = _inside(folder, name)
     if found is not None or "/" in name or not name.endswith(".gguf"):
         return found
-    matches = [p for p in folder.glob(f"*/{name}") if p.is_file() and not p.is_symlink()]
+    matches = [p for p in folder.glob(f"*/{name}") if os.path.isfile(p) and not os.path.islink(p)]
     return matches[0] if len(matches) == 1 else None

@@ -32,6 +32,7 @@ from edgepilot.tuned.decide import decide
 
 __all__ = ["CompareResult", "Compared", "compare_models"]
 
+DATA_FIX = "set EDGEPILOT_DATA_DIR to a folder you can write"
 CHILD_TIMEOUT_S = 3600  # a 1B model's pp + quality on a slow phone core takes minutes, not hours
 MAX_FILES = 32
 
@@ -130,7 +131,7 @@ def compare_models(
         from edgepilot.store.compare_plot import check_plot_target
 
         check_plot_target(plot)
-    scratch = ensure_dir(data_dir(), what="data folder")  # before minutes of measuring
+    scratch = ensure_dir(data_dir(), what="data folder", fix=DATA_FIX)  # before minutes of measuring
     text_name, text = quality.read_text(text_file)
     quality.check_text(text_name, text, ppl_ctx)  # before any model loads: an empty text is one line, fast
     paths = [resolve_model(f) for f in files]
@@ -153,7 +154,7 @@ def compare_models(
     try:
         work = tempfile.TemporaryDirectory(prefix="compare-", dir=scratch)
     except OSError as exc:
-        raise write_failure(exc, "scratch files", scratch / "compare") from None
+        raise write_failure(exc, "scratch files", scratch / "compare", DATA_FIX) from None
     with work as tmp:
         ref_file = str(Path(tmp) / ("reference.kld" if server else "reference-logprobs.npy"))
         text_path = Path(tmp) / "text.txt"

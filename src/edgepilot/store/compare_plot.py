@@ -3,29 +3,27 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from edgepilot.errors import UserError
+from edgepilot.file_errors import check_writable_folder
 from edgepilot.safe_write import atomic_write, check_target
 
 if TYPE_CHECKING:
     from edgepilot.store.compare_types import CompareResult
 
 MIB = 1 << 20
+PLOT_FIX = "give --plot a path in a folder you can write"
 
 
 def check_plot_target(path: str) -> None:
     """Before minutes of measuring: a .png name, its folder exists and is writable, matplotlib is there."""
     if Path(path).suffix.lower() != ".png":
         raise UserError(f"--plot {path}: give a file name ending in .png")
-    check_target(Path(path).expanduser(), what="--plot")
-    folder = Path(path).expanduser().parent
-    if not folder.is_dir() or not os.access(folder, os.W_OK):
-        raise UserError(f"--plot {path}: the folder {folder} does not exist or is not writable")
-    if Path(path).is_dir():
-        raise UserError(f"--plot {path} is a directory; give a .png file name")
+    target = Path(path).expanduser()
+    check_writable_folder(target.parent, PLOT_FIX, what="the folder of --plot")
+    check_target(target, what="--plot")
     try:
         import matplotlib  # noqa: F401
     except ImportError:
@@ -65,7 +63,8 @@ def write_png(result: CompareResult, path: str) -> None:
     )
     fig.tight_layout()
     try:
-        with atomic_write(Path(path).expanduser(), inputs=[r.path for r in rows], what="plot") as f:
+        inputs = [r.path for r in rows]
+        with atomic_write(Path(path).expanduser(), inputs=inputs, what="plot", fix=PLOT_FIX) as f:
             fig.savefig(f, format="png", dpi=120)
     finally:
         pyplot.close(fig)

@@ -25,6 +25,7 @@ from edgepilot.errors import UserError
 from edgepilot.safe_write import write_failure
 from edgepilot.store.hub import HubClient, HubError, RepoFile
 from edgepilot.store.hub_net import HubTimeout
+from edgepilot.store.locks import STORE_FIX
 
 CHUNK = 1 << 20
 Progress = Callable[[int, int], None]  # (bytes done, bytes total)
@@ -151,7 +152,7 @@ def download(
             part.truncate(0)
             have = 0
     except OSError as exc:
-        raise write_failure(exc, "the download", part_name) from None
+        raise write_failure(exc, "the download", part_name, STORE_FIX) from None
     check_space(target.parent, file.size - have)
     hasher = hashlib.sha256()
     if have:
@@ -189,7 +190,7 @@ def download(
             raise HubError(f"{file.path}: {problem}: the download is corrupt and was deleted; pull again")
         os.replace(part_name, target)
     except OSError as exc:
-        raise write_failure(exc, "the model", target) from None
+        raise write_failure(exc, "the model", target, STORE_FIX) from None
     return Downloaded(target, digest, file.size, resumed_from, commit)
 
 
@@ -299,7 +300,7 @@ def _receive(  # type: ignore[no-untyped-def]
             tick(have, file.size)
         _sync(part)
     except OSError as exc:
-        raise write_failure(exc, "the download", part_name) from None
+        raise write_failure(exc, "the download", part_name, STORE_FIX) from None
     return have
 
 

@@ -19,19 +19,15 @@ from pathlib import Path
 from typing import BinaryIO
 
 from edgepilot import safe_write
-from edgepilot.errors import UserError
+from edgepilot.file_errors import check_writable_folder
 
 LOCK_NAME = ".lock"
+STORE_FIX = "choose a folder you can write with --store (or EDGEPILOT_MODELS_DIR)"
 
 
 def make_folder(folder: Path, what: str) -> None:
-    """folder and its parents, or one line saying why they cannot be made."""
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except FileExistsError:
-        raise UserError(f"cannot use {what} {folder}: it exists and is not a directory") from None
-    except OSError as exc:
-        raise safe_write.write_failure(exc, what, folder / ".") from None
+    """folder and its parents, made when missing and writable by this user, or one line saying why not."""
+    check_writable_folder(folder, STORE_FIX, what=what, make=True)
 
 
 def _lock(f: BinaryIO, on_wait: Callable[[], None] | None) -> None:
@@ -45,9 +41,10 @@ def _lock(f: BinaryIO, on_wait: Callable[[], None] | None) -> None:
 
 @contextlib.contextmanager
 def store_lock(store: Path) -> Iterator[None]:
-    """The store's lock held for the duration of the block (the store is created when absent)."""
+    """The store's lock held for the duration of the block (the store is created when absent, and must be
+    writable: the manifest is written beside the lock)."""
     make_folder(store, "the model store")
-    with safe_write.open_partial(store / LOCK_NAME, what="the model store's lock file") as f:
+    with safe_write.open_partial(store / LOCK_NAME, what="the model store's lock file", fix=STORE_FIX) as f:
         _lock(f, None)
         yield
 
@@ -69,7 +66,7 @@ def claim_part(part: Path, on_wait: Callable[[], None] | None = None) -> Iterato
     the lock we got is then on a file that is no longer the part, so the part is opened and locked afresh.
     """
     while True:
-        f = safe_write.open_partial(part)
+        f = safe_write.open_partial(part, fix=STORE_FIX)
         try:
             _lock(f, on_wait)
             if _same_file(f, part):

@@ -13,6 +13,7 @@ import os
 import re
 import stat
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,16 +21,19 @@ from edgepilot import safe_write, untrusted
 from edgepilot.device import fs
 from edgepilot.device.storage import classify, read_mounts
 from edgepilot.errors import UserError
+from edgepilot.file_errors import cannot_read, cannot_write, check_writable_folder, is_denied, reason
 from edgepilot.gguf.stored import find_in_store, store_path  # noqa: F401  (store_path: re-exported)
 from edgepilot.sizes import read_count
 from edgepilot.store.hub import MAX_FILE, join_inside, safe_repo_path, store_dir_name
-from edgepilot.store.locks import remove_unclaimed, store_lock
+from edgepilot.store.locks import STORE_FIX, remove_unclaimed, store_lock
 
 MANIFEST = "manifest.json"
 MAX_MANIFEST_BYTES = 8 << 20
 PART_SUFFIX = ".part"
 GLOB_CHARS = "*?[]"
 SHA256_RE = re.compile(r"[0-9a-f]{64}")
+READ_FIX = "make it readable to you (chmod), or choose another store with --store (or EDGEPILOT_MODELS_DIR)"
+RM_FIX = "make it writable to you and try again (nothing was removed)"
 
 
 @dataclass
@@ -62,6 +66,8 @@ class StoreListing:
     models: list[StoredModel] = field(default_factory=list)
     partial: list[str] = field(default_factory=list)  # unfinished downloads (`.part`), resumed by `pull`
     warning: str | None = None
+    # what this user cannot read (left out of the listing), each "NAME: why": a folder or file of another user
+    unreadable: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -80,14 +86,15 @@ def target_path(store: Path, repo: str, file: str) -> Path:
 
 
 # --- manifest -------------------------------------------------------------------------------------------
-def read_manifest(store: Path) -> list[ManifestEntry]:
-    """The manifest's entries; an absent manifest is empty, an unreadable one a UserError. An entry of the
-    wrong shape or with a value out of range is left out, not trusted."""
-    entries = (_entry(item) for item in _read_items(store))
+def read_manifest(store: Path, unreadable: list[str] | None = None) -> list[ManifestEntry]:
+    """The manifest's entries; an absent manifest is empty, an unreadable one a UserError (or, given
+    `unreadable`, noted there and empty: a listing shows the files without it). An entry of the wrong
+    shape or with a value out of range is left out, not trusted."""
+    entries = (_entry(item) for item in _read_items(store, unreadable))
     return [e for e in entries if e is not None]
 
 
-def _read_items(store: Path) -> list[object]:
+def _read_items(store: Path, unreadable: list[str] | None = None) -> list[object]:
     """The manifest's list of models as stored: rewrites keep the items they do not understand."""
     path = store / MANIFEST
     try:
@@ -100,6 +107,11 @@ def _read_items(store: Path) -> list[object]:
         raise UserError(
             f"the model store {store} is not a directory (or a part of its path is not)"
         ) from None
+    except PermissionError as exc:
+        if unreadable is None:
+            raise cannot_read(path, exc, READ_FIX, what="the store's manifest") from None
+        unreadable.append(f"{MANIFEST}: {reason(exc)}")
+        return []
     except (OSError, ValueError) as exc:
         raise UserError(
             f"the store's manifest {path} is unreadable ({exc}); move it away to start afresh"
@@ -136,7 +148,7 @@ def write_manifest(store: Path, items: list[ManifestEntry] | list[object]) -> No
     from edgepilot.jsonable import to_jsonable
 
     body = json.dumps({"version": 1, "models": to_jsonable(items)}, indent=2) + "\n"
-    safe_write.write_text(store / MANIFEST, body, what="the store's manifest")
+    safe_write.write_text(store / MANIFEST, body, what="the store's manifest", fix=STORE_FIX)
 
 
 def record(
@@ -188,24 +200,57 @@ def _describe(path: Path) -> tuple[str | None, str]:
     return quant, "ok" if verdict.refusal is None else one_line(verdict.refusal.message, 160)
 
 
+def _store_files(store: Path, listing: StoreListing) -> Iterator[tuple[str, os.stat_result]]:
+    """(name inside the store, lstat) of each regular file below the store's top level, in name order; no
+    link is followed. What this user cannot read is noted in listing.unreadable and left out (a folder or
+    file of another user); a store it cannot list at all is refused."""
+
+    def walk(folder: Path, prefix: str) -> Iterator[tuple[str, os.stat_result]]:
+        try:
+            with os.scandir(folder) as found:
+                entries = sorted(found, key=lambda e: e.name)
+        except OSError as exc:
+            if not prefix:
+                raise cannot_read(store, exc, READ_FIX, what="the model store") from None
+            listing.unreadable.append(f"{prefix}/: {reason(exc)}")
+            return
+        for entry in entries:
+            name = f"{prefix}/{entry.name}" if prefix else entry.name
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except FileNotFoundError:
+                continue  # removed while we listed
+            except OSError as exc:
+                listing.unreadable.append(f"{name}: {reason(exc)}")
+                continue
+            if stat.S_ISDIR(st.st_mode):
+                yield from walk(folder / entry.name, name)
+            elif stat.S_ISREG(st.st_mode) and prefix:
+                yield name, st
+
+    yield from walk(store, "")
+
+
 def list_store(store: Path, root: Path | str = "/") -> StoreListing:
-    listing = StoreListing(store=store, warning=storage_warning(store, root) if store.exists() else None)
-    if not store.is_dir():
+    listing = StoreListing(store=store)
+    try:
+        mode = os.stat(store).st_mode
+    except PermissionError as exc:  # a folder above it that this user may not enter
+        raise cannot_read(store, exc, READ_FIX, what="the model store") from None
+    except OSError:
         return listing
-    manifest = {e.name: e for e in read_manifest(store)}
-    for path in sorted(store.rglob("*")):
-        if path.is_symlink() or not path.is_file() or path.parent == store:
-            continue
-        name = path.relative_to(store).as_posix()
+    listing.warning = storage_warning(store, root)
+    if not stat.S_ISDIR(mode):
+        return listing
+    files = list(_store_files(store, listing))
+    manifest = {e.name: e for e in read_manifest(store, listing.unreadable)}
+    for name, st in files:
         if name.endswith(PART_SUFFIX):
             listing.partial.append(name)
             continue
         if not name.endswith(".gguf"):
             continue
-        try:
-            size = path.stat().st_size
-        except OSError:
-            continue  # removed while we listed
+        path, size = store / name, st.st_size
         quant, verdict = _describe(path)
         entry = manifest.get(name)
         listing.models.append(
@@ -274,12 +319,16 @@ def remove(store: Path, name: str) -> Removed:
             raise UserError(f"cannot remove {entry.name}: {exc.strerror or exc}") from None
         if st is not None and not stat.S_ISREG(st.st_mode):
             raise UserError(f"{entry.name} in the model store is not a regular file: refused")
+        if st is not None:
+            check_writable_folder(path.parent, RM_FIX, what="the model store's folder")
         write_manifest(store, _without(items, entry.name))
         if st is not None:
             try:
                 path.unlink()
             except OSError as exc:
                 write_manifest(store, items)  # the file stays, so does its entry
+                if is_denied(exc):
+                    raise cannot_write(path.parent, exc, RM_FIX, what="the model store's folder") from None
                 raise safe_write.write_failure(exc, "the model store", path) from None
         remove_unclaimed(Path(str(path) + PART_SUFFIX))
         with contextlib.suppress(OSError):  # the repo folder goes when it is empty

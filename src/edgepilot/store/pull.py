@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -163,7 +164,7 @@ def pull(
         return result
     check_target(target, what="the model")
     with model_store.store_lock(folder):  # a store we cannot lock or write fails here, before the transfer
-        make_folder(target.parent, "the model store")
+        make_folder(target.parent, "the model store's folder")
     waiting = f"another pull is downloading {chosen.path}; waiting for it to finish"
     with claim_part(part_path(target), lambda: stage(waiting)) as part:
         if _present(result, folder, repo, chosen):  # the pull we waited for finished it
@@ -181,12 +182,15 @@ def _present(result: PullResult, folder: Path, repo: str, chosen: RepoFile) -> b
     """The file is in the store already, whole and as listed (its manifest entry says so)."""
     entry = model_store.find_entry(folder, repo, chosen.path)
     target = result.path
+    try:
+        st = os.stat(target, follow_symlinks=False) if target is not None else None
+    except OSError:  # absent, or in a folder this user may not enter: the lock and the part say more
+        st = None
     if (
         entry is None
-        or target is None
-        or target.is_symlink()
-        or not target.is_file()
-        or target.stat().st_size != chosen.size
+        or st is None
+        or not stat.S_ISREG(st.st_mode)
+        or st.st_size != chosen.size
         or (chosen.sha256 is not None and entry.sha256 != chosen.sha256)
         or (chosen.git_oid is not None and _blob_id(target, chosen) != chosen.git_oid)
     ):

@@ -12,7 +12,6 @@ most 2^-11), and every variant is quantized from it. The reference records its o
 from __future__ import annotations
 
 import ctypes
-import os
 import re
 import time
 from collections.abc import Callable
@@ -23,11 +22,13 @@ from typing import TYPE_CHECKING
 from edgepilot.device.process import allowed_cpus
 from edgepilot.engine.choice import EngineInfo
 from edgepilot.errors import UserError
+from edgepilot.file_errors import check_writable_folder
 from edgepilot.gguf.gguf_info import file_type_name
 from edgepilot.gguf.resolve import resolve_model
 from edgepilot.gguf.verdict import header_of
 from edgepilot.safe_write import atomic_path, check_target, same_file
 from edgepilot.store.quantize_checks import (
+    OUT_FIX,
     REFERENCE_ID_KEY,
     REFERENCE_KEY,
     check_disk_space,
@@ -158,7 +159,7 @@ def run_quantizer(
     if imatrix is not None:
         params.imatrix = ctypes.cast(imatrix, type(params.imatrix))
     start = llama_log.mark()
-    with atomic_path(target, inputs=[source], what="quantized model") as part:
+    with atomic_path(target, inputs=[source], what="quantized model", fix=OUT_FIX) as part:
         with interrupts.deferred():  # Ctrl-C: raised once llama.cpp returns; atomic_path removes the part
             rc = llama_cpp.llama_model_quantize(
                 str(source).encode(), str(part).encode(), ctypes.byref(params)
@@ -215,6 +216,13 @@ class Quantizer:
         return run_tool_quantizer(QuantizeJob(self.tool, source, target, type_name, threads, metadata, file))
 
 
+def output_folder(out_dir: str | None, source: Path) -> Path:
+    """--out, else the source's folder: a directory this user can write in, checked before any work."""
+    if out_dir:
+        return check_writable_folder(Path(out_dir).expanduser(), OUT_FIX, what="--out")
+    return check_writable_folder(source.parent, OUT_FIX, what=f"next to {source.name} in")
+
+
 def _check_targets(targets: list[Path], inputs: list[Path], force: bool) -> None:
     """Before any byte is written: no target is an input (the source, the imatrix), a device or a
     directory (not even with --force), and without --force none exists."""
@@ -224,7 +232,7 @@ def _check_targets(targets: list[Path], inputs: list[Path], force: bool) -> None
                 f"{target} would replace the source model itself; choose another folder with --out "
                 "(nothing was written)"
             )
-        check_target(target, inputs=inputs, what="output")
+        check_target(target, inputs=inputs, what="output", fix=OUT_FIX)
     existing = [p for p in targets if p.exists() or p.is_symlink()]
     if existing and not force:
         raise UserError(
@@ -268,11 +276,7 @@ def quantize_model(
     source = resolve_model(model)
     if not header_of(source).tensors:
         raise UserError(f"{source} holds no tensors (a vocabulary-only file): there is nothing to quantize")
-    out = Path(out_dir).expanduser() if out_dir else source.parent
-    if not out.is_dir():
-        raise UserError(f"--out {out} is not a directory")
-    if not os.access(out, os.W_OK):
-        raise UserError(f"--out {out} is not writable; choose another directory with --out")
+    out = output_folder(out_dir, source)
     if threads is not None and not 1 <= threads <= 1024:
         raise UserError(f"--threads {threads}: out of range (1 to 1024)")
     n_threads = threads or len(allowed_cpus())

@@ -15,9 +15,11 @@ from edgepilot.errors import UserError
 from edgepilot.gguf.gguf_header import read_header
 from edgepilot.gguf.gguf_info import file_type_name
 from edgepilot.sizes import MIB, show_size
+from edgepilot.untrusted import failure
 
 REFERENCE_KEY = "edgepilot.reference.source"
 REFERENCE_ID_KEY = "edgepilot.reference.id"  # the source's identity: reuse the reference only for it
+OUT_FIX = "choose a folder you can write with --out"
 SAMPLE_BYTES = 1 << 20  # hashed from each end of the source: cheap, and changes with any re-download
 
 # llama.cpp refuses these without an importance matrix (llama-quant.cpp: "Missing importance matrix for
@@ -110,12 +112,15 @@ def check_disk_space(out: Path, planned: list[tuple[str, int]]) -> None:
 def source_identity(path: Path) -> str:
     """The source's size and a hash of its first and last MiB: what a reference records of its origin."""
     digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        digest.update(f.read(SAMPLE_BYTES))
-        if size > SAMPLE_BYTES:
-            f.seek(max(SAMPLE_BYTES, size - SAMPLE_BYTES))
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
             digest.update(f.read(SAMPLE_BYTES))
+            if size > SAMPLE_BYTES:
+                f.seek(max(SAMPLE_BYTES, size - SAMPLE_BYTES))
+                digest.update(f.read(SAMPLE_BYTES))
+    except OSError as exc:  # read a moment ago: changed since (its mode, or the file itself)
+        raise failure(exc, "model file", path) from None
     return f"{size} {digest.hexdigest()[:40]}"
 
 

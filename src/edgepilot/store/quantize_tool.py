@@ -19,6 +19,7 @@ from edgepilot.engine.child_env import llama_env
 from edgepilot.engine.tool_flags import help_text, known_flags
 from edgepilot.errors import UserError
 from edgepilot.safe_write import atomic_path
+from edgepilot.store.quantize_checks import OUT_FIX
 
 TYPE_LINE = re.compile(r"^\s*(\d+)\s+or\s+([A-Z][A-Z0-9_]*)\s*:", re.M)
 FALLBACK = re.compile(r"(\d+) of \d+ tensor\(s\) required fallback")
@@ -71,7 +72,7 @@ def run_tool_quantizer(job: QuantizeJob) -> int:
     returns the number of fallback tensors it reported. A UserError with llama.cpp's reason on failure."""
     log: deque[str] = deque(maxlen=LOG_LINES)
     inputs = [job.source] + ([Path(job.imatrix)] if job.imatrix else [])
-    with atomic_path(job.target, inputs=inputs, what="quantized model") as part:
+    with atomic_path(job.target, inputs=inputs, what="quantized model", fix=OUT_FIX) as part:
         argv = quantize_argv(replace(job, target=part))
         try:
             done = subprocess.run(

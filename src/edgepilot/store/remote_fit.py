@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from edgepilot.errors import UserError
+from edgepilot.file_errors import no_temporary_folder
 from edgepilot.gguf.gguf_header import read_header
 from edgepilot.gguf.gguf_records import GGUFHeader
 from edgepilot.plan.types import FitResult
@@ -101,7 +102,11 @@ def plan_remote(
 ) -> RemoteFit:
     from edgepilot.gguf.gguf_info import file_type_name
 
-    with tempfile.TemporaryDirectory(prefix="edgepilot-head-") as tmp:
+    try:
+        scratch = tempfile.TemporaryDirectory(prefix="edgepilot-head-")
+    except OSError:  # no temporary folder this user can write (tempfile tried $TMPDIR, /tmp, ...)
+        raise no_temporary_folder() from None
+    with scratch as tmp:
         folder = Path(tmp)
         try:
             head, header, fetched = fetch_header(client, repo, file, revision, folder, allowance)

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from edgepilot.engine import native_tools
 from edgepilot.errors import UserError
+from edgepilot.file_errors import cannot_write, check_writable_folder, is_denied
 from edgepilot.safe_write import write_text
 from edgepilot.toolchain.flags import CROSS_CC, CROSS_CXX, BuildFlags, choose_flags
 from edgepilot.toolchain.source import fetch_sdist, is_llama_cpp_dir, unpack_llama_cpp
@@ -134,21 +135,33 @@ def build_tools(
     if _up_to_date(stamp, text, paths):
         return result(cached=True, built=True)
     check_toolchain(flags, termux=bool(android and android.termux))
-    home.mkdir(parents=True, exist_ok=True)
-    if (source is None or not source.is_dir()) and not is_llama_cpp_dir(src):
-        archive = source if source is not None else fetch_sdist(version, home.parent / "sdist")
-        if not archive.is_file():
-            raise UserError(f"--source {archive}: no such sdist archive or llama.cpp directory")
-        if progress:
-            progress(0, f"unpacking {archive.name}")
-        unpack_llama_cpp(archive, version, src)
-    stamp.unlink(missing_ok=True)
-    _run(shlex.split(lines[0]), build_dir.with_suffix(".configure.log"), "configure", progress)
-    _run(shlex.split(lines[1]), build_dir.with_suffix(".build.log"), "build", progress)
-    _install(build_dir / "bin", bin_dir, names)
-    smoke = smoke_run(bin_dir, flags, names)
-    write_text(stamp, text + "\n", what="build stamp")
+    check_writable_folder(home, cache_fix(), what="the build folder", make=True)  # before minutes of work
+    try:
+        if (source is None or not source.is_dir()) and not is_llama_cpp_dir(src):
+            archive = source if source is not None else fetch_sdist(version, home.parent / "sdist")
+            if not archive.is_file():
+                raise UserError(f"--source {archive}: no such sdist archive or llama.cpp directory")
+            if progress:
+                progress(0, f"unpacking {archive.name}")
+            unpack_llama_cpp(archive, version, src)
+        stamp.unlink(missing_ok=True)
+        _run(shlex.split(lines[0]), build_dir.with_suffix(".configure.log"), "configure", progress)
+        _run(shlex.split(lines[1]), build_dir.with_suffix(".build.log"), "build", progress)
+        _install(build_dir / "bin", bin_dir, names)
+        smoke = smoke_run(bin_dir, flags, names)
+        write_text(stamp, text + "\n", what="build stamp", fix=cache_fix())
+    except OSError as exc:  # a file in the build folder of another user, or made read-only meanwhile
+        if not is_denied(exc):
+            raise
+        raise cannot_write(exc.filename or home, exc, cache_fix()) from None
     return result(cached=False, built=True, smoke=smoke)
+
+
+def cache_fix() -> str:
+    """What to do when the build folder (native_tools.tools_dir) is not writable."""
+    if os.environ.get("EDGEPILOT_TOOLS_DIR"):
+        return "set EDGEPILOT_TOOLS_DIR to a folder you can write"
+    return "set XDG_CACHE_HOME (or EDGEPILOT_TOOLS_DIR) to a folder you can write"
 
 
 def _up_to_date(stamp: Path, text: str, paths: dict[str, str]) -> bool:

@@ -77,7 +77,7 @@ def _refused(path: Path, exc: OSError, strict: bool) -> None:
     (which plans without it)."""
     if strict:
         what = "the tuned profiles" if os.path.isdir(path) else "the tuned profile"
-        raise cannot_read(path, what, exc, DATA_FIX)
+        raise cannot_read(path, exc, DATA_FIX, what=what)
     note_once(
         f"cannot read the tuned profiles in {escaped(path)} ({refused_where(path, exc)}): planning without "
         f"them; {DATA_FIX}"
