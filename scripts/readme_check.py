@@ -11,9 +11,11 @@ SmolLM2 test model, the bundled Gemma, the 7B header padded to its full size, `t
 the data directory a fresh one (no tuned profile, no calibration).
 
 "Same shape" is the same sequence of line kinds (`line_kind`): numbers, paths and free text after a line's
-first words may differ; labels, table headers and the number of table columns may not. An elision line in the
-README (`(...)`, `...`, `…`, `(the thread-sweep plot)`) stands for any number of lines. Commands that cannot
-run here are in SKIP, each with its reason.
+first words may differ; labels, table headers and the number of table columns may not. A command printed
+wrapped (` \\` continuations, or under its label) is one line (`logical_lines`): where a path's length puts
+the breaks (a longer HOME, TMPDIR) does not change the shape. An elision line in the README (`(...)`, `...`,
+`…`, `(the thread-sweep plot)`) stands for any number of lines. Commands that cannot run here are in SKIP,
+each with its reason.
 """
 
 from __future__ import annotations
@@ -109,6 +111,43 @@ def line_kind(line: str) -> str:
 
 def is_elision(line: str) -> bool:
     return line.strip() in ELISIONS
+
+
+def logical_lines(lines: list[str]) -> list[list[str]]:
+    """The lines as printed, grouped into the lines they stand for: a line ending with ` \\` and the lines it
+    continues into, and a label alone on its line (`llama.cpp:`) with the deeper-indented command under it
+    (narrow.print_command puts it there when `label command` does not fit the width)."""
+    groups: list[list[str]] = []
+    i = 0
+    while i < len(lines):
+        group = [lines[i]]
+        i += 1
+        while i < len(lines) and (_continued(group[-1]) or len(group) == 1 and _heads(group[0], lines[i])):
+            group.append(lines[i])
+            i += 1
+        groups.append(group)
+    return groups
+
+
+def _continued(line: str) -> bool:
+    return line.rstrip().endswith(" \\")
+
+
+def _heads(label: str, below: str) -> bool:
+    """`label` is a label alone on its line and `below` is indented under it."""
+    m = _LABEL.match(label.strip())
+    indent = len(label) - len(label.lstrip())
+    return bool(m) and m.end() >= len(label.strip()) and len(below) - len(below.lstrip()) > indent
+
+
+def joined(group: list[str]) -> str:
+    """A logical line's text: its pieces without their continuation backslashes, on one line."""
+    return " ".join(x.strip()[:-1].rstrip() if _continued(x) else x.strip() for x in group)
+
+
+def kinds(lines: list[str]) -> list[str | None]:
+    """The kind of each logical line of `lines`; None for an elision."""
+    return [None if len(g) == 1 and is_elision(g[0]) else line_kind(joined(g)) for g in logical_lines(lines)]
 
 
 @dataclass
@@ -242,22 +281,22 @@ def run(cmd: Command, where: Path, data: Path) -> list[str]:
 
 
 def align(shown: list[str], produced: list[str]) -> list[int | None] | None:
-    """For each shown line, the produced line it matches (None for an elision), or None when the shapes
-    differ. An elision matches any number of produced lines."""
-    kinds_s = [None if is_elision(x) else line_kind(x) for x in shown]
-    kinds_p = [line_kind(x) for x in produced]
+    """For each shown logical line, the produced logical line it matches (None for an elision), or None when
+    the shapes differ. An elision matches any number of produced lines."""
+    kinds_s = kinds(shown)
+    kinds_p = [line_kind(joined(g)) for g in logical_lines(produced)]
 
     @functools.cache
     def go(i: int, j: int) -> tuple[int | None, ...] | None:
-        if i == len(shown):
-            return () if j == len(produced) else None
+        if i == len(kinds_s):
+            return () if j == len(kinds_p) else None
         if kinds_s[i] is None:
-            for jj in range(j, len(produced) + 1):
+            for jj in range(j, len(kinds_p) + 1):
                 rest = go(i + 1, jj)
                 if rest is not None:
                     return (None, *rest)
             return None
-        if j < len(produced) and kinds_s[i] == kinds_p[j]:
+        if j < len(kinds_p) and kinds_s[i] == kinds_p[j]:
             rest = go(i + 1, j + 1)
             if rest is not None:
                 return (j, *rest)
@@ -272,12 +311,14 @@ def rewrite(shown: list[str], produced: list[str], pairs: list[int | None] | Non
     line cut with a trailing `...` whose start still matches)."""
     if pairs is None or not any(p is None for p in pairs) and not any(_cut(x) for x in shown):
         return produced
+    made = logical_lines(produced)
     out: list[str] = []
-    for line, j in zip(shown, pairs, strict=True):
-        if j is None or _cut(line) and produced[j].startswith(_cut(line)):
-            out.append(line)
+    for group, j in zip(logical_lines(shown), pairs, strict=True):
+        cut = _cut(group[0]) if len(group) == 1 else ""
+        if j is None or cut and made[j][0].startswith(cut):
+            out.extend(group)
         else:
-            out.append(produced[j])
+            out.extend(made[j])
     return out
 
 
@@ -322,10 +363,9 @@ def main(argv: list[str] | None = None) -> int:
             elif pairs is None:
                 failures.append((cmd, produced))
     for cmd, produced in failures:
-        shown_k = ["(...)" if is_elision(x) else line_kind(x) for x in cmd.shown]
-        diff = difflib.unified_diff(
-            shown_k, [line_kind(x) for x in produced], "README (shown)", "produced", lineterm=""
-        )
+        shown_k = ["(...)" if k is None else k for k in kinds(cmd.shown)]
+        made_k = [line_kind(joined(g)) for g in logical_lines(produced)]
+        diff = difflib.unified_diff(shown_k, made_k, "README (shown)", "produced", lineterm="")
         print(f"README.md:{cmd.first + 1}: $ {cmd.text}: the output no longer has the shown shape")
         print("\n".join(diff))
         print()
