@@ -13,9 +13,10 @@ the data directory a fresh one (no tuned profile, no calibration).
 "Same shape" is the same sequence of line kinds (`line_kind`): numbers, paths and free text after a line's
 first words may differ; labels, table headers and the number of table columns may not. A command printed
 wrapped (` \\` continuations, or under its label) is one line (`logical_lines`): where a path's length puts
-the breaks (a longer HOME, TMPDIR) does not change the shape. An elision line in the README (`(...)`, `...`,
-`…`, `(the thread-sweep plot)`) stands for any number of lines. Commands that cannot run here are in SKIP,
-each with its reason.
+the breaks (a longer HOME, TMPDIR) does not change the shape. The words a model streams in `edgepilot run`
+are never compared (`shape`): they are the machine's CPU kernels' as much as the model's. An elision line in
+the README (`(...)`, `...`, `…`, `(the thread-sweep plot)`) stands for any number of lines. Commands that
+cannot run here are in SKIP, each with its reason.
 """
 
 from __future__ import annotations
@@ -145,9 +146,38 @@ def joined(group: list[str]) -> str:
     return " ".join(x.strip()[:-1].rstrip() if _continued(x) else x.strip() for x in group)
 
 
-def kinds(lines: list[str]) -> list[str | None]:
-    """The kind of each logical line of `lines`; None for an elision."""
-    return [None if len(g) == 1 and is_elision(g[0]) else line_kind(joined(g)) for g in logical_lines(lines)]
+GENERATED = "(the model's words)"
+_SUMMARY = re.compile(r"(first token \d+ ms|prompt \d+ tok @) ")
+
+
+def generated_span(command: str, lines: list[str]) -> tuple[int, int] | None:
+    """Where `edgepilot run` streamed the model's words (start, end): after its `preloaded` line, up to its
+    summary (`first token ... · prompt ...`, to the end). None for other commands, or without a summary."""
+    words = command.split()
+    if words[:2] != ["edgepilot", "run"] or "--json" in words:
+        return None
+    start = 1 if lines and lines[0].startswith("preloaded ") else 0
+    end = next((i for i in range(start, len(lines)) if _SUMMARY.match(lines[i])), None)
+    return None if end is None else (start, end)
+
+
+def shape(lines: list[str], command: str = "", shown: bool = False) -> list[tuple[list[str], str | None]]:
+    """The logical lines of a command's output, each with its kind (None: a README elision, when `shown`).
+
+    A model's words are one line of the kind GENERATED, whatever they are: which words a model says depends
+    on the CPU kernels llama.cpp picks on a machine. The summary after them is one line too (print_items
+    packs its items by their widths, and figures change those), compared whole: its labels, all masked."""
+    span = generated_span(command, lines)
+    if span is not None:
+        start, end = span
+        summary = mask_line(" ".join(lines[end:]).replace(" · ", " "))  # no separator where a line broke
+        return [*shape(lines[:start], shown=shown), (lines[start:end], GENERATED), (lines[end:], summary)]
+    groups = logical_lines(lines)
+    return [(g, None if shown and len(g) == 1 and is_elision(g[0]) else line_kind(joined(g))) for g in groups]
+
+
+def kinds(lines: list[str], command: str = "", shown: bool = False) -> list[str | None]:
+    return [kind for _, kind in shape(lines, command, shown)]
 
 
 @dataclass
@@ -280,11 +310,11 @@ def run(cmd: Command, where: Path, data: Path) -> list[str]:
     return lines
 
 
-def align(shown: list[str], produced: list[str]) -> list[int | None] | None:
+def align(shown: list[str], produced: list[str], command: str = "") -> list[int | None] | None:
     """For each shown logical line, the produced logical line it matches (None for an elision), or None when
     the shapes differ. An elision matches any number of produced lines."""
-    kinds_s = kinds(shown)
-    kinds_p = [line_kind(joined(g)) for g in logical_lines(produced)]
+    kinds_s = kinds(shown, command, shown=True)
+    kinds_p = kinds(produced, command)
 
     @functools.cache
     def go(i: int, j: int) -> tuple[int | None, ...] | None:
@@ -306,14 +336,16 @@ def align(shown: list[str], produced: list[str]) -> list[int | None] | None:
     return None if result is None else list(result)
 
 
-def rewrite(shown: list[str], produced: list[str], pairs: list[int | None] | None) -> list[str]:
+def rewrite(
+    shown: list[str], produced: list[str], pairs: list[int | None] | None, command: str = ""
+) -> list[str]:
     """The new shown output: the produced lines, keeping the README's elisions (a whole elided stretch, or a
     line cut with a trailing `...` whose start still matches)."""
     if pairs is None or not any(p is None for p in pairs) and not any(_cut(x) for x in shown):
         return produced
-    made = logical_lines(produced)
+    made = [group for group, _ in shape(produced, command)]
     out: list[str] = []
-    for group, j in zip(logical_lines(shown), pairs, strict=True):
+    for (group, _), j in zip(shape(shown, command, shown=True), pairs, strict=True):
         cut = _cut(group[0]) if len(group) == 1 else ""
         if j is None or cut and made[j][0].startswith(cut):
             out.extend(group)
@@ -355,16 +387,16 @@ def main(argv: list[str] | None = None) -> int:
             produced = run(cmd, where, data)
             if args.verbose:
                 print(f"{time.monotonic() - t0:5.1f} s  COLUMNS={cmd.width}  $ {cmd.text[:80]}")
-            pairs = align(cmd.shown, produced)
+            pairs = align(cmd.shown, produced, cmd.text)
             if args.write:
-                new = rewrite(cmd.shown, produced, pairs)
+                new = rewrite(cmd.shown, produced, pairs, cmd.text)
                 if new != cmd.shown:
                     replacements.append((cmd, new))
             elif pairs is None:
                 failures.append((cmd, produced))
     for cmd, produced in failures:
-        shown_k = ["(...)" if k is None else k for k in kinds(cmd.shown)]
-        made_k = [line_kind(joined(g)) for g in logical_lines(produced)]
+        shown_k = ["(...)" if k is None else k for k in kinds(cmd.shown, cmd.text, shown=True)]
+        made_k = kinds(produced, cmd.text)
         diff = difflib.unified_diff(shown_k, made_k, "README (shown)", "produced", lineterm="")
         print(f"README.md:{cmd.first + 1}: $ {cmd.text}: the output no longer has the shown shape")
         print("\n".join(diff))
