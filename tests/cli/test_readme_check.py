@@ -70,8 +70,8 @@ def test_write_keeps_the_readmes_elisions(rc):
     assert rc.rewrite(shown, produced, pairs) == ["fits: peak 1 MiB", "(...)", "fix: run on the CPU; ..."]
 
 
-# `build --print-only --target aarch64` at 120 columns: wrapped as HOME=/root wraps it (README.md), then its
-# cmake line as a HOME of 70 characters wraps it and its run line as a 1-character cache path prints it
+# `build --print-only --target aarch64` at 120 columns: wrapped as a 5-character HOME wraps it (README.md),
+# then its cmake line as a 70-character HOME wraps it and its run line as a 1-character cache path prints it
 TOOLS = "~/.cache/edgepilot/tools/aarch64-0.3.36"
 CMAKE_SHORT_HOME = [
     f"cmake --build {TOOLS}/build --config Release -j 2 --target llama-bench \\",
