@@ -11,9 +11,12 @@ SmolLM2 test model, the bundled Gemma, the 7B header padded to its full size, `t
 the data directory a fresh one (no tuned profile, no calibration).
 
 "Same shape" is the same sequence of line kinds (`line_kind`): numbers, paths and free text after a line's
-first words may differ; labels, table headers and the number of table columns may not. An elision line in the
-README (`(...)`, `...`, `…`, `(the thread-sweep plot)`) stands for any number of lines. Commands that cannot
-run here are in SKIP, each with its reason.
+first words may differ; labels, table headers and the number of table columns may not. A command printed
+wrapped (` \\` continuations, or under its label) is one line (`logical_lines`): where a path's length puts
+the breaks (a longer HOME, TMPDIR) does not change the shape. The words a model streams in `edgepilot run`
+are never compared (`shape`): they are the machine's CPU kernels' as much as the model's. An elision line in
+the README (`(...)`, `...`, `…`, `(the thread-sweep plot)`) stands for any number of lines. Commands that
+cannot run here are in SKIP, each with its reason.
 """
 
 from __future__ import annotations
@@ -109,6 +112,72 @@ def line_kind(line: str) -> str:
 
 def is_elision(line: str) -> bool:
     return line.strip() in ELISIONS
+
+
+def logical_lines(lines: list[str]) -> list[list[str]]:
+    """The lines as printed, grouped into the lines they stand for: a line ending with ` \\` and the lines it
+    continues into, and a label alone on its line (`llama.cpp:`) with the deeper-indented command under it
+    (narrow.print_command puts it there when `label command` does not fit the width)."""
+    groups: list[list[str]] = []
+    i = 0
+    while i < len(lines):
+        group = [lines[i]]
+        i += 1
+        while i < len(lines) and (_continued(group[-1]) or len(group) == 1 and _heads(group[0], lines[i])):
+            group.append(lines[i])
+            i += 1
+        groups.append(group)
+    return groups
+
+
+def _continued(line: str) -> bool:
+    return line.rstrip().endswith(" \\")
+
+
+def _heads(label: str, below: str) -> bool:
+    """`label` is a label alone on its line and `below` is indented under it."""
+    m = _LABEL.match(label.strip())
+    indent = len(label) - len(label.lstrip())
+    return bool(m) and m.end() >= len(label.strip()) and len(below) - len(below.lstrip()) > indent
+
+
+def joined(group: list[str]) -> str:
+    """A logical line's text: its pieces without their continuation backslashes, on one line."""
+    return " ".join(x.strip()[:-1].rstrip() if _continued(x) else x.strip() for x in group)
+
+
+GENERATED = "(the model's words)"
+_SUMMARY = re.compile(r"(first token \d+ ms|prompt \d+ tok @) ")
+
+
+def generated_span(command: str, lines: list[str]) -> tuple[int, int] | None:
+    """Where `edgepilot run` streamed the model's words (start, end): after its `preloaded` line, up to its
+    summary (`first token ... · prompt ...`, to the end). None for other commands, or without a summary."""
+    words = command.split()
+    if words[:2] != ["edgepilot", "run"] or "--json" in words:
+        return None
+    start = 1 if lines and lines[0].startswith("preloaded ") else 0
+    end = next((i for i in range(start, len(lines)) if _SUMMARY.match(lines[i])), None)
+    return None if end is None else (start, end)
+
+
+def shape(lines: list[str], command: str = "", shown: bool = False) -> list[tuple[list[str], str | None]]:
+    """The logical lines of a command's output, each with its kind (None: a README elision, when `shown`).
+
+    A model's words are one line of the kind GENERATED, whatever they are: which words a model says depends
+    on the CPU kernels llama.cpp picks on a machine. The summary after them is one line too (print_items
+    packs its items by their widths, and figures change those), compared whole: its labels, all masked."""
+    span = generated_span(command, lines)
+    if span is not None:
+        start, end = span
+        summary = mask_line(" ".join(lines[end:]).replace(" · ", " "))  # no separator where a line broke
+        return [*shape(lines[:start], shown=shown), (lines[start:end], GENERATED), (lines[end:], summary)]
+    groups = logical_lines(lines)
+    return [(g, None if shown and len(g) == 1 and is_elision(g[0]) else line_kind(joined(g))) for g in groups]
+
+
+def kinds(lines: list[str], command: str = "", shown: bool = False) -> list[str | None]:
+    return [kind for _, kind in shape(lines, command, shown)]
 
 
 @dataclass
@@ -241,23 +310,23 @@ def run(cmd: Command, where: Path, data: Path) -> list[str]:
     return lines
 
 
-def align(shown: list[str], produced: list[str]) -> list[int | None] | None:
-    """For each shown line, the produced line it matches (None for an elision), or None when the shapes
-    differ. An elision matches any number of produced lines."""
-    kinds_s = [None if is_elision(x) else line_kind(x) for x in shown]
-    kinds_p = [line_kind(x) for x in produced]
+def align(shown: list[str], produced: list[str], command: str = "") -> list[int | None] | None:
+    """For each shown logical line, the produced logical line it matches (None for an elision), or None when
+    the shapes differ. An elision matches any number of produced lines."""
+    kinds_s = kinds(shown, command, shown=True)
+    kinds_p = kinds(produced, command)
 
     @functools.cache
     def go(i: int, j: int) -> tuple[int | None, ...] | None:
-        if i == len(shown):
-            return () if j == len(produced) else None
+        if i == len(kinds_s):
+            return () if j == len(kinds_p) else None
         if kinds_s[i] is None:
-            for jj in range(j, len(produced) + 1):
+            for jj in range(j, len(kinds_p) + 1):
                 rest = go(i + 1, jj)
                 if rest is not None:
                     return (None, *rest)
             return None
-        if j < len(produced) and kinds_s[i] == kinds_p[j]:
+        if j < len(kinds_p) and kinds_s[i] == kinds_p[j]:
             rest = go(i + 1, j + 1)
             if rest is not None:
                 return (j, *rest)
@@ -267,17 +336,21 @@ def align(shown: list[str], produced: list[str]) -> list[int | None] | None:
     return None if result is None else list(result)
 
 
-def rewrite(shown: list[str], produced: list[str], pairs: list[int | None] | None) -> list[str]:
+def rewrite(
+    shown: list[str], produced: list[str], pairs: list[int | None] | None, command: str = ""
+) -> list[str]:
     """The new shown output: the produced lines, keeping the README's elisions (a whole elided stretch, or a
     line cut with a trailing `...` whose start still matches)."""
     if pairs is None or not any(p is None for p in pairs) and not any(_cut(x) for x in shown):
         return produced
+    made = [group for group, _ in shape(produced, command)]
     out: list[str] = []
-    for line, j in zip(shown, pairs, strict=True):
-        if j is None or _cut(line) and produced[j].startswith(_cut(line)):
-            out.append(line)
+    for (group, _), j in zip(shape(shown, command, shown=True), pairs, strict=True):
+        cut = _cut(group[0]) if len(group) == 1 else ""
+        if j is None or cut and made[j][0].startswith(cut):
+            out.extend(group)
         else:
-            out.append(produced[j])
+            out.extend(made[j])
     return out
 
 
@@ -314,18 +387,17 @@ def main(argv: list[str] | None = None) -> int:
             produced = run(cmd, where, data)
             if args.verbose:
                 print(f"{time.monotonic() - t0:5.1f} s  COLUMNS={cmd.width}  $ {cmd.text[:80]}")
-            pairs = align(cmd.shown, produced)
+            pairs = align(cmd.shown, produced, cmd.text)
             if args.write:
-                new = rewrite(cmd.shown, produced, pairs)
+                new = rewrite(cmd.shown, produced, pairs, cmd.text)
                 if new != cmd.shown:
                     replacements.append((cmd, new))
             elif pairs is None:
                 failures.append((cmd, produced))
     for cmd, produced in failures:
-        shown_k = ["(...)" if is_elision(x) else line_kind(x) for x in cmd.shown]
-        diff = difflib.unified_diff(
-            shown_k, [line_kind(x) for x in produced], "README (shown)", "produced", lineterm=""
-        )
+        shown_k = ["(...)" if k is None else k for k in kinds(cmd.shown, cmd.text, shown=True)]
+        made_k = kinds(produced, cmd.text)
+        diff = difflib.unified_diff(shown_k, made_k, "README (shown)", "produced", lineterm="")
         print(f"README.md:{cmd.first + 1}: $ {cmd.text}: the output no longer has the shown shape")
         print("\n".join(diff))
         print()

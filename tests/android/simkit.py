@@ -36,11 +36,16 @@ def python(code: str, timeout: float = TIMEOUT) -> subprocess.CompletedProcess[s
 
 
 def edgepilot_cli(
-    *args: str, stdin: str | None = None, timeout: float = TIMEOUT, engine: str | None = "inprocess"
+    *args: str,
+    stdin: str | None = None,
+    timeout: float = TIMEOUT,
+    engine: str | None = "inprocess",
+    android: bool = True,
 ) -> subprocess.CompletedProcess[str]:
-    """`python -m edgepilot ARGS` on the simulated Android interpreter. The lane is about the in-process
-    engine loading there, so it is asked for ($EDGEPILOT_ENGINE) unless engine is None (auto)."""
-    env = android_env()
+    """`python -m edgepilot ARGS` on the simulated Android interpreter (android=False: on this machine's own,
+    to compare with). The lane is about the in-process engine loading there, so it is asked for
+    ($EDGEPILOT_ENGINE) unless engine is None (auto)."""
+    env = android_env() if android else {**os.environ, "PYTHONPATH": SRC, "COLUMNS": "200"}
     env.pop("EDGEPILOT_ENGINE", None)
     if engine is not None:
         env["EDGEPILOT_ENGINE"] = engine

@@ -81,9 +81,10 @@ def _lines(p: re.Pattern[str], n: int):
 
 
 def _seconds(p: re.Pattern[str], line: str) -> float:
-    t = time.perf_counter()
+    """The CPU time of one search: a busy machine stretches the wall-clock time, never this."""
+    t = time.thread_time()
     p.search(line)
-    return time.perf_counter() - t
+    return time.thread_time() - t
 
 
 def test_the_patterns_were_found():
@@ -124,10 +125,10 @@ HOSTILE = [
 
 
 def test_scan_and_rules_stay_fast_on_hostile_lines():
-    t = time.perf_counter()
+    t = time.thread_time()  # CPU time: a busy machine does not stretch it
     facts = scan(HOSTILE)
     d = diagnose(HOSTILE, root=None)
-    assert time.perf_counter() - t < 10, "did not hang"
+    assert time.thread_time() - t < 10, "did not hang"
     assert facts.prompt_tps is None and d.causes
 
 

@@ -53,9 +53,9 @@ SEEDS = _seed_files()
 def _check(data: bytes) -> None:
     path = _WORK / "fuzz.gguf"
     path.write_bytes(data)
-    t0 = time.perf_counter()
+    t0 = time.thread_time()  # CPU time: a busy machine does not stretch it
     v = validate_gguf(path)  # must not raise
-    assert time.perf_counter() - t0 < 2.0
+    assert time.thread_time() - t0 < 2.0
     assert isinstance(v.ok, bool)
     assert v.ok or v.problems, "a failed verdict must say why"
     assert all(p.code and p.message for p in v.problems)

@@ -90,19 +90,24 @@ def test_all_value_types_including_nested_arrays(tmp_path):
     assert codes(v) == {"nested-array"} and not v.ok  # llama.cpp's reader rejects arrays of arrays
 
 
+# "fast" is measured in this thread's CPU time (time.thread_time): a busy machine stretches the wall-clock
+# time of a linear check, never its CPU time
+
+
 def test_real_smollm_is_valid_and_fast(real_smollm):
+    t0 = time.thread_time()
     v = validate_gguf(real_smollm)
     assert v.ok, v.problems
     assert (v.architecture, v.tensor_count, v.file_size) == ("llama", 272, 98362432)
-    assert v.elapsed_s < 1.0
+    assert time.thread_time() - t0 < 1.0 and v.elapsed_s > 0
 
 
 def test_real_gemma_is_valid_and_fast(real_gemma):
-    t0 = time.perf_counter()
+    t0 = time.thread_time()
     v = validate_gguf(real_gemma)
     assert v.ok, v.problems
     assert v.architecture == "gemma3" and v.tensor_count == 236
-    assert time.perf_counter() - t0 < 1.0  # 262k-token vocabulary in the header
+    assert time.thread_time() - t0 < 1.0  # 262k-token vocabulary in the header
 
 
 # --- header damage ---
@@ -129,9 +134,9 @@ def test_magic_and_version(tmp_path, data, code, words):
 
 def test_implausible_counts_are_rejected_before_looping(tmp_path):
     g = RawGGUF(n_kv=2**60, n_tensors=3)
-    t0 = time.perf_counter()
+    t0 = time.thread_time()
     v = validate_gguf(write(tmp_path, g.build() + b"\0" * 100))
-    assert "bad-count" in codes(v) and time.perf_counter() - t0 < 0.5
+    assert "bad-count" in codes(v) and time.thread_time() - t0 < 0.5
 
 
 def test_huge_string_length(tmp_path):
@@ -161,9 +166,9 @@ def test_huge_array_count_never_allocates(tmp_path, count):
         )
         path = write(tmp_path, g.build())
         tracemalloc.start()
-        t0 = time.perf_counter()
+        t0 = time.thread_time()
         v = validate_gguf(path)
-        elapsed = time.perf_counter() - t0
+        elapsed = time.thread_time() - t0
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
         assert "bad-array" in codes(v), (count, item_type, v.problems)
@@ -319,9 +324,9 @@ def test_multi_gb_file_reads_only_header_and_tail(tmp_path):
         g.tensor(f"blk.{i}.w", (1 << 15, 1 << 15), 1, i * (2 << 30))  # 2 GiB F16 each
     p = write(tmp_path, g.build())
     truncate(p, len(g.build()) + 3 * (2 << 30))
-    t0 = time.perf_counter()
+    t0 = time.thread_time()
     v = validate_gguf(p)
-    assert time.perf_counter() - t0 < 1.0
+    assert time.thread_time() - t0 < 1.0
     assert codes(v) == {"zero-tail"}
     assert v.zero_tail_bytes > 5 * (1 << 30)
 

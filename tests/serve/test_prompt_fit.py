@@ -47,9 +47,9 @@ def test_the_same_prompt_as_fit_conversation(engine, n, words, system):
 
 def test_thousands_of_tiny_messages_cost_the_budget_not_the_request(engine):
     messages = [("user" if i % 2 == 0 else "assistant", "hi") for i in range(2001)]
-    t0 = time.perf_counter()
+    t0 = time.thread_time()  # CPU time: a busy machine does not stretch it
     r = fit_within(engine, messages, N_CTX, 16, message_overhead(engine))
-    took = time.perf_counter() - t0
+    took = time.thread_time() - t0
     assert len(r.tokens) <= N_CTX - 16 and r.messages[-1] == messages[-1]
     assert r.dropped == 2001 - len(r.messages) and "dropped the" in r.notes[0]
     assert took < 2.0, took  # was tens of seconds: a render of the whole conversation per dropped turn
