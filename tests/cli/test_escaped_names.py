@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "gguf"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "store"))
-from hubserver import REPO, Hub, HubFile, start  # noqa: E402
+from hubserver import REPO, Hub, HubFile, serving  # noqa: E402
 from synth import ARCHS, write_model  # noqa: E402
 
 CLEAR = "\x1b[2J"  # clears the screen
@@ -93,13 +93,8 @@ def hostile_hub(tmp_path, monkeypatch):
     served.mkdir()
     (served / "a.gguf").write_bytes(os.urandom(4096))
     state = Hub(repos={REPO: {f"a[/]{MARKUP}.gguf": HubFile(served / "a.gguf")}})
-    server, url = start(state)
-    monkeypatch.setenv("HF_ENDPOINT", url)
-    monkeypatch.delenv("HF_TOKEN", raising=False)
-    monkeypatch.setenv("EDGEPILOT_MODELS_DIR", str(tmp_path / "store"))
-    yield state
-    server.shutdown()
-    server.server_close()
+    with serving(state, monkeypatch, tmp_path / "store"):
+        yield state
 
 
 def test_pull_escapes_what_the_hub_says(hostile_hub, cli_app):

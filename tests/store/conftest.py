@@ -4,7 +4,7 @@ header padded to its full size (listed and planned from its header, never downlo
 from __future__ import annotations
 
 import pytest
-from hubserver import BIG, GEMMA, REPO, SMOL, Hub, HubFile, start
+from hubserver import BIG, GEMMA, REPO, SMOL, Hub, HubFile, serving
 
 
 @pytest.fixture
@@ -15,10 +15,5 @@ def hub(smollm_path, gemma_path, model_7b_file, monkeypatch, tmp_path):
         BIG: HubFile(model_7b_file, sha256="ab" * 32),
     }
     state = Hub(repos={REPO: files})
-    server, url = start(state)
-    monkeypatch.setenv("HF_ENDPOINT", url)
-    monkeypatch.delenv("HF_TOKEN", raising=False)
-    monkeypatch.setenv("EDGEPILOT_MODELS_DIR", str(tmp_path / "store"))
-    yield state
-    server.shutdown()
-    server.server_close()
+    with serving(state, monkeypatch, tmp_path / "store"):
+        yield state

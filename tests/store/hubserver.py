@@ -12,6 +12,7 @@ https hub can redirect to http on its own host and port.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import re
@@ -21,6 +22,7 @@ import sys
 import threading
 import time
 import urllib.parse
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -278,3 +280,17 @@ def start(hub: Hub, tls: tuple[Path, Path] | None = None) -> tuple[ThreadingHTTP
     threading.Thread(target=server.serve_forever, daemon=True).start()
     hub.url = f"{'http' if tls is None else 'https'}://127.0.0.1:{server.server_address[1]}"
     return server, hub.url
+
+
+@contextlib.contextmanager
+def serving(hub: Hub, monkeypatch, store: Path) -> Iterator[Hub]:
+    """`hub` served while the block runs, as the environment of a pull into `store` (no token)."""
+    server, url = start(hub)
+    monkeypatch.setenv("HF_ENDPOINT", url)
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.setenv("EDGEPILOT_MODELS_DIR", str(store))
+    try:
+        yield hub
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -8,7 +8,7 @@ import json
 import os
 
 import pytest
-from hubserver import README, REPO, Hub, HubFile, git_blob_id, start
+from hubserver import README, REPO, Hub, HubFile, git_blob_id, serving
 from pullkit import one_error_line, pull, store
 
 from edgepilot.store.hub import parse_entry
@@ -26,13 +26,8 @@ def git_hub(tmp_path, monkeypatch):
         (served / name).write_bytes(data)
     files = {name: HubFile(served / name, lfs=False) for name in ("config.json", "tokenizer.json")}
     state = Hub(repos={REPO: files})
-    server, url = start(state)
-    monkeypatch.setenv("HF_ENDPOINT", url)
-    monkeypatch.delenv("HF_TOKEN", raising=False)
-    monkeypatch.setenv("EDGEPILOT_MODELS_DIR", str(tmp_path / "store"))
-    yield state
-    server.shutdown()
-    server.server_close()
+    with serving(state, monkeypatch, tmp_path / "store"):
+        yield state
 
 
 @pytest.mark.parametrize(

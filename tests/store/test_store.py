@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from hubserver import REPO, SMOL, Hub, HubFile, start
+from hubserver import REPO, SMOL, Hub, HubFile, serving
 from pullkit import one_error_line, sha256
 
 FOLDER = "edge-test__small-models-GGUF"
@@ -51,13 +51,8 @@ def small_hub(tmp_path, monkeypatch):
         (folder / name).write_bytes(bytes([i]) * 1024 + os.urandom(255 << 10))
         files[name] = HubFile(folder / name)
     state = Hub(repos={REPO: files})
-    server, url = start(state)
-    monkeypatch.setenv("HF_ENDPOINT", url)
-    monkeypatch.delenv("HF_TOKEN", raising=False)
-    monkeypatch.setenv("EDGEPILOT_MODELS_DIR", str(tmp_path / "store"))
-    yield state
-    server.shutdown()
-    server.server_close()
+    with serving(state, monkeypatch, tmp_path / "store"):
+        yield state
 
 
 def pulled(store: Path, *names: str) -> None:

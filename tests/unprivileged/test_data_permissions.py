@@ -13,6 +13,7 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
 from datakit import (
     NO_ENTRY,
     NO_WRITE,
@@ -92,14 +93,20 @@ def test_a_read_only_history_is_shown(ordinary_user, open_tmp):
     assert json.loads(done.stdout)["db_path"] == str(db)
 
 
-def test_bench_refuses_an_unwritable_data_folder_before_measuring(ordinary_user, open_tmp, smollm_path):
+@pytest.mark.parametrize(
+    "command, what", [("bench", "the bench history"), ("tune", "the tuned profiles")]
+)
+def test_bench_and_tune_refuse_an_unwritable_data_folder_before_measuring(
+    ordinary_user, open_tmp, smollm_path, command, what
+):
     folder = refusing(open_tmp / "data", NO_WRITE)
     ordinary_user.refuses_write(folder)
     model = str(readable_model(smollm_path))
-    done = ordinary_user.run("bench", model, *SHORT_BENCH, env=in_data(folder, **NO_ENGINE))
+    flags = SHORT_BENCH if command == "bench" else SHORT_TUNE
+    done = ordinary_user.run(command, model, *flags, env=in_data(folder, **NO_ENGINE))
     assert done.returncode == 2
     line = one_error_line(done.stderr)
-    assert f"cannot write the bench history in {folder}: permission denied" in line
+    assert f"cannot write {what} in {folder}: permission denied" in line
     assert FIX in line and "--no-save" in line
     assert list(folder.iterdir()) == []
 
@@ -118,18 +125,6 @@ def test_bench_refuses_a_read_only_history_before_measuring(ordinary_user, smoll
 
 
 # -- tuned profiles --------------------------------------------------------------------------------
-
-
-def test_tune_refuses_an_unwritable_data_folder_before_measuring(ordinary_user, open_tmp, smollm_path):
-    folder = refusing(open_tmp / "data", NO_WRITE)
-    ordinary_user.refuses_write(folder)
-    model = str(readable_model(smollm_path))
-    done = ordinary_user.run("tune", model, *SHORT_TUNE, env=in_data(folder, **NO_ENGINE))
-    assert done.returncode == 2
-    line = one_error_line(done.stderr)
-    assert f"cannot write the tuned profiles in {folder}: permission denied" in line
-    assert FIX in line and "--no-save" in line
-    assert list(folder.iterdir()) == []
 
 
 def test_tune_refuses_a_profiles_folder_of_another_user(ordinary_user, smollm_path):
