@@ -62,6 +62,16 @@ def file_in_the_way(path: PathLike) -> Path | None:
     return None
 
 
+def not_a_directory(path: PathLike, fix: str, *, what: str = "") -> UserError:
+    """`[WHAT] PATH is not a directory: FIX`, or `FILE is not a directory (on the way to [WHAT] PATH): FIX`
+    when a file higher up stands where a folder should be."""
+    named = _named(what, escaped(path))
+    blocker = file_in_the_way(path)
+    if blocker is None or blocker == Path(path).absolute():
+        return UserError(f"{named} is not a directory: {fix}")
+    return UserError(f"{escaped(blocker)} is not a directory (on the way to {named}): {fix}")
+
+
 def no_temporary_folder() -> UserError:
     """tempfile found no folder this user can write ($TMPDIR, /tmp, /var/tmp, the working folder)."""
     where = os.environ.get("TMPDIR") or "/tmp"

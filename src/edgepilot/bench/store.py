@@ -18,7 +18,7 @@ from edgepilot.bench.results import BenchReport, BenchRow
 from edgepilot.datadir import DATA_ELSEWHERE, DATA_FIX, data_dir, writable_data_folder
 from edgepilot.device.cpusets import cpulist
 from edgepilot.errors import UserError
-from edgepilot.file_errors import cannot_read, escaped, is_denied, note_once
+from edgepilot.file_errors import cannot_read, escaped, is_denied, not_a_directory, note_once
 from edgepilot.safe_write import check_target
 from edgepilot.tuned.identity import DeviceId
 
@@ -81,8 +81,10 @@ def _readable(path: Path) -> bool:
     """Whether the history file exists (False: none yet); a UserError when permissions keep it from us."""
     try:
         os.stat(path)
-    except (FileNotFoundError, NotADirectoryError):
+    except FileNotFoundError:
         return False
+    except NotADirectoryError:  # a file where the data folder should be: not "no results yet"
+        raise not_a_directory(path.parent, DATA_ELSEWHERE, what="the data folder") from None
     except OSError as exc:
         if is_denied(exc):
             raise cannot_read(path, exc, DATA_FIX, what=HISTORY) from None

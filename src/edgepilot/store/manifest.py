@@ -18,10 +18,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from edgepilot import safe_write, untrusted
+from edgepilot.datadir import DATA_ELSEWHERE, data_dir
 from edgepilot.device import fs
 from edgepilot.device.storage import classify, read_mounts
 from edgepilot.errors import UserError
-from edgepilot.file_errors import cannot_read, cannot_write, check_writable_folder, is_denied, reason
+from edgepilot.file_errors import (
+    cannot_read,
+    cannot_write,
+    check_writable_folder,
+    file_in_the_way,
+    is_denied,
+    not_a_directory,
+    reason,
+)
 from edgepilot.gguf.stored import find_in_store, store_path  # noqa: F401  (store_path: re-exported)
 from edgepilot.sizes import read_count
 from edgepilot.store.hub import MAX_FILE, join_inside, safe_repo_path, store_dir_name
@@ -34,6 +43,7 @@ GLOB_CHARS = "*?[]"
 SHA256_RE = re.compile(r"[0-9a-f]{64}")
 READ_FIX = "make it readable to you (chmod), or choose another store with --store (or EDGEPILOT_MODELS_DIR)"
 RM_FIX = "make it writable to you and try again (nothing was removed)"
+ANOTHER_STORE = "choose a folder with --store (or EDGEPILOT_MODELS_DIR)"
 
 
 @dataclass
@@ -187,6 +197,14 @@ def storage_warning(store: Path, root: Path | str = "/") -> str | None:
 
 
 # --- list and remove ------------------------------------------------------------------------------------
+def _not_a_store(store: Path) -> UserError:
+    """A file where the store (or a folder above it) should be: not an empty store."""
+    fix = ANOTHER_STORE
+    if store.absolute().is_relative_to(data_dir().absolute()):  # the default store, in the data folder
+        fix += f", or {DATA_ELSEWHERE}"
+    return not_a_directory(store, fix, what="the model store")
+
+
 def _describe(path: Path) -> tuple[str | None, str]:
     """(quantization, verdict) of a stored file, from its header and tail (never the whole file)."""
     from edgepilot.gguf.gguf_info import file_type_name
@@ -237,11 +255,13 @@ def list_store(store: Path, root: Path | str = "/") -> StoreListing:
         mode = os.stat(store).st_mode
     except PermissionError as exc:  # a folder above it that this user may not enter
         raise cannot_read(store, exc, READ_FIX, what="the model store") from None
+    except NotADirectoryError:
+        raise _not_a_store(store) from None
     except OSError:
         return listing
-    listing.warning = storage_warning(store, root)
     if not stat.S_ISDIR(mode):
-        return listing
+        raise _not_a_store(store)
+    listing.warning = storage_warning(store, root)
     files = list(_store_files(store, listing))
     manifest = {e.name: e for e in read_manifest(store, listing.unreadable)}
     for name, st in files:
@@ -300,7 +320,7 @@ def remove(store: Path, name: str) -> Removed:
         "`edgepilot models` lists it)"
     )
     if not store.is_dir():
-        raise missing
+        raise _not_a_store(store) if file_in_the_way(store) else missing
     with store_lock(store):
         items = _read_items(store)
         entry = _match([e for e in map(_entry, items) if e is not None], name)
