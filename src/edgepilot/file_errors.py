@@ -72,6 +72,16 @@ def not_a_directory(path: PathLike, fix: str, *, what: str = "") -> UserError:
     return UserError(f"{escaped(blocker)} is not a directory (on the way to {named}): {fix}")
 
 
+def read_only_file_fix(path: PathLike, elsewhere: str) -> str:
+    """What to do about a file this user may not write: `chmod u+w` on a file of its own, else `elsewhere`
+    (a file of another user is not its to change)."""
+    try:
+        own = os.stat(path).st_uid == os.geteuid()
+    except OSError:
+        own = False
+    return f"chmod u+w {escaped(path)}" if own else elsewhere
+
+
 def no_temporary_folder() -> UserError:
     """tempfile found no folder this user can write ($TMPDIR, /tmp, /var/tmp, the working folder)."""
     where = os.environ.get("TMPDIR") or "/tmp"

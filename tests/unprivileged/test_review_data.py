@@ -7,14 +7,113 @@ Each test runs the real CLI as the ordinary user (tests/userkit.py) and first pr
 
 from __future__ import annotations
 
+import json
+import sqlite3
 from pathlib import Path
 
 import pytest
-from datakit import one_error_line
+from datakit import (
+    NO_WRITE,
+    one_error_line,
+    readable_model,
+    refuses_writing,
+    refusing,
+    reopen_refused,  # noqa: F401 - autouse
+)
+
+from edgepilot.bench.store import SCHEMA
+
+NO_ENGINE = {"EDGEPILOT_TOOLS_DIR": "/nonexistent", "EDGEPILOT_ENGINE": "tools"}
+SHORT_BENCH = ("-p", "0", "-n", "4", "-r", "1", "-t", "1")
+# Schema 1: before results.repack (2) and results.device, results.n_gpu_layers (3).
+SCHEMA_1 = SCHEMA.replace("    device TEXT DEFAULT 'none', n_gpu_layers INTEGER DEFAULT 0,\n", "").replace(
+    "    repack INTEGER DEFAULT 1,\n", ""
+)
 
 
 def in_data(folder: Path, **extra: str) -> dict[str, str]:
     return {"EDGEPILOT_DATA_DIR": str(folder), **extra}
+
+
+def own_data(user) -> Path:
+    folder = user.home / "data"
+    folder.mkdir()
+    user.give(folder)
+    return folder
+
+
+def device_fingerprint(user) -> str:
+    """This device's fingerprint as the user's edgepilot computes it (history shows this device's runs)."""
+    done = user.python("from edgepilot.tuned.identity import device_id; print(device_id().fingerprint)")
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def older_history(path: Path, fingerprint: str, schema: str, version: int) -> Path:
+    """A history as an older edgepilot left it: one generation result of this device."""
+    with sqlite3.connect(path) as con:
+        con.executescript(schema)
+        con.execute(
+            "INSERT INTO runs (started, kind, device_fp, model_key, model_name)"
+            " VALUES ('2024-01-01T00:00:00', 'bench', ?, 'k', 'old.gguf')",
+            (fingerprint,),
+        )
+        con.execute(
+            "INSERT INTO results (run_id, test, n_threads, avg_ts, stddev_ts) VALUES (1, 'tg4', 2, 9.5, 0)"
+        )
+        con.execute(f"PRAGMA user_version = {version}")
+    con.close()
+    path.chmod(0o444)
+    return path
+
+
+# -- F1: a history of an older schema is read without a write ---------------------------------------
+
+
+@pytest.mark.parametrize("whose", ["own", "another's"])
+@pytest.mark.parametrize("version, schema", [(1, SCHEMA_1), (0, SCHEMA)])
+def test_an_older_read_only_history_is_shown_as_it_is(ordinary_user, open_tmp, whose, version, schema):
+    """Before: "cannot write the bench history ...: attempt to write a readonly database" (the schema was
+    brought up to date first), and the --no-save it suggested gave the same."""
+    if whose == "own":
+        folder = own_data(ordinary_user)
+    else:
+        folder = open_tmp / "data"
+        folder.mkdir()
+    db = older_history(folder / "bench.sqlite", device_fingerprint(ordinary_user), schema, version)
+    if whose == "own":
+        ordinary_user.give(db)
+    else:
+        refusing(folder, NO_WRITE)
+        ordinary_user.refuses_write(folder)
+    refuses_writing(ordinary_user, db)
+    before = db.read_bytes()
+    done = ordinary_user.run("bench", "--history", "--json", env=in_data(folder))
+    assert done.returncode == 0, done.stderr
+    (entry,) = json.loads(done.stdout)["entries"]
+    assert entry["avg_ts"] == 9.5 and entry["device"] == "none" and entry["n_gpu_layers"] == 0
+    table = ordinary_user.run("bench", "--history", "--no-save", env=in_data(folder))
+    assert table.returncode == 0 and "tg4" in table.stdout, table.stderr
+    assert db.read_bytes() == before and sorted(p.name for p in folder.iterdir()) == ["bench.sqlite"]
+
+
+@pytest.mark.parametrize("whose", ["own", "another's"])
+def test_bench_says_how_to_make_a_read_only_history_writable(ordinary_user, smollm_path, whose):
+    """Before: "make it yours (chown)" for a file that was the user's already."""
+    folder = own_data(ordinary_user)
+    db = older_history(folder / "bench.sqlite", "elsewhere", SCHEMA_1, 1)
+    if whose == "own":
+        ordinary_user.give(db)
+    refuses_writing(ordinary_user, db)
+    model = str(readable_model(smollm_path))
+    done = ordinary_user.run("bench", model, *SHORT_BENCH, env=in_data(folder, **NO_ENGINE))
+    assert done.returncode == 2
+    line = one_error_line(done.stderr)
+    assert f"cannot write the bench history {db}: it is read-only for you;" in line and "--no-save" in line
+    if db.stat().st_uid == ordinary_user.uid:  # the tests run as an ordinary user: every file is its own
+        assert f"chmod u+w {db}" in line and "chown" not in line
+    else:
+        assert "copy it" in line and "EDGEPILOT_DATA_DIR" in line and "chown" not in line
 
 
 # -- F6: a file where a folder should be ---------------------------------------------------------------

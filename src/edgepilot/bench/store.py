@@ -18,7 +18,14 @@ from edgepilot.bench.results import BenchReport, BenchRow
 from edgepilot.datadir import DATA_ELSEWHERE, DATA_FIX, data_dir, writable_data_folder
 from edgepilot.device.cpusets import cpulist
 from edgepilot.errors import UserError
-from edgepilot.file_errors import cannot_read, escaped, is_denied, not_a_directory, note_once
+from edgepilot.file_errors import (
+    cannot_read,
+    escaped,
+    is_denied,
+    not_a_directory,
+    note_once,
+    read_only_file_fix,
+)
 from edgepilot.safe_write import check_target
 from edgepilot.tuned.identity import DeviceId
 
@@ -58,17 +65,19 @@ CREATE INDEX IF NOT EXISTS runs_device_model ON runs(device_fp, model_key);
 """
 
 
-# Columns later schemas added to `results`, with what older results were measured with: repacking on
-# (before --repack), the CPU (before --device).
+# Columns later schemas added to `results` (name, type, default), the default being what older results
+# were measured with: repacking on (before --repack), the CPU (before --device).
 ADDED_COLUMNS = (
-    ("repack", "INTEGER DEFAULT 1"),
-    ("device", "TEXT DEFAULT 'none'"),
-    ("n_gpu_layers", "INTEGER DEFAULT 0"),
+    ("repack", "INTEGER", "1"),
+    ("device", "TEXT", "'none'"),
+    ("n_gpu_layers", "INTEGER", "0"),
 )
 
 
 HISTORY = "the bench history"
 NO_SAVE = "give --no-save"
+# For a history file of another user: a copy is the user's own to add to.
+HISTORY_ELSEWHERE = "copy it into a folder you own and set EDGEPILOT_DATA_DIR to that folder"
 # SQLite's primary result codes for a database or folder it may not write (sqlite3.h)
 SQLITE_PERM, SQLITE_READONLY, SQLITE_CANTOPEN = 3, 8, 14
 
@@ -109,9 +118,18 @@ def check_writable(path: Path | None = None) -> None:
     path = path or db_path()
     writable_data_folder(path.parent, HISTORY, NO_SAVE)
     if _readable(path) and not os.access(path, os.W_OK):
-        raise UserError(
-            f"cannot write {HISTORY} {escaped(path)}: it is read-only for you; {DATA_FIX}, or {NO_SAVE}"
-        )
+        fix = _write_fix(path)
+        raise UserError(f"cannot write {HISTORY} {escaped(path)}: it is read-only for you; {fix}")
+
+
+def _write_fix(path: Path, also: str = NO_SAVE) -> str:
+    """What to do when the history may not be written: chmod a file of one's own, copy another's; `also`
+    the way round it (bench and tune's --no-save)."""
+    if os.path.exists(path) and not os.access(path, os.W_OK):
+        fix = read_only_file_fix(path, HISTORY_ELSEWHERE)
+    else:
+        fix = DATA_FIX
+    return f"{fix}, or {also}" if also else fix
 
 
 def _refused_by_sqlite(exc: sqlite3.Error) -> bool:
@@ -123,14 +141,18 @@ def _refused_by_sqlite(exc: sqlite3.Error) -> bool:
 
 @contextlib.contextmanager
 def connect(path: Path | None = None, create: bool = True) -> Iterator[sqlite3.Connection]:
-    """The history, its schema brought up to date (create: made when missing, to write results in)."""
+    """The history to add results to (create: made when missing, its schema brought up to date), or to
+    read (not create: opened read-only and never written, an older schema read as it is)."""
     path = path or db_path()
     if create:
         writable_data_folder(path.parent, HISTORY, NO_SAVE)
     _readable(path)
     check_target(path, what="results database")  # a FIFO or device there is not a database
     try:
-        con = sqlite3.connect(path, timeout=10)
+        if create:
+            con = sqlite3.connect(path, timeout=10)
+        else:
+            con = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True, timeout=10)
     except (OSError, sqlite3.Error) as exc:
         raise UserError(f"cannot open {HISTORY} {escaped(path)}: {exc}; {DATA_ELSEWHERE}") from None
     try:
@@ -139,15 +161,15 @@ def connect(path: Path | None = None, create: bool = True) -> Iterator[sqlite3.C
         version = con.execute("PRAGMA user_version").fetchone()[0]
         if version > SCHEMA_VERSION:
             raise UserError(f"{path} was written by a newer edgepilot (schema {version}); upgrade edgepilot")
-        if version != SCHEMA_VERSION:  # an up-to-date history is read without a write (it may be read-only)
-            _migrate(con)
+        if version != SCHEMA_VERSION:
+            (_migrate if create else _as_current_schema)(con)
         with con:
             yield con
     except sqlite3.DatabaseError as exc:
-        if _refused_by_sqlite(exc):
-            raise UserError(
-                f"cannot write {HISTORY} {escaped(path)}: {exc}; {DATA_FIX}, or {NO_SAVE}"
-            ) from None
+        if _refused_by_sqlite(exc) and create:
+            raise UserError(f"cannot write {HISTORY} {escaped(path)}: {exc}; {_write_fix(path)}") from None
+        if _refused_by_sqlite(exc):  # e.g. an unfinished write's journal to roll back first
+            raise cannot_read(path, str(exc), _write_fix(path, also=""), what=HISTORY) from None
         raise UserError(
             f"the results database {path} is unusable ({exc}); move it away to start afresh"
         ) from None
@@ -158,10 +180,27 @@ def connect(path: Path | None = None, create: bool = True) -> Iterator[sqlite3.C
 def _migrate(con: sqlite3.Connection) -> None:
     con.executescript(SCHEMA)
     have = {row[1] for row in con.execute("PRAGMA table_info(results)")}
-    for column, declared in ADDED_COLUMNS:
+    for column, kind, default in ADDED_COLUMNS:
         if column not in have:
-            con.execute(f"ALTER TABLE results ADD COLUMN {column} {declared}")
+            con.execute(f"ALTER TABLE results ADD COLUMN {column} {kind} DEFAULT {default}")
     con.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+
+def _as_current_schema(con: sqlite3.Connection) -> None:
+    """An older history seen as the current schema without a write to it (it may be read-only, or another
+    user's): a table it lacks as an empty temporary one, the columns later schemas added to `results` as
+    their defaults through a temporary view. Temporary objects are found before the file's own."""
+    con.execute("PRAGMA temp_store = MEMORY")  # no temporary file: TMPDIR may not be writable either
+    tables = {row[0] for row in con.execute("SELECT name FROM main.sqlite_master WHERE type = 'table'")}
+    for statement in SCHEMA.split(";"):
+        words = statement.split()
+        if words[:5] == ["CREATE", "TABLE", "IF", "NOT", "EXISTS"] and words[5] not in tables:
+            con.execute(statement.replace("CREATE TABLE IF NOT EXISTS", "CREATE TEMP TABLE", 1))
+    if "results" in tables:
+        have = {row[1] for row in con.execute("PRAGMA main.table_info(results)")}
+        added = [f"{default} AS {column}" for column, _, default in ADDED_COLUMNS if column not in have]
+        if added:
+            con.execute(f"CREATE TEMP VIEW results AS SELECT *, {', '.join(added)} FROM main.results")
 
 
 def save_report(report: BenchReport, kind: str = "bench", path: Path | None = None) -> int:
