@@ -19,6 +19,7 @@ from datakit import (
     refuses_writing,
     refusing,
     reopen_refused,  # noqa: F401 - autouse
+    shut_file,
 )
 
 from edgepilot.bench.store import SCHEMA
@@ -114,6 +115,28 @@ def test_bench_says_how_to_make_a_read_only_history_writable(ordinary_user, smol
         assert f"chmod u+w {db}" in line and "chown" not in line
     else:
         assert "copy it" in line and "EDGEPILOT_DATA_DIR" in line and "chown" not in line
+
+
+# -- F3: tune --forget removes a profile it cannot read ------------------------------------------------
+
+
+def test_forget_removes_a_profile_the_user_cannot_read(ordinary_user, smollm_path):
+    """Before: "cannot read the tuned profile ...: make it yours (chown)", though removing needs no read."""
+    folder = own_data(ordinary_user)
+    model = str(readable_model(smollm_path))
+    shown = ordinary_user.run("tune", model, "--show", "--json", env=in_data(folder))
+    assert shown.returncode == 0, shown.stderr
+    profile = Path(json.loads(shown.stdout)["path"])
+    profile.parent.mkdir()
+    ordinary_user.give(profile.parent)
+    shut_file(profile, "{}")
+    ordinary_user.refuses_read(profile)
+    done = ordinary_user.run("tune", model, "--forget", env=in_data(folder))
+    assert done.returncode == 0, done.stderr
+    assert not profile.exists()
+    assert "forgot the tuned profile" in done.stdout and str(profile) in done.stdout  # what went
+    again = ordinary_user.run("tune", model, "--forget", "--json", env=in_data(folder))
+    assert again.returncode == 0 and json.loads(again.stdout)["forgotten"] is False
 
 
 # -- F6: a file where a folder should be ---------------------------------------------------------------

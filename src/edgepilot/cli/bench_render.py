@@ -276,6 +276,7 @@ def render_profile(view: ProfileView, out: Console) -> None:
     if view.forgotten:
         when = f" of {p.created[:10]}" if p else ""
         say(out, f"forgot the tuned profile{when} for {name}")
+        print_command(out, "removed:", [view.path], style="dim")
         out.print("run, chat and serve now plan without it", style="dim")
         return
     if p is None:

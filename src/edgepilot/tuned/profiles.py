@@ -135,8 +135,12 @@ def show_profile(model_path: Path | str, root: Path = Path("/")) -> ProfileView:
 
 
 def forget_profile(model_path: Path | str, root: Path = Path("/")) -> ProfileView:
-    """Remove this device's profile for the model (a damaged one too): later runs plan without it."""
-    view = show_profile(model_path, root)
+    """Remove this device's profile for the model (a damaged or unreadable one too: its name comes from the
+    model and the device, so it is not read to be found): later runs plan without it."""
+    path = Path(model_path)
+    where = profile_path(model_id(path).key, device_id(root).fingerprint)
+    readable = os.access(where, os.R_OK)  # read only to say which profile went; never a note or an error
+    view = ProfileView(model=str(path), path=str(where), profile=read_profile(where) if readable else None)
     try:
         os.unlink(view.path)
         view.forgotten = True
