@@ -96,3 +96,26 @@ def test_a_small_file_changed_on_the_hub_is_pulled_again(git_hub, cli_app):
     assert json.loads(res.stdout)["already_present"] is False
     assert (store() / FOLDER / "config.json").read_bytes() == changed
     assert os.path.getsize(path) == len(CONFIG)
+
+
+def test_a_revision_with_slashes_reaches_the_hub_as_one_segment_quoted_once(git_hub, cli_app):
+    """huggingface_hub quotes a revision once with safe="" (refs/pr/1 -> refs%2Fpr%2F1). Before: quoted
+    twice (refs%252Fpr%252F1), a revision no hub has."""
+    git_hub.revisions = ("main", "refs/pr/1")
+    res = pull(cli_app, REPO, "config.json", "--revision", "refs/pr/1", "--json")
+    assert res.exit_code == 0, res.output
+    assert (store() / FOLDER / "config.json").read_bytes() == CONFIG
+    tree, resolve = f"/api/models/{REPO}/tree/refs%2Fpr%2F1", f"/{REPO}/resolve/refs%2Fpr%2F1/config.json"
+    assert git_hub.sent_paths == [tree, tree, resolve]  # the listing's two pages, then the file
+
+
+@pytest.mark.parametrize("revision", ["main\n", "ma in", "main\t", "\x1b[31mmain", "", "r" * 256])
+def test_a_revision_that_cannot_be_one_is_refused_before_any_request(git_hub, cli_app, revision):
+    line = one_error_line(pull(cli_app, REPO, "config.json", "--revision", revision))
+    assert "is not a revision" in line, line
+    assert git_hub.requests == []
+
+
+def test_the_longest_revision_allowed_reaches_the_hub(git_hub, cli_app):
+    assert "revision not found" in one_error_line(pull(cli_app, REPO, "--revision", "r" * 255))
+    assert git_hub.sent_paths == [f"/api/models/{REPO}/tree/{'r' * 255}"]

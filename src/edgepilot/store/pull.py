@@ -16,7 +16,7 @@ from edgepilot.errors import UserError
 from edgepilot.safe_write import check_target
 from edgepilot.store import manifest as model_store
 from edgepilot.store.download import Progress, Retry, download, git_blob_id, part_path
-from edgepilot.store.hub import HubClient, RepoFile, check_repo_id
+from edgepilot.store.hub import HubClient, RepoFile, check_repo_id, check_revision
 from edgepilot.store.locks import claim_part, make_folder
 from edgepilot.store.remote_fit import HeaderAllowance, RemoteFit, plan_remote
 from edgepilot.untrusted import open_regular
@@ -135,6 +135,7 @@ def pull(
     stage = on_stage or (lambda _msg: None)
     policy = retry or Retry.from_env()
     check_repo_id(repo)
+    check_revision(revision)
     if file is not None and best:
         raise UserError("give either FILE or --best, not both")
     client = HubClient(endpoint, token)
