@@ -82,8 +82,11 @@ def test_a_small_file_that_is_not_the_listed_one_is_refused_and_nothing_is_kept(
     line = one_error_line(pull(cli_app, REPO, "tokenizer.json"))
     assert "git blob id" in line and "does not match" in line and served.git_oid in line, line
     folder = store() / FOLDER
-    assert not (folder / "tokenizer.json").exists() and not (folder / "tokenizer.json.part").exists()
+    assert not folder.exists()  # the folder this pull made is gone with it (before: left empty)
     assert not (store() / "manifest.json").exists()
+    assert pull(cli_app, REPO, "config.json").exit_code == 0
+    assert "does not match" in one_error_line(pull(cli_app, REPO, "tokenizer.json"))
+    assert sorted(p.name for p in folder.iterdir()) == ["config.json"]  # a folder it did not make is kept
 
 
 def test_a_small_file_changed_on_the_hub_is_pulled_again(git_hub, cli_app):

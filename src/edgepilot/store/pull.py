@@ -164,19 +164,42 @@ def pull(
     if _present(result, folder, repo, chosen):
         return result
     check_target(target, what="the model")
+    made = _missing_folders(target.parent, folder)
     with model_store.store_lock(folder):  # a store we cannot lock or write fails here, before the transfer
         make_folder(target.parent, "the model store's folder")
     waiting = f"another pull is downloading {chosen.path}; waiting for it to finish"
-    with claim_part(part_path(target), lambda: stage(waiting)) as part:
-        if _present(result, folder, repo, chosen):  # the pull we waited for finished it
-            _discard_empty(part_path(target), part)
-            return result
-        stage(f"downloading {chosen.path}")
-        got = download(client, repo, chosen, target, part, revision, progress, policy, on_retry)
-        # recorded before the part's lock is released: a pull waiting for it then finds the entry
-        model_store.record(folder, repo, chosen.path, revision, got.commit, got.sha256, got.size)
+    try:
+        with claim_part(part_path(target), lambda: stage(waiting)) as part:
+            if _present(result, folder, repo, chosen):  # the pull we waited for finished it
+                _discard_empty(part_path(target), part)
+                return result
+            stage(f"downloading {chosen.path}")
+            got = download(client, repo, chosen, target, part, revision, progress, policy, on_retry)
+            # recorded before the part's lock is released: a pull waiting for it then finds the entry
+            model_store.record(folder, repo, chosen.path, revision, got.commit, got.sha256, got.size)
+    except BaseException:
+        _remove_if_empty(made)  # a refused download leaves no empty <owner>__<repo>/ behind
+        raise
     result.sha256, result.resumed_from = got.sha256, got.resumed_from
     return result
+
+
+def _missing_folders(folder: Path, store: Path) -> list[Path]:
+    """The folders from `folder` up to (not including) `store` that do not exist yet, deepest first."""
+    missing = []
+    while folder != store and folder.parent != folder and not os.path.isdir(folder):
+        missing.append(folder)
+        folder = folder.parent
+    return missing
+
+
+def _remove_if_empty(folders: list[Path]) -> None:
+    """The folders this pull made, deepest first, as long as they are empty (a part kept to resume is not)."""
+    for made in folders:
+        try:
+            made.rmdir()
+        except OSError:
+            return
 
 
 def _present(result: PullResult, folder: Path, repo: str, chosen: RepoFile) -> bool:
