@@ -70,6 +70,8 @@ def test_a_small_file_kept_in_git_is_checked_against_its_blob_id(git_hub, cli_ap
     target = store() / FOLDER / "config.json"
     assert json.loads(res.stdout)["path"] == str(target) and target.read_bytes() == CONFIG
     assert (f"/{REPO}/resolve/main/config.json", None) in git_hub.requests  # served without a redirect
+    said = " ".join(pull(cli_app, REPO, "tokenizer.json").stdout.split())  # the hub lists no sha256 for it
+    assert f"(git blob id {git_blob_id(b'x' * 1000)} matches the hub)" in said, said
     readme = pull(cli_app, REPO, "README.md", "--json")  # the hub's own listing entry, oid and all
     assert readme.exit_code == 0, readme.output
     assert (store() / FOLDER / "README.md").read_bytes() == README

@@ -52,6 +52,7 @@ class PullResult:
     path: Path | None = None
     size: int | None = None
     sha256: str | None = None
+    git_blob_id: str | None = None  # a small file kept in git: the listing's blob id it was checked against
     resumed_from: int = 0
     already_present: bool = False
     warning: str | None = None
@@ -161,6 +162,7 @@ def pull(
     chosen = _pick_file(files, file, repo)
     target = model_store.target_path(folder, repo, chosen.path)
     result.file, result.path, result.size = chosen.path, target, chosen.size
+    result.git_blob_id = chosen.git_oid
     if _present(result, folder, repo, chosen):
         return result
     check_target(target, what="the model")
