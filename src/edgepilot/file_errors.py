@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from edgepilot.errors import UserError
-from edgepilot.shown import shown
+from edgepilot.shown import shell_word, shown
 
 PathLike = str | os.PathLike[str]
 TMPDIR_FIX = "set TMPDIR to a folder you can write"
@@ -165,10 +165,28 @@ def refused_where(path: str | os.PathLike[str], exc: OSError) -> str:
     """"permission denied", naming the folder on the way to `path` that may not be entered, if one is."""
     if exc.errno == errno.EROFS:
         return refusal(exc)
-    for folder in reversed(Path(os.path.abspath(path)).parents):
+    folder = closed_folder(path)
+    return refusal(exc) if folder is None else f"{refusal(exc)} in {escaped(folder)}"
+
+
+def closed_folder(path: str | os.PathLike[str]) -> Path | None:
+    """The outermost folder on the way to `path` that this user may not enter, or None."""
+    for folder in reversed(Path(os.path.abspath(os.path.expanduser(path))).parents):
         if os.path.isdir(folder) and not os.access(folder, os.X_OK):
-            return f"{refusal(exc)} in {escaped(folder)}"
-    return refusal(exc)
+            return folder
+    return None
+
+
+def closed_folder_refusal(path: str | os.PathLike[str], what: str) -> UserError | None:
+    """The line for a file this user may not read because a folder on the way is not open to it (the
+    file's own mode is not the cause, so "check its mode" would mislead), or None when no folder is."""
+    folder = closed_folder(path)
+    if folder is None:
+        return None
+    return UserError(
+        f"cannot read {_named(what, escaped(path))}: permission denied in {escaped(folder)}: that folder "
+        f"is not open to you; move the file or ask its owner (ls -ld {shell_word(os.fspath(folder))})"
+    )
 
 
 

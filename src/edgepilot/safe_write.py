@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from edgepilot.errors import UserError
-from edgepilot.file_errors import cannot_write
+from edgepilot.file_errors import cannot_write, is_denied, refused_where
 
 PathLike = str | os.PathLike[str]
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -59,9 +59,10 @@ def check_target(
         mode = os.stat(path).st_mode
     except FileNotFoundError:
         return path
-    except OSError as exc:
+    except OSError as exc:  # a folder on the way that this user may not enter, a name too long
         then = f"; {fix}" if fix else ""
-        raise UserError(f"cannot write {what} {path}: {exc.strerror or exc}{then}") from None
+        why = refused_where(path, exc) if is_denied(exc) else exc.strerror or exc
+        raise UserError(f"cannot write {what} {path}: {why}{then}") from None
     if stat.S_ISDIR(mode):
         raise UserError(f"{what} {path} is a directory; give the path of a file")
     if not stat.S_ISREG(mode):

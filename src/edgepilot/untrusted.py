@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from edgepilot.errors import UserError
+from edgepilot.file_errors import closed_folder_refusal
 
 READ_CHUNK = 64 << 10  # small reads: procfs sysctl files fail a huge read() with ENOMEM
 JSON_MAX_DEPTH = 32
@@ -108,7 +109,8 @@ def failure(exc: OSError, what: str, path: str | os.PathLike[str]) -> UserError:
     if isinstance(exc, IsADirectoryError) or exc.errno == errno.EISDIR:
         return UserError(f"{what} {path} is a directory; give the path of a file")
     if isinstance(exc, PermissionError):
-        return UserError(f"no permission to read {what} {path}; check its mode (ls -l)")
+        blocked = closed_folder_refusal(path, what)
+        return blocked or UserError(f"no permission to read {what} {path}; check its mode (ls -l)")
     if isinstance(exc, NotRegularFile):
         return UserError(f"{what} {path} is {exc.kind}, not a regular file; give the path of a file")
     if isinstance(exc, FileTooLarge):

@@ -81,17 +81,24 @@ def test_an_unwritable_folder_and_an_unreadable_file_are_one_line_each(ordinary_
     locked.chmod(0)
     read_only = open_tmp / "read-only"
     read_only.mkdir(mode=0o555)
+    closed = open_tmp / "closed"
+    closed.mkdir(mode=0)  # like root's 0o700 folders (~root), closed to the owner too when not run as root
     ordinary_user.refuses_read(locked)
     ordinary_user.refuses_write(read_only)
-    lines = ["Say hi.", f"/save {read_only}/s.sess", f"/load {locked}", "/stats", "/save ~/s.sess"]
+    ordinary_user.refuses_read(closed)
+    lines = ["Say hi.", f"/save {read_only}/s.sess", f"/load {locked}", f"/save {closed}/s.sess"]
+    lines += ["/stats", "/save ~/s.sess"]
     done = ordinary_user.run(
         *ARGV[:1], str(smollm_path), *ARGV[1:], input="\n".join(lines) + "\n",
         env=_user_libllama(open_tmp / "libllama"),
     )  # fmt: skip
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
     errors = _errors(done.stderr)
-    assert len(errors) == 2, done.stderr
+    assert len(errors) == 3, done.stderr
     assert "not writable" in errors[0] and "no permission to read" in errors[1], done.stderr
+    assert f"permission denied in {closed}" in errors[2], done.stderr
+    fix = "give /save a path in a folder you can write, e.g. /save ~/chat.sess"
+    assert errors[0].endswith(fix) and errors[2].endswith(fix), done.stderr  # each says what to do instead
     assert "saved 2 messages" in done.stderr, done.stderr  # the chat went on
     assert (ordinary_user.home / "s.sess").read_bytes().startswith(MAGIC)
     assert list(read_only.iterdir()) == []  # not even a temporary file

@@ -105,3 +105,30 @@ def test_bad_input_is_one_line_and_exit_2(cli_app, tmp_path):
     )
     assert "--root" in err
     assert "command not found" in _one_error_line(runner.invoke(cli_app, ["doctor", "--", "no-such-cmd-xyz"]))
+
+
+def test_names_in_the_commands_of_fixes_are_quoted_as_a_shell_reads_them(cli_app, tmp_path):
+    """A model named with an ESC (and a space): the commands in the fixes quote it as bash's $'...', so a
+    pasted command names the file. Before: `edgepilot fit /tmp/.../\\x1b[31mevil it.gguf`, two words and
+    a literal backslash."""
+    model = tmp_path / "\x1b[31mevil it.gguf"
+    model.write_bytes(b"")  # empty: the doctor's validation also calls it corrupt
+    log = str(LOGS / "killed-executorch-lmkd.txt")
+    res = runner.invoke(cli_app, ["doctor", "--log", log, "--model", str(model), "--json"])
+    assert res.exit_code == 0, res.output
+    fixes = {c["id"]: c["fix"] for c in json.loads(res.stdout)["causes"]}
+    word = f"$'{tmp_path}/\\x1b[31mevil it.gguf'"
+    assert f"`edgepilot fit {word}`" in fixes["killed-by-system"], fixes
+    corrupt = fixes["model-corrupt"]
+    assert f"`sha256sum {word}`" in corrupt and f"`edgepilot inspect {word} --sha256 HEX`" in corrupt
+
+
+def test_names_from_a_log_or_a_command_in_fixes_are_quoted(tmp_path):
+    from edgepilot.doctor.diagnose import diagnose
+
+    lines = (LOGS / "killed-executorch-lmkd.txt").read_text().splitlines()
+    command = ["llama-cli", "-m", "/sdcard/\x1b]0;x\x07.gguf", "-c", "8192"]
+    fix = diagnose(lines, exit_code=137, command=command).causes[0].fix
+    assert "`llama-cli -m $'/sdcard/\\x1b]0;x\\x07.gguf' -c" in fix, fix
+    unreachable = diagnose(["ggml-rpc.cpp:547: Failed to connect to \x1b[2Jhost:50052"], exit_code=1)
+    assert "`nc -z $'\\x1b[2Jhost' 50052`" in unreachable.causes[0].fix, unreachable.causes[0].fix

@@ -3,7 +3,9 @@
 It answers what the real hub answers for the calls edgepilot makes: `GET /api/models/{repo}/tree/{rev}`
 (paginated with a Link header; `oid` = the git blob id, of the LFS pointer for an LFS file; `lfs.oid` =
 sha256), `GET /{repo}/resolve/{rev}/{file}` redirecting to a CDN path (as huggingface.co redirects LFS files
-to its CDN) that honours Range, or serving a small file kept in git itself; 401/404 with X-Error-Code.
+to its CDN) that honours Range, or serving a small file kept in git itself; 401/404 with X-Error-Code. Routes
+match the quoted path, so a revision is one segment (refs/pr/1 as refs%2Fpr%2F1); one the hub lacks is
+RevisionNotFound.
 Knobs for failures: cut a transfer after N bytes, flip one byte, trickle an answer a byte at a time, redirect
 or paginate to another server, replace a listing page, and a log of the requests seen. `start(hub, tls=...)`
 serves https with a given certificate, and plain http on the same port (told apart by the first byte), so an
@@ -88,6 +90,8 @@ class Hub:
     cut_always: bool = False  # with cut_after: every file transfer stops after that many bytes
     corrupt_at: int | None = None  # this byte offset of every served file is flipped
     requests: list[tuple[str, str | None]] = field(default_factory=list)  # (path, Range header)
+    sent_paths: list[str] = field(default_factory=list)  # each request's path as sent, still quoted
+    revisions: tuple[str, ...] = ("main",)  # the branches and tags it has; RevisionNotFound for others
     authorization: list[str | None] = field(default_factory=list)  # the Authorization header of each request
     gate: threading.Barrier | None = None  # file transfers wait here until this many are under way together
     hold: float = 0.0  # seconds each file transfer waits before its body (concurrent pulls overlap)
@@ -132,14 +136,21 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's name
         url = urllib.parse.urlsplit(self.path)
-        path = urllib.parse.unquote(url.path)
+        path, unquote = urllib.parse.unquote(url.path), urllib.parse.unquote
         self.hub.requests.append((path, self.headers.get("Range")))
+        self.hub.sent_paths.append(url.path)
         self.hub.authorization.append(self.headers.get("Authorization"))
         self.hub.schemes.append("https" if isinstance(self.connection, ssl.SSLSocket) else "http")
-        if m := re.fullmatch(r"/api/models/([^/]+/[^/]+)/tree/([^/]+)", path):
-            return self._tree(m.group(1), urllib.parse.parse_qs(url.query))
-        if m := re.fullmatch(r"/([^/]+/[^/]+)/resolve/([^/]+)/(.+)", path):
-            return self._resolve(m.group(1), m.group(3))
+        # routed as the hub routes them: on the quoted path, so a revision (refs%2Fpr%2F1) is one segment
+        tree = re.fullmatch(r"/api/models/([^/]+/[^/]+)/tree/([^/]+)", url.path)
+        resolve = re.fullmatch(r"/([^/]+/[^/]+)/resolve/([^/]+)/(.+)", url.path)
+        revision = unquote((tree or resolve).group(2)) if tree or resolve else None
+        if revision is not None and revision not in self.hub.revisions:
+            return self._error(404, "RevisionNotFound", f"Invalid rev id: {revision}")
+        if tree:
+            return self._tree(unquote(tree.group(1)), urllib.parse.parse_qs(url.query))
+        if resolve:
+            return self._resolve(unquote(resolve.group(1)), unquote(resolve.group(3)))
         if m := re.fullmatch(r"/cdn/([^/]+/[^/]+)/(.+)", path):
             return self._serve(m.group(1), m.group(2))
         return self._error(404, "NotFound", "no such route")

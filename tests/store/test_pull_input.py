@@ -70,6 +70,8 @@ def test_a_small_file_kept_in_git_is_checked_against_its_blob_id(git_hub, cli_ap
     target = store() / FOLDER / "config.json"
     assert json.loads(res.stdout)["path"] == str(target) and target.read_bytes() == CONFIG
     assert (f"/{REPO}/resolve/main/config.json", None) in git_hub.requests  # served without a redirect
+    said = " ".join(pull(cli_app, REPO, "tokenizer.json").stdout.split())  # the hub lists no sha256 for it
+    assert f"(git blob id {git_blob_id(b'x' * 1000)} matches the hub)" in said, said
     readme = pull(cli_app, REPO, "README.md", "--json")  # the hub's own listing entry, oid and all
     assert readme.exit_code == 0, readme.output
     assert (store() / FOLDER / "README.md").read_bytes() == README
@@ -82,8 +84,11 @@ def test_a_small_file_that_is_not_the_listed_one_is_refused_and_nothing_is_kept(
     line = one_error_line(pull(cli_app, REPO, "tokenizer.json"))
     assert "git blob id" in line and "does not match" in line and served.git_oid in line, line
     folder = store() / FOLDER
-    assert not (folder / "tokenizer.json").exists() and not (folder / "tokenizer.json.part").exists()
+    assert not folder.exists()  # the folder this pull made is gone with it (before: left empty)
     assert not (store() / "manifest.json").exists()
+    assert pull(cli_app, REPO, "config.json").exit_code == 0
+    assert "does not match" in one_error_line(pull(cli_app, REPO, "tokenizer.json"))
+    assert sorted(p.name for p in folder.iterdir()) == ["config.json"]  # a folder it did not make is kept
 
 
 def test_a_small_file_changed_on_the_hub_is_pulled_again(git_hub, cli_app):
@@ -96,3 +101,26 @@ def test_a_small_file_changed_on_the_hub_is_pulled_again(git_hub, cli_app):
     assert json.loads(res.stdout)["already_present"] is False
     assert (store() / FOLDER / "config.json").read_bytes() == changed
     assert os.path.getsize(path) == len(CONFIG)
+
+
+def test_a_revision_with_slashes_reaches_the_hub_as_one_segment_quoted_once(git_hub, cli_app):
+    """huggingface_hub quotes a revision once with safe="" (refs/pr/1 -> refs%2Fpr%2F1). Before: quoted
+    twice (refs%252Fpr%252F1), a revision no hub has."""
+    git_hub.revisions = ("main", "refs/pr/1")
+    res = pull(cli_app, REPO, "config.json", "--revision", "refs/pr/1", "--json")
+    assert res.exit_code == 0, res.output
+    assert (store() / FOLDER / "config.json").read_bytes() == CONFIG
+    tree, resolve = f"/api/models/{REPO}/tree/refs%2Fpr%2F1", f"/{REPO}/resolve/refs%2Fpr%2F1/config.json"
+    assert git_hub.sent_paths == [tree, tree, resolve]  # the listing's two pages, then the file
+
+
+@pytest.mark.parametrize("revision", ["main\n", "ma in", "main\t", "\x1b[31mmain", "", "r" * 256])
+def test_a_revision_that_cannot_be_one_is_refused_before_any_request(git_hub, cli_app, revision):
+    line = one_error_line(pull(cli_app, REPO, "config.json", "--revision", revision))
+    assert "is not a revision" in line, line
+    assert git_hub.requests == []
+
+
+def test_the_longest_revision_allowed_reaches_the_hub(git_hub, cli_app):
+    assert "revision not found" in one_error_line(pull(cli_app, REPO, "--revision", "r" * 255))
+    assert git_hub.sent_paths == [f"/api/models/{REPO}/tree/{'r' * 255}"]

@@ -27,6 +27,7 @@ from edgepilot.tuned.decide import RUN_CTX, decide
 
 MIB = 1 << 20
 ROLES = ("system", "user", "assistant")  # what a chat's messages hold
+SAVE_FIX = "give /save a path in a folder you can write, e.g. /save ~/chat.sess"
 
 
 @dataclass
@@ -196,7 +197,7 @@ class ChatSession:
         from edgepilot.engine.session_state import save_session
 
         self._session_files()
-        return save_session(self.kv, path, {"messages": [list(m) for m in self.messages]})
+        return save_session(self.kv, path, {"messages": [list(m) for m in self.messages]}, SAVE_FIX)
 
     def load(self, path: str | Path) -> int:
         """Load a saved chat; returns the number of messages. The session is unchanged on refusal."""

@@ -63,7 +63,9 @@ def render_pull(r: PullResult, out: Console) -> None:
     if r.resumed_from:
         how += f" (resumed from {human_bytes(r.resumed_from)})"
     say(out, f"{how}: {r.path}")
-    say(out, f"{human_bytes(r.size)} · sha256 {r.sha256} (matches the hub)", style="dim")
+    # the hub lists a sha256 for an LFS file only; a small file kept in git is checked by its git blob id
+    checked = f"git blob id {r.git_blob_id} matches the hub" if r.git_blob_id else "matches the hub"
+    say(out, f"{human_bytes(r.size)} · sha256 {r.sha256} ({checked})", style="dim")
     print_command(out, "run it:", ["edgepilot", "run", str(r.path)], style="dim")
 
 

@@ -150,9 +150,11 @@ def with_context(argv: list[str], n_ctx: int) -> list[str]:
 
 
 def shell_join(argv: list[str]) -> str:
-    import shlex
+    """A command line to print for pasting: each argument quoted, a name with a control character as
+    bash's $'...' (shown.shell_word), so the printed line is safe and still names the file."""
+    from edgepilot.shown import shell_word
 
-    return " ".join(shlex.quote(a) for a in argv)
+    return " ".join(shell_word(a) for a in argv)
 
 
 def resolve_default_model() -> str | None:

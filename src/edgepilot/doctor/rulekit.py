@@ -7,6 +7,7 @@ import re
 from edgepilot.doctor.command import shell_join, with_context
 from edgepilot.doctor.evidence import Evidence
 from edgepilot.doctor.logscan import upto, upto_last
+from edgepilot.shown import shell_word
 
 __all__ = ["upto", "upto_last"]  # the rules build their patterns with them
 
@@ -58,6 +59,11 @@ def command_with_ctx(ev: Evidence, n_ctx: int) -> str:
 
 def model_name(ev: Evidence) -> str:
     return ev.model or "MODEL.gguf"
+
+
+def model_word(ev: Evidence) -> str:
+    """The model as an argument of a command a fix prints (quoted; $'...' for a control character)."""
+    return shell_word(ev.model) if ev.model else "MODEL.gguf"
 
 
 def round_ctx(n: float) -> int:

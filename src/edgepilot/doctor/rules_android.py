@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 
 from edgepilot.device import fs
 from edgepilot.doctor.evidence import Evidence
@@ -18,6 +17,7 @@ from edgepilot.doctor.rulekit import (
     upto_last,
 )
 from edgepilot.doctor.types import Cause, cause
+from edgepilot.shown import shell_word
 
 PHANTOM = re.compile(r"Trimming phantom processes|PhantomProcessRecord|excessive cpu", re.I)
 TERMUX_SIGNAL9 = re.compile(r"Process completed \(signal 9\)")
@@ -134,8 +134,8 @@ def slow_storage_fuse(ev: Evidence) -> list[Cause]:
     src = shared or "/sdcard/Download/MODEL.gguf"
     name = os.path.basename(src) if shared else "MODEL.gguf"
     fix = (
-        f"copy the model to internal storage and load it from there: `cp {shlex.quote(src)} ~/`, "
-        f"then `-m ~/{name}`"
+        f"copy the model to internal storage and load it from there: `cp {shell_word(src)} ~/`, "
+        f"then `-m ~/{shell_word(name)}`"
     )
     if direct_io_fail:
         fix += (

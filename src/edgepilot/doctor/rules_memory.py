@@ -15,6 +15,7 @@ from edgepilot.doctor.rulekit import (
     command_with_ctx,
     mib,
     model_name,
+    model_word,
     suggested_ctx,
     thirty_two_bit_evidence,
     upto,
@@ -108,7 +109,7 @@ def killed_by_system(ev: Evidence) -> list[Cause]:
         )
         fix = (
             f"{lower}, quantize the KV cache (-ctk q8_0 -ctv q8_0 -fa on) or use a smaller quant; "
-            f"{FIND_KILLER}; `edgepilot fit {model_name(ev)}` computes settings that fit"
+            f"{FIND_KILLER}; `edgepilot fit {model_word(ev)}` computes settings that fit"
         )
     return [cause("killed-by-system", score, evidence, fix)]
 
@@ -147,7 +148,7 @@ def out_of_memory_alloc(ev: Evidence) -> list[Cause]:
         fix = (
             f"free memory (close other apps), then {offload}lower the context (-c 2048) and batch (-ub 128), "
             f"quantize the KV cache (-ctk q8_0 -ctv q8_0 -fa on) or pick a smaller quant; "
-            f"`edgepilot fit {model_name(ev)}` computes settings that fit"
+            f"`edgepilot fit {model_word(ev)}` computes settings that fit"
         )
     return [cause("out-of-memory-alloc", score, evidence, fix)]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from edgepilot.doctor.evidence import Evidence
-from edgepilot.doctor.rulekit import model_name, thirty_two_bit_evidence
+from edgepilot.doctor.rulekit import model_name, model_word, thirty_two_bit_evidence
 from edgepilot.doctor.types import Cause, cause
 
 CORRUPT = re.compile(
@@ -34,7 +34,7 @@ def model_corrupt(ev: Evidence) -> list[Cause]:
     if not lines and not problems:
         return []
     evidence = list(lines)
-    name = model_name(ev)
+    name, word = model_name(ev), model_word(ev)
     score = 85 if lines else 0
     if problems:
         evidence += [f"validation of {ev.model}: {p.code}: {p.message}" for p in problems[:4]]
@@ -70,9 +70,9 @@ def model_corrupt(ev: Evidence) -> list[Cause]:
         )
     else:
         fix = (
-            f"download {name} again (`curl -L -C - -o {name} URL` resumes a broken download), compare "
-            f"`sha256sum {name}` with the publisher's, then check it with "
-            f"`edgepilot inspect {name} --sha256 HEX`"
+            f"download {name} again (`curl -L -C - -o {word} URL` resumes a broken download), compare "
+            f"`sha256sum {word}` with the publisher's, then check it with "
+            f"`edgepilot inspect {word} --sha256 HEX`"
         )
     return [cause("model-corrupt", score, evidence, fix)]
 

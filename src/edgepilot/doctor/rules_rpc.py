@@ -14,6 +14,7 @@ from edgepilot.doctor import pool_record
 from edgepilot.doctor.command import shell_join
 from edgepilot.doctor.evidence import Evidence
 from edgepilot.doctor.types import Cause, cause
+from edgepilot.shown import shell_word
 
 CONNECT_FAIL = re.compile(r"Failed to connect to (\S+)")
 VERSION = re.compile(
@@ -62,8 +63,8 @@ def rpc_helper_unreachable(ev: Evidence) -> list[Cause]:
     fix = (
         f"start the helper first: on {host or 'the helper'} run `edgepilot rpc-server --port {port}` (or "
         f"llama.cpp's `rpc-server -p {port}`) and check the port is reachable from here "
-        f"(`nc -z {host or 'HELPER'} {port}`); for a helper on another device prefer an SSH tunnel "
-        f"(`ssh -N -L {port}:127.0.0.1:{port} HELPER`) and --rpc 127.0.0.1:{port}"
+        f"(`nc -z {shell_word(host) if host else 'HELPER'} {port}`); for a helper on another device "
+        f"prefer an SSH tunnel (`ssh -N -L {port}:127.0.0.1:{port} HELPER`) and --rpc 127.0.0.1:{port}"
     )
     return [cause("rpc-helper-unreachable", 95, lines, fix)]
 
@@ -105,7 +106,7 @@ def rpc_link_slow(ev: Evidence) -> list[Cause]:
     extra_ms = (1 / measured - 1 / plan.gen_tps) * 1e3 / n  # per token and helper: what the link adds
     evidence = [
         *ev.grep(EVAL_LINE, limit=1)[-1:],
-        f"measured {measured:.1f} t/s generation; `cluster plan --link {plan.link}` predicted "
+        f"measured {measured:.1f} t/s generation; `cluster plan --link {shell_word(plan.link)}` predicted "
         f"{plan.gen_tps:.1f} t/s for {','.join(plan.rpc)} ({measured / plan.gen_tps:.0%} of it; "
         f"single-device speed from {plan.speed_source})",
         f"each token waits ~{extra_ms:.0f} ms more per helper than over {plan.link}: the link is slower "
@@ -118,7 +119,7 @@ def rpc_link_slow(ev: Evidence) -> list[Cause]:
     fixes = [
         f"a faster link than this one, which acts like {felt} where the plan assumed {plan.link}"
         + (f" (the plan predicts {', '.join(faster)})" if faster else "")
-        + f" (check it: `ping -c 5 {plan.rpc[0].rpartition(':')[0]}`)"
+        + f" (check it: `ping -c 5 {shell_word(plan.rpc[0].rpartition(':')[0])}`)"
     ]
     if n > 1:
         fixes.append("fewer helpers: each one costs a round trip per token")

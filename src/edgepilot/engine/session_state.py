@@ -53,9 +53,11 @@ def context_identity(session: KVSession) -> dict[str, Any]:
     }
 
 
-def save_session(session: KVSession, path: str | Path, extra: dict[str, Any]) -> int:
-    """Write the session (and `extra`, JSON-able) to path atomically; returns the file's size."""
-    check_target(path, inputs=[session.engine.model_path], what="session file")  # before the copy
+def save_session(session: KVSession, path: str | Path, extra: dict[str, Any], fix: str = "") -> int:
+    """Write the session (and `extra`, JSON-able) to path atomically; returns the file's size. `fix`: what
+    to do when the path may not be written."""
+    inputs = [session.engine.model_path]
+    check_target(path, inputs=inputs, what="session file", fix=fix)  # before the copy
     ctx = session.engine._ctx
     size = llama_cpp.llama_state_seq_get_size(ctx, 0)
     buf = (ctypes.c_uint8 * max(1, size))()
@@ -70,7 +72,7 @@ def save_session(session: KVSession, path: str | Path, extra: dict[str, Any]) ->
     }
     head = json.dumps(header, ensure_ascii=False).encode("utf-8")
     # never over the model being chatted with, a device node or a directory; a fresh temporary file
-    with atomic_write(path, inputs=[session.engine.model_path], what="session file") as f:
+    with atomic_write(path, inputs=inputs, what="session file", fix=fix) as f:
         f.write(MAGIC + f"{len(head)}\n".encode() + head + bytes(buf)[:n])
     return len(MAGIC) + len(head) + n
 

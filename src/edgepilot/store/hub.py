@@ -62,6 +62,7 @@ USER_AGENT = "edgepilot (hub client; huggingface_hub-compatible requests)"
 REPO_PART = r"[A-Za-z0-9_](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9_])?"
 REPO_RE = re.compile(rf"{REPO_PART}/{REPO_PART}")
 GIT_OID_RE = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")  # a git object id: sha1, or sha256 (git's newer format)
+MAX_REVISION = 255  # git allows longer ref names; no branch, tag or commit id of the hub's comes near this
 
 
 @dataclass(slots=True)
@@ -81,6 +82,30 @@ def check_repo_id(repo: str) -> str:
             "'..'; not starting or ending with '-' or '.'), e.g. bartowski/SmolLM2-135M-GGUF"
         )
     return repo
+
+
+def check_revision(revision: str) -> str:
+    """`revision` when it can be a branch, tag or commit (printable, no whitespace, at most MAX_REVISION
+    characters); else UserError, before any request."""
+    fits = 0 < len(revision) <= MAX_REVISION
+    if not fits or not all(ch.isprintable() and not ch.isspace() for ch in revision):
+        shown = untrusted.valid_text(revision)[:120]
+        raise UserError(
+            f"{shown!r} is not a revision: give a branch, tag or commit id (printable, no spaces, at most "
+            f"{MAX_REVISION} characters), e.g. main or refs/pr/1"
+        )
+    return revision
+
+
+def _quoted_path(path: str) -> str:
+    """A repository id or a file path in a URL: each '/'-separated part quoted."""
+    return urllib.parse.quote(path, safe="/")
+
+
+def _quoted_revision(revision: str) -> str:
+    """A revision is one segment of the URL, its '/' quoted too (refs/pr/1 -> refs%2Fpr%2F1), as
+    huggingface_hub sends it: quoted once, here only."""
+    return urllib.parse.quote(check_revision(revision), safe="")
 
 
 def safe_repo_path(path: str) -> str:
@@ -193,19 +218,20 @@ class HubClient:
             return HubError(f"{what}: access refused (a gated repository: accept its terms, set HF_TOKEN)")
         return HubError(f"{what}: the hub answered HTTP {exc.code} {exc.reason}", exc.code, code)
 
-    def url(self, *parts: str, query: str = "") -> str:
-        path = "/".join(urllib.parse.quote(p, safe="/") for p in parts)
-        return f"{self.endpoint}/{path}" + (f"?{query}" if query else "")
+    def url(self, *quoted: str, query: str = "") -> str:
+        """The endpoint's URL of `quoted`: parts quoted already (_quoted_path, _quoted_revision), so none
+        is quoted twice."""
+        return f"{self.endpoint}/{'/'.join(quoted)}" + (f"?{query}" if query else "")
 
     def resolve_url(self, repo: str, path: str, revision: str) -> str:
-        return self.url(repo, "resolve", urllib.parse.quote(revision, safe=""), path)
+        return self.url(_quoted_path(repo), "resolve", _quoted_revision(revision), _quoted_path(path))
 
     # --- API --------------------------------------------------------------------------------------
     def list_files(self, repo: str, revision: str = "main") -> list[RepoFile]:
         """Every file of the repository at `revision` (hf_api.list_repo_tree(recursive=True))."""
         check_repo_id(repo)
         url: str | None = self.url(
-            "api/models", repo, "tree", urllib.parse.quote(revision, safe=""), query="recursive=true"
+            "api/models", _quoted_path(repo), "tree", _quoted_revision(revision), query="recursive=true"
         )
         files: list[RepoFile] = []
         for _ in range(MAX_PAGES):

@@ -16,7 +16,7 @@ from edgepilot.errors import UserError
 from edgepilot.safe_write import check_target
 from edgepilot.store import manifest as model_store
 from edgepilot.store.download import Progress, Retry, download, git_blob_id, part_path
-from edgepilot.store.hub import HubClient, RepoFile, check_repo_id
+from edgepilot.store.hub import HubClient, RepoFile, check_repo_id, check_revision
 from edgepilot.store.locks import claim_part, make_folder
 from edgepilot.store.remote_fit import HeaderAllowance, RemoteFit, plan_remote
 from edgepilot.untrusted import open_regular
@@ -52,6 +52,7 @@ class PullResult:
     path: Path | None = None
     size: int | None = None
     sha256: str | None = None
+    git_blob_id: str | None = None  # a small file kept in git: the listing's blob id it was checked against
     resumed_from: int = 0
     already_present: bool = False
     warning: str | None = None
@@ -135,6 +136,7 @@ def pull(
     stage = on_stage or (lambda _msg: None)
     policy = retry or Retry.from_env()
     check_repo_id(repo)
+    check_revision(revision)
     if file is not None and best:
         raise UserError("give either FILE or --best, not both")
     client = HubClient(endpoint, token)
@@ -160,22 +162,46 @@ def pull(
     chosen = _pick_file(files, file, repo)
     target = model_store.target_path(folder, repo, chosen.path)
     result.file, result.path, result.size = chosen.path, target, chosen.size
+    result.git_blob_id = chosen.git_oid
     if _present(result, folder, repo, chosen):
         return result
     check_target(target, what="the model")
+    made = _missing_folders(target.parent, folder)
     with model_store.store_lock(folder):  # a store we cannot lock or write fails here, before the transfer
         make_folder(target.parent, "the model store's folder")
     waiting = f"another pull is downloading {chosen.path}; waiting for it to finish"
-    with claim_part(part_path(target), lambda: stage(waiting)) as part:
-        if _present(result, folder, repo, chosen):  # the pull we waited for finished it
-            _discard_empty(part_path(target), part)
-            return result
-        stage(f"downloading {chosen.path}")
-        got = download(client, repo, chosen, target, part, revision, progress, policy, on_retry)
-        # recorded before the part's lock is released: a pull waiting for it then finds the entry
-        model_store.record(folder, repo, chosen.path, revision, got.commit, got.sha256, got.size)
+    try:
+        with claim_part(part_path(target), lambda: stage(waiting)) as part:
+            if _present(result, folder, repo, chosen):  # the pull we waited for finished it
+                _discard_empty(part_path(target), part)
+                return result
+            stage(f"downloading {chosen.path}")
+            got = download(client, repo, chosen, target, part, revision, progress, policy, on_retry)
+            # recorded before the part's lock is released: a pull waiting for it then finds the entry
+            model_store.record(folder, repo, chosen.path, revision, got.commit, got.sha256, got.size)
+    except BaseException:
+        _remove_if_empty(made)  # a refused download leaves no empty <owner>__<repo>/ behind
+        raise
     result.sha256, result.resumed_from = got.sha256, got.resumed_from
     return result
+
+
+def _missing_folders(folder: Path, store: Path) -> list[Path]:
+    """The folders from `folder` up to (not including) `store` that do not exist yet, deepest first."""
+    missing = []
+    while folder != store and folder.parent != folder and not os.path.isdir(folder):
+        missing.append(folder)
+        folder = folder.parent
+    return missing
+
+
+def _remove_if_empty(folders: list[Path]) -> None:
+    """The folders this pull made, deepest first, as long as they are empty (a part kept to resume is not)."""
+    for made in folders:
+        try:
+            made.rmdir()
+        except OSError:
+            return
 
 
 def _present(result: PullResult, folder: Path, repo: str, chosen: RepoFile) -> bool:
