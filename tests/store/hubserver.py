@@ -251,8 +251,8 @@ class Handler(BaseHTTPRequestHandler):
                     self.wfile.flush()
                     self.close_connection = True
                     return
+                self.hub.cdn_bytes += len(chunk)  # counted before the client can have it: no race with a test
                 self.wfile.write(chunk)
-                self.hub.cdn_bytes += len(chunk)
                 sent += len(chunk)
                 pos += len(chunk)
 
