@@ -42,6 +42,9 @@ class DriverSample:
     n_gpu_layers: int
     weight_types: int  # distinct quantized weight types on the device (one set of pipelines each)
     filled: bool  # the prompt filled the context: every pipeline a long prompt needs was compiled
+    # The first run on this device and driver: it compiled the driver's pipelines (a one-off peak: lavapipe's
+    # LLVM, a phone's shader compiler) that later runs load from the driver's cache.
+    cold: bool = False
 
 
 @dataclass(frozen=True)

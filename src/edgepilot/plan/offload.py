@@ -239,12 +239,13 @@ def learned_driver(
     runtime_bytes: int,
 ) -> tuple[int, int, str]:
     """The driver's memory and the CPU's extra buffers for these settings from the runs on this device:
-    the runs that filled their context first (the others may not have compiled every pipeline), those at
-    -ngl 0 or not as planned (op offload alone costs differently), those in the same ubatch class; the largest
-    figure of those. The same model: all that was not a buffer, less today's runtime. Another model: its
-    driver figure, plus the per-type cost for each weight type more on the device; no extra buffers (they are
-    that model's tensors). A ubatch class not measured adds the assumed growth past LARGE_UBATCH."""
-    samples = list(learned.samples)
+    the runs after the device's first (which compiled the driver's pipelines) when there are some, those that
+    filled their context first (the others may not have compiled every pipeline), those at -ngl 0 or not as
+    planned (op offload alone costs differently), those in the same ubatch class; the largest figure of those.
+    The same model: all that was not a buffer, less today's runtime. Another model: its driver figure, plus
+    the per-type cost for each weight type more on the device; no extra buffers (they are that model's
+    tensors). A ubatch class not measured adds the assumed growth past LARGE_UBATCH."""
+    samples = [s for s in learned.samples if not s.cold] or list(learned.samples)
     samples = [s for s in samples if s.filled] or samples
     samples = [s for s in samples if (s.n_gpu_layers == 0) == (n_gpu_layers == 0)] or samples
     same_class = [s for s in samples if _large(s.n_ubatch) == _large(n_ubatch)]

@@ -8,7 +8,8 @@ in the version's calibration file (tuned/calibrate.py) under `offload`, keyed by
 and describes it (`Vulkan0 (llvmpipe (LLVM 22.1.8, 256 bits))`, from the load log's `using device` line) and
 by model, one sample: the measured peak less the plan's runtime, the plan's resident CPU weights and every
 buffer the log showed (the driver's term), the extra CPU buffers, the ubatch, the layer count, the weight
-types on the device and whether the prompt filled the context. plan/offload.py turns them into the driver's
+types on the device, whether the prompt filled the context and whether it was the first run on this device
+(`cold`: it compiled the driver's pipelines, a one-off peak). plan/offload.py turns them into the driver's
 memory for other settings (learned_driver). A log without a `using device` line for the planned device
 (another llama.cpp's words, too low a verbosity) records nothing: the plan stays on the assumed figures.
 """
@@ -77,9 +78,11 @@ def record_offloaded(
     entry = section.get(device_key(device, description))
     entry = entry if isinstance(entry, dict) and isinstance(entry.get("models"), dict) else {"models": {}}
     entry.update(device=device, description=description, seen=time.time())
+    ran_before = any(isinstance(m, dict) and m.get("runs") for m in entry["models"].values())
     per_model = entry["models"].get(model_key)
     per_model = per_model if isinstance(per_model, dict) else {}
     runs = [r for r in per_model.get("runs") or [] if _valid(r)]
+    sample = {**sample, "cold": not ran_before}
     per_model.update(n_vocab=n_vocab, runs=[*runs, sample][-KEEP_SAMPLES:])
     entry["models"][model_key] = per_model
     section[device_key(device, description)] = entry
@@ -100,6 +103,7 @@ def _samples(runs: Any) -> list[DriverSample]:
             n_gpu_layers=r["n_gpu_layers"],
             weight_types=r["weight_types"],
             filled=bool(r.get("filled")),
+            cold=bool(r.get("cold")),
         )
         for r in (runs if isinstance(runs, list) else [])
         if _valid(r)
