@@ -112,3 +112,19 @@ def notes(stderr: str) -> list[str]:
 
 def as_user_env(**values: os.PathLike[str] | str) -> dict[str, str]:
     return {key: os.fspath(value) for key, value in values.items()}
+
+
+SHORT_BENCH = ("-p", "0", "-n", "4", "-r", "1", "-t", "1")
+
+
+def in_data(folder: Path, **extra: str) -> dict[str, str]:
+    """The environment that makes `folder` edgepilot's data folder (plus `extra`)."""
+    return {"EDGEPILOT_DATA_DIR": str(folder), **extra}
+
+
+def own_data(user) -> Path:
+    """The user's own data folder (what the test puts in it stays root's when the tests run as root)."""
+    folder = user.home / "data"
+    folder.mkdir()
+    user.give(folder)
+    return folder

@@ -17,8 +17,11 @@ import pytest
 from datakit import (
     NO_ENTRY,
     NO_WRITE,
+    SHORT_BENCH,
+    in_data,
     notes,
     one_error_line,
+    own_data,
     read_as_owner,
     readable_model,
     readable_tools,
@@ -34,21 +37,8 @@ FIX = "EDGEPILOT_DATA_DIR"
 # No llama.cpp for the user: a command that got past its check of the data folder fails on that instead,
 # which shows the refusal comes before anything is measured.
 NO_ENGINE = {"EDGEPILOT_TOOLS_DIR": "/nonexistent", "EDGEPILOT_ENGINE": "tools"}
-SHORT_BENCH = ("-p", "0", "-n", "4", "-r", "1", "-t", "1")
 SHORT_TUNE = ("-p", "16", "-n", "4", "-r", "1", "--device", "none")
 SHORT_RUN = ("-n", "2", "-p", "Hi", "--ctx", "256", "--no-preload", "--engine", "tools")
-
-
-def in_data(folder: Path, **extra: str) -> dict[str, str]:
-    return {"EDGEPILOT_DATA_DIR": str(folder), **extra}
-
-
-def own_data(user) -> Path:
-    """The user's own data folder (what the test puts in it stays root's when the tests run as root)."""
-    folder = user.home / "data"
-    folder.mkdir()
-    user.give(folder)
-    return folder
 
 
 def empty_history(path: Path) -> Path:

@@ -14,7 +14,10 @@ from pathlib import Path
 import pytest
 from datakit import (
     NO_WRITE,
+    SHORT_BENCH,
+    in_data,
     one_error_line,
+    own_data,
     readable_model,
     refuses_writing,
     refusing,
@@ -25,22 +28,10 @@ from datakit import (
 from edgepilot.bench.store import SCHEMA
 
 NO_ENGINE = {"EDGEPILOT_TOOLS_DIR": "/nonexistent", "EDGEPILOT_ENGINE": "tools"}
-SHORT_BENCH = ("-p", "0", "-n", "4", "-r", "1", "-t", "1")
 # Schema 1: before results.repack (2) and results.device, results.n_gpu_layers (3).
 SCHEMA_1 = SCHEMA.replace("    device TEXT DEFAULT 'none', n_gpu_layers INTEGER DEFAULT 0,\n", "").replace(
     "    repack INTEGER DEFAULT 1,\n", ""
 )
-
-
-def in_data(folder: Path, **extra: str) -> dict[str, str]:
-    return {"EDGEPILOT_DATA_DIR": str(folder), **extra}
-
-
-def own_data(user) -> Path:
-    folder = user.home / "data"
-    folder.mkdir()
-    user.give(folder)
-    return folder
 
 
 def device_fingerprint(user) -> str:
