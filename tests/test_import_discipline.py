@@ -1,10 +1,12 @@
 """Start-up is part of the interface on a phone: each command imports only what it uses. `--help` loads no
 command's machinery; `probe` and `fit` load neither llama.cpp, numpy, gguf, the server stack, nor (with
 --json) rich. Checked on the real entry point with `python -X importtime`, which names every module a process
-imports (benchmarks/startup.py measures the time)."""
+imports, and, for the live probe, in the process itself: its modules and the libraries it mapped
+(benchmarks/startup.py measures the time)."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -18,9 +20,12 @@ HEAVY = {"llama_cpp", "numpy", "gguf", "starlette", "uvicorn", "h11", "anyio", "
 SRC = str(Path(edgepilot.__file__).resolve().parent.parent)
 
 
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (SRC, os.environ.get("PYTHONPATH"))))}
+
+
 def imported(*args: str) -> set[str]:
     """Every module `python -m edgepilot ARGS` imports (the command must succeed)."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (SRC, os.environ.get("PYTHONPATH"))))}
+    env = ENV
     done = subprocess.run(
         [sys.executable, "-X", "importtime", "-m", "edgepilot", *args],
         capture_output=True,
@@ -70,3 +75,85 @@ def test_fit_json_plans_without_llama_cpp_numpy_or_gguf(smollm_path):
     modules = imported("fit", str(smollm_path), "--json")
     assert "edgepilot.tuned.decide" in modules and "edgepilot.gguf.gguf_header" in modules
     assert not tops(modules) & (HEAVY | {"rich"})
+
+
+def test_importing_the_cli_loads_nothing_heavy():
+    code = "import sys, edgepilot.cli, edgepilot.cli.app; print(' '.join(sorted(sys.modules)))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=ENV)
+    assert done.returncode == 0, done.stderr[-2000:]
+    modules = set(done.stdout.split())
+    assert "edgepilot.cli.bench_cmd" in modules and "click" in modules
+    assert not tops(modules) & (HEAVY | {"rich", "matplotlib", "plotext", "psutil"})
+
+
+# The CLI's main in this interpreter, then what the process holds: its modules and the libllama it mapped.
+IN_PROCESS = """
+import json, sys
+from edgepilot.cli import main
+args, report = json.loads(sys.argv[1]), sys.argv[2]
+sys.argv, code = ["edgepilot", *args], 0
+try:
+    main()
+except SystemExit as exc:
+    code = exc.code
+with open("/proc/self/maps") as maps:
+    libllama = sorted({line.split()[-1] for line in maps if "libllama" in line})
+with open(report, "w") as out:
+    json.dump({"code": code, "modules": sorted(sys.modules), "libllama": libllama}, out)
+"""
+
+
+def in_process(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> tuple[dict, dict]:
+    """`edgepilot ARGS` run in a fresh interpreter: (its JSON output, what the process held at the end)."""
+    report = tmp_path / "report.json"
+    done = subprocess.run(
+        [sys.executable, "-c", IN_PROCESS, json.dumps(args), str(report)],
+        capture_output=True, text=True, timeout=300, env={**ENV, **(env or {})},
+    )  # fmt: skip
+    held = json.loads(report.read_text())
+    assert held["code"] == 0, done.stderr[-2000:]
+    return json.loads(done.stdout), held
+
+
+def test_a_live_probe_finds_the_engine_without_loading_llama_cpp(tmp_path):
+    facts, held = in_process(tmp_path, "probe", "--json")
+    assert not tops(set(held["modules"])) & (HEAVY | {"rich"}) and held["libllama"] == []
+    # the binding's version is read from its dist-info: importlib.metadata alone costs more than the lookup
+    assert "importlib.metadata" not in held["modules"]
+    engine = facts["engine"]
+    assert engine["kind"] == "inprocess" and engine["checked"] is False, engine
+    assert Path(engine["library"]).is_file() and Path(engine["library"]).parent == Path(engine["path"])
+    assert engine["why"] == "llama-cpp-python found (not loaded)"
+
+
+def test_probe_check_engine_loads_llama_cpp_and_says_what_it_loaded(tmp_path):
+    facts, held = in_process(tmp_path, "probe", "--json", "--check-engine")
+    engine = facts["engine"]
+    assert engine["kind"] == "inprocess" and engine["checked"] is True, engine
+    assert engine["why"] == "llama-cpp-python loads" and "llama_cpp" in held["modules"]
+    assert [os.path.realpath(p) for p in held["libllama"]] == [os.path.realpath(engine["library"])]
+
+
+def test_a_missing_libllama_is_found_missing_without_loading(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    env = {
+        "LLAMA_CPP_LIB_PATH": str(empty),
+        "EDGEPILOT_TOOLS_DIR": str(empty),  # no built llama.cpp programs
+        "PATH": os.path.dirname(sys.executable),  # nor any on PATH
+    }
+    facts, held = in_process(tmp_path, "probe", "--json", env=env)
+    assert not tops(set(held["modules"])) & HEAVY and held["libllama"] == []
+    engine = facts["engine"]
+    assert engine["kind"] is None and engine["checked"] is False, engine
+    assert f"llama-cpp-python has no libllama.so in LLAMA_CPP_LIB_PATH ({empty})" in engine["why"]
+
+
+def test_check_engine_is_for_this_machine_only(devices):
+    root = str(devices / "sd8gen2-xiaomi13pro")
+    done = subprocess.run(
+        [sys.executable, "-m", "edgepilot", "probe", "--root", root, "--check-engine"],
+        capture_output=True, text=True, timeout=120, env=ENV,
+    )  # fmt: skip
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert "--check-engine" in done.stderr and "--root" in done.stderr

@@ -27,8 +27,13 @@ def _ok(done) -> dict:
 def test_probe(devices):
     data = _ok(edgepilot_cli("probe", "--json", engine=None))
     assert data["cpu"]["cores"] >= 1 and data["memory"]["total_bytes"] > 0
-    # engine auto: the binding loads on Android's Python, so the in-process engine is the one found
-    assert data["engine"]["kind"] == "inprocess" and data["engine"]["why"] == "llama-cpp-python loads"
+    # engine auto: the binding's libllama.so is found by its Linux name on Android's Python, without loading
+    found = data["engine"]
+    assert found["kind"] == "inprocess" and not found["checked"] and found["library"].endswith("/libllama.so")
+    # and it does load there, so the in-process engine is the one a run takes
+    checked = _ok(edgepilot_cli("probe", "--json", "--check-engine", engine=None))["engine"]
+    assert checked["kind"] == "inprocess" and checked["checked"]
+    assert checked["why"] == "llama-cpp-python loads"
     # this machine is no phone: no getprop, so no Android facts, whatever Python says
     assert data["android"] is None
     phone = _ok(edgepilot_cli("probe", "--json", "--root", str(devices / "sd8gen2-xiaomi13pro")))

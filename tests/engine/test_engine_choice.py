@@ -59,6 +59,14 @@ def test_buffer_sizes_from_a_newer_llama_cpps_load_log():
     assert b.compute_bytes == int(27.51 * mib) and b.repack_bytes == 0
 
 
+def test_the_binding_version_read_from_its_dist_info_is_the_installed_one():
+    from importlib.metadata import version
+
+    from edgepilot.engine.native_tools import installed_binding
+
+    assert installed_binding() == version("llama-cpp-python")
+
+
 def test_engine_names_are_checked(monkeypatch):
     monkeypatch.setenv("EDGEPILOT_ENGINE", "Tools")
     assert requested_engine(None) == "tools"

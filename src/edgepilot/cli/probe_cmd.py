@@ -8,6 +8,7 @@ import click
 
 from edgepilot.cli import flags
 from edgepilot.cli.app import app, emit, user_errors
+from edgepilot.errors import UserError
 
 ROOT = click.option(
     "--root",
@@ -34,6 +35,14 @@ NO_GPU_CHECK = click.option(
 )
 
 
+CHECK_ENGINE = click.option(
+    "--check-engine",
+    is_flag=True,
+    help="Load llama.cpp's library as run does, to check the in-process engine really loads (without it, "
+    "the engine is found by looking for its files)",
+)
+
+
 def _progress(message: str) -> None:
     from edgepilot.shown import shown
 
@@ -50,9 +59,10 @@ def _llama_tool() -> Path | None:
 @ROOT
 @flags.ENGINE
 @NO_GPU_CHECK
+@CHECK_ENGINE
 @flags.JSON
 @user_errors
-def probe(root: Path, engine: str | None, no_gpu_check: bool, as_json: bool) -> None:
+def probe(root: Path, engine: str | None, no_gpu_check: bool, check_engine: bool, as_json: bool) -> None:
     """What this device is: CPU clusters and ISA, memory, Android/Termux, GPUs as llama.cpp sees them (with a
     crash-isolated driver check), thermal, battery, storage, and the llama.cpp engine edgepilot runs here"""
     from edgepilot.cli.probe_render import render_probe
@@ -60,12 +70,14 @@ def probe(root: Path, engine: str | None, no_gpu_check: bool, as_json: bool) -> 
     from edgepilot.engine.choice import engine_facts
 
     live = root == Path("/")
+    if check_engine and not live:
+        raise UserError("--check-engine loads this machine's llama.cpp: leave out --root to check it")
     tool = _llama_tool() if live else None
     facts = probe_device(root, llama_tool=tool)
     if live:
         from edgepilot.engine.gpu_check import judge_gpus
 
-        facts.engine = engine_facts(engine)
+        facts.engine = engine_facts(engine, check=check_engine)
         judge_gpus(facts.gpus, tool, run=not no_gpu_check, progress=_progress)
     emit(facts, as_json, render_probe)
 

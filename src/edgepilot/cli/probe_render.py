@@ -120,6 +120,9 @@ def render_probe(p: Probe, out: Console) -> None:
             where = "in-process" if e["kind"] == "inprocess" else "llama.cpp's programs"
             _row(facts, "engine", f"{where} · {e.get('version') or 'version unknown'}")
             _row(facts, "", str(e.get("path") or "?"))
+            if e["kind"] == "inprocess":
+                found = "not loaded yet: --check-engine loads it"
+                _row(facts, "", "loaded (--check-engine)" if e.get("checked") else found)
     out.print(facts)
 
     rows = []

@@ -5,6 +5,11 @@
 - "tools": llama.cpp's own programs (llama-server, llama-bench, llama-quantize...), built by `edgepilot build`
   or installed by Termux (`pkg install llama-cpp`), Debian or Homebrew.
 "auto" (the default, or $EDGEPILOT_ENGINE) takes the in-process engine when it loads, else the tools.
+
+Commands that run a model load llama.cpp to choose (load=True). probe, fit and --version only look
+(load=False): llama-cpp-python installed and its libllama file where it would load it from count, without
+importing it (that import loads the library and numpy: most of a command's start-up). `probe --check-engine`
+loads it.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from edgepilot.engine.native_tools import (
     PINNED_BINDING,
     ToolMissing,
     find_tool,
+    installed_binding,
     tool_version,
     where_to_get,
 )
@@ -43,35 +49,39 @@ class EngineInfo:
         None  # the llama.cpp build: "b6580 (abc123)", "0.7.0 (build 11669, commit Debian)"
     )
     pinned: bool = True  # the pinned llama.cpp the memory model is calibrated on (False: another version)
+    library: str | None = None  # in-process: the libllama file (loaded, or found where it would load from)
+    # in-process: libllama was loaded in this process (False: found by a lookup only); tools: the program ran
+    # and said its version
+    checked: bool = False
 
 
-def _binding(load: bool) -> tuple[bool, str]:
-    """Whether the in-process engine is there; load=False looks without loading llama.cpp (planning)."""
-    if not load:
-        from importlib.util import find_spec
+def _binding(load: bool) -> tuple[bool, str, str | None, bool]:
+    """Whether the in-process engine is there, why not, its libllama file and whether it was loaded.
+    load=False looks without loading llama.cpp: the package and its library file found count (it loads
+    where only loading can tell)."""
+    from edgepilot.engine import llama_binding
 
-        return (True, "") if find_spec("llama_cpp") is not None else (False, "is not installed")
-    from edgepilot.engine.llama_binding import binding_available
+    found = None if load else llama_binding.find_library()
+    if found is not None:
+        path, why = found
+        return path is not None, why, str(path) if path else None, False
+    ok, why = llama_binding.binding_available()
+    return ok, why, llama_binding.loaded_library() if ok else None, True
 
-    return binding_available()
 
-
-def _inprocess_info(why: str) -> EngineInfo:
-    from importlib.metadata import PackageNotFoundError, version
-
+def _inprocess_info(why: str, library: str | None, checked: bool) -> EngineInfo:
     from edgepilot.engine.llama_binding import library_dir
 
-    try:
-        binding = version("llama-cpp-python")
-    except PackageNotFoundError:
-        binding = "unknown"
+    binding = installed_binding() or "unknown"
     return EngineInfo(
         kind="inprocess",
-        path=library_dir(),
+        path=str(Path(library).parent) if library else library_dir(),
         version=f"llama-cpp-python {binding}",
         why=why,
         llama_cpp=f"vendored in llama-cpp-python {binding}",
         pinned=binding == PINNED_BINDING,
+        library=library,
+        checked=checked,
     )
 
 
@@ -95,6 +105,7 @@ def _tools_info(tool: Path, why: str) -> EngineInfo:
         why=why,
         llama_cpp=v.text if v else None,
         pinned=v is not None and v.source == "built",
+        checked=v is not None,
     )
 
 
@@ -110,7 +121,8 @@ def choose_engine(
     requested: str | None = None, load: bool = True, tool: str = "llama-server", gpu: bool = False
 ) -> EngineInfo:
     """The engine for this command; UserError (one line) naming what to install when there is none.
-    load=False: decide without loading llama.cpp (fit plans without it; an installed binding counts).
+    load=False: decide without loading llama.cpp (probe and fit: an installed binding whose libllama file is
+    there counts).
     `tool`: the llama.cpp program the command runs through without the in-process engine (bench:
     llama-bench, quantize: llama-quantize ...); the tools engine's path and version are that program's.
     gpu: a GPU device was asked for: auto takes llama.cpp's programs (the in-process build is CPU-only)."""
@@ -124,11 +136,14 @@ def choose_engine(
     if gpu and choice == "auto":
         choice, reason = "tools", "a GPU device was asked for (the in-process engine is CPU-only)"
     if choice in ("auto", "inprocess"):
-        ok, reason = _binding(load)
+        ok, reason, library, loaded = _binding(load)
         if ok:
-            return _inprocess_info("asked for" if choice == "inprocess" else "llama-cpp-python loads")
+            loads = "llama-cpp-python loads" if loaded else "llama-cpp-python found (not loaded)"
+            return _inprocess_info("asked for" if choice == "inprocess" else loads, library, loaded)
         if choice == "inprocess":
             fix = "pip install 'edgepilot[inprocess]', or use --engine tools"
+            if reason.startswith("has no") and "LLAMA_CPP_LIB_PATH" not in reason:
+                fix = "run `edgepilot build` (it makes the libllama the binding loads), or use --engine tools"
             if "another llama.cpp" in reason:
                 fix = "unset LLAMA_CPP_LIB_PATH, or use --engine tools to run that llama.cpp's own programs"
             raise UserError(f"the in-process engine is not available (llama-cpp-python {reason}): {fix}")
@@ -158,14 +173,24 @@ def describe_engine(
         return None, str(exc)
 
 
-def engine_facts(requested: str | None = None) -> dict[str, Any]:
-    """probe's `engine{kind, path, version, ...}`; kind None with the reason when there is no engine."""
+def engine_facts(requested: str | None = None, check: bool = False) -> dict[str, Any]:
+    """probe's `engine{kind, path, version, ...}`; kind None with the reason when there is no engine.
+    check: load llama.cpp as a command that runs a model would (else a lookup decides)."""
     from dataclasses import asdict
 
-    info, problem = describe_engine(requested)
+    info, problem = describe_engine(requested, load=check)
     if info is not None:
         return asdict(info)
-    return {"kind": None, "path": None, "version": None, "why": problem, "llama_cpp": None, "pinned": False}
+    return {
+        "kind": None,
+        "path": None,
+        "version": None,
+        "why": problem,
+        "llama_cpp": None,
+        "pinned": False,
+        "library": None,
+        "checked": check,
+    }
 
 
 def open_engine(

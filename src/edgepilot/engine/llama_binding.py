@@ -93,19 +93,25 @@ def _loader_from_file() -> ModuleType | None:
     return module
 
 
-def _use_built_library() -> None:
+def _built_library_dir() -> Path | None:
     """A llama-cpp-python built without its library (`CMAKE_ARGS=-DLLAMA_BUILD=OFF`: nothing compiled at
     install) loads the libllama `edgepilot build` made from the same vendored llama.cpp: one compile serves
-    both engines. LLAMA_CPP_LIB_PATH, llama-cpp-python's own override, says where; a user's value wins."""
+    both engines. That folder, when it applies (a user's LLAMA_CPP_LIB_PATH wins)."""
     if os.environ.get("LLAMA_CPP_LIB_PATH"):
-        return
+        return None
     own = library_dir()
     if own is None or (Path(own) / "libllama.so").exists():
-        return
+        return None
     from edgepilot.engine.native_tools import tools_dir
 
     built = tools_dir("native") / "bin"
-    if (built / "libllama.so").exists():
+    return built if (built / "libllama.so").exists() else None
+
+
+def _use_built_library() -> None:
+    """LLAMA_CPP_LIB_PATH, llama-cpp-python's own override, names edgepilot build's folder when it applies."""
+    built = _built_library_dir()
+    if built is not None:
         os.environ["LLAMA_CPP_LIB_PATH"] = str(built)
 
 
@@ -135,6 +141,46 @@ def binding_available() -> tuple[bool, str]:
     except (ImportError, RuntimeError, OSError) as exc:
         return False, f"failed to load ({_one_line(exc)})"
     return True, ""
+
+
+def library_names(base: str = "llama") -> tuple[str, ...] | None:
+    """The file names llama-cpp-python's loader tries for lib`base` on this platform (Android: the fallback's,
+    as on Linux); None where only loading can tell (emscripten, a platform it does not know)."""
+    from edgepilot.device.system import linux_kernel
+
+    if linux_kernel() or sys.platform.startswith("freebsd"):
+        return (f"lib{base}.so",)
+    if sys.platform == "darwin":
+        return (f"lib{base}.so", f"lib{base}.dylib")
+    if sys.platform == "win32":
+        return (f"{base}.dll", f"lib{base}.dll")
+    return None
+
+
+def find_library() -> tuple[Path | None, str] | None:
+    """The libllama file `load` would load, found without loading it (start-up: importing llama_cpp loads
+    the library and numpy, ~0.2 s here, 3-5x that on a phone). (path, "") or (None, why, to follow
+    "llama-cpp-python "); None when only loading can tell. A file that is there can still fail to load
+    (another llama.cpp's, a missing dependency): `binding_available` says that."""
+    own = library_dir()
+    if own is None:
+        return None, "is not installed"
+    names = library_names()
+    if names is None:
+        return None
+    folder = _built_library_dir() or Path(own)
+    found = next((folder / n for n in names if (folder / n).is_file()), None)
+    if found is not None:
+        return found, ""
+    where = "LLAMA_CPP_LIB_PATH" if os.environ.get("LLAMA_CPP_LIB_PATH") else "its lib folder"
+    return None, f"has no {names[0]} in {where} ({folder})"
+
+
+def loaded_library() -> str | None:
+    """The libllama file the imported binding loaded (None before `load`)."""
+    module = sys.modules.get("llama_cpp.llama_cpp")
+    lib = getattr(module, "_lib", None)
+    return getattr(lib, "_name", None)
 
 
 def library_dir() -> str | None:

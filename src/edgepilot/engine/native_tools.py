@@ -12,13 +12,13 @@ version than the pinned one (`tool_version` reads which).
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import shutil
 import subprocess
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from edgepilot.errors import UserError
@@ -56,10 +56,34 @@ class ToolMissing(UserError):
 
 def engine_version() -> str:
     """The llama-cpp-python release whose llama.cpp `build` compiles (the installed one, else the pin)."""
+    return installed_binding() or PINNED_BINDING
+
+
+def installed_binding() -> str | None:
+    """The installed llama-cpp-python's version (None: not installed), read from the METADATA of its
+    dist-info beside the package: probe, fit and --version ask, and importing importlib.metadata costs them
+    more than the rest of their engine lookup."""
+    spec = importlib.util.find_spec("llama_cpp")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    site = Path(next(iter(spec.submodule_search_locations))).parent
+    infos = list(site.glob("llama_cpp_python-*.dist-info"))
+    if len(infos) == 1:
+        try:
+            with (infos[0] / "METADATA").open(encoding="utf-8", errors="replace") as f:
+                for line in f:
+                    if line.startswith("Version:"):
+                        return line.split(":", 1)[1].strip()
+                    if not line.strip():
+                        break  # the headers ended
+        except OSError:
+            pass
+    from importlib.metadata import PackageNotFoundError, version
+
     try:
         return version("llama-cpp-python")
     except PackageNotFoundError:
-        return PINNED_BINDING
+        return None
 
 
 def tools_dir(target: str = "native") -> Path:
