@@ -75,6 +75,7 @@ def test_fit_json_plans_without_llama_cpp_numpy_or_gguf(smollm_path):
     modules = imported("fit", str(smollm_path), "--json")
     assert "edgepilot.tuned.decide" in modules and "edgepilot.gguf.gguf_header" in modules
     assert not tops(modules) & (HEAVY | {"rich"})
+    assert "importlib.metadata" not in modules  # the binding's version comes from its dist-info
 
 
 def test_importing_the_cli_loads_nothing_heavy():
