@@ -321,7 +321,7 @@ def test_device_strings_are_not_rich_markup_and_surrogates_print(cli_app, tree, 
     _write(tree / "env.json", json.dumps({**env, "HOME": "/data/\ud800"}))
     shown = {
         "probe": "[/red] SM8550 [bold]",
-        "fit": "cgroup limit (/[/red])",  # the budget's source names the cgroup
+        "fit": "the memory cgroup /[/red] has a limit",  # the budget's note names the cgroup
     }
     for command, expected in shown.items():
         args = [command, "--root", str(tree)] + ([str(smollm_path)] if command == "fit" else [])

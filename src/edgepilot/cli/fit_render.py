@@ -23,19 +23,19 @@ def _bar(part: int, whole: int) -> str:
 def render_fit(plan: FitResult, out: Console) -> None:
     from rich.text import Text
 
+    from edgepilot.cli.budget_line import print_account
     from edgepilot.cli.narrow import Column, print_command, print_items, print_records, say
     from edgepilot.shown import shown
 
     m, s = plan.memory, plan.settings
     verdict = Text("fits", style="green") if plan.fits else Text("does not fit", style="red")
     out.print(Text(shown(plan.model), style="bold"))
-    out.print(
-        Text.assemble(
-            verdict,
-            f": predicted peak {mib(m.peak_rss_bytes)} of a {mib(plan.budget_bytes)} budget "
-            f"({plan.budget.source}, {mib(plan.budget.margin_bytes)} kept free)",
-        )
-    )
+    peak = f": predicted peak {mib(m.peak_rss_bytes)}"
+    of_budget = f" of a {mib(plan.budget_bytes)} budget"
+    if verdict.cell_len + len(peak + of_budget) > out.width:
+        of_budget = ""  # the account below starts with the budget
+    out.print(Text.assemble(verdict, peak + of_budget))
+    print_account(out, plan.budget.account_terms or [plan.budget.account])
     weights_kind = "mapped file pages" if s.use_mmap else "anonymous copy (--no-mmap)"
     rows = [
         ("weights", m.weights_bytes, weights_kind),

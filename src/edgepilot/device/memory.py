@@ -47,6 +47,12 @@ class MemoryFacts:
     swappiness: int | None
     available_estimated: bool = False
     reasons: list[str] = field(default_factory=list)
+    # This process (proc/self/status; None in a device tree): when it is the run being planned, or will be
+    # replaced by it, its memory is not taken from the run (plan/budget.py).
+    own_rss_bytes: int | None = None  # VmRSS
+    own_anon_bytes: int | None = None  # RssAnon + RssShmem: the part MemAvailable does not count as free
+    # The limiting cgroup's inactive file pages (memory.stat): page cache the kernel reclaims first.
+    cgroup_inactive_file_bytes: int | None = None
 
 
 def _bytes(text: str, scale: int = 1) -> int | None:
@@ -142,9 +148,10 @@ def read_memory(root: Path) -> MemoryFacts:
     if psi_text is None:
         reasons.append(f"memory pressure (PSI) unavailable ({why})")
 
-    limit, usage, cg_path, cg_reason = _cgroup(root)
+    limit, usage, cg_path, cg_reason, inactive_file = _cgroup(root)
     if cg_reason:
         reasons.append(cg_reason)
+    own_rss, own_anon = _own_memory(root)
 
     over, why = fs.read_int(root, "proc/sys/vm/overcommit_memory")
     if over is None:
@@ -167,7 +174,34 @@ def read_memory(root: Path) -> MemoryFacts:
         swappiness=swappiness,
         available_estimated=estimated,
         reasons=reasons,
+        own_rss_bytes=own_rss,
+        own_anon_bytes=own_anon,
+        cgroup_inactive_file_bytes=inactive_file,
     )
+
+
+def _own_memory(root: Path) -> tuple[int | None, int | None]:
+    """(VmRSS, RssAnon + RssShmem) of this process; (None, None) where proc/self/status is absent.
+    Kernels before 4.5 have no RssAnon: then all of VmRSS counts as anonymous."""
+    text, _ = fs.read_text(root, "proc/self/status")
+    status = parse_meminfo(text or "")
+    rss = status.get("VmRSS")
+    if rss is None:
+        return None, None
+    if "RssAnon" not in status:
+        return rss, rss
+    return rss, min(rss, status["RssAnon"] + status.get("RssShmem", 0))
+
+
+def _inactive_file(root: Path, stat_file: str, key: str) -> int | None:
+    """The cgroup's inactive file pages from its memory.stat (v1 `total_inactive_file` counts its
+    children too, as its usage does; v2's `inactive_file` always does)."""
+    text, _ = fs.read_text(root, stat_file)
+    for line in (text or "").splitlines():
+        name, _, value = line.partition(" ")
+        if name == key:
+            return _bytes(value.strip())
+    return None
 
 
 def _own_cgroup_paths(root: Path) -> tuple[str | None, str | None]:
@@ -185,24 +219,25 @@ def _own_cgroup_paths(root: Path) -> tuple[str | None, str | None]:
     return v2, v1
 
 
-def _cgroup(root: Path) -> tuple[int | None, int | None, str | None, str | None]:
-    """(limit, usage, cgroup path, reason). The tightest limit between this process's cgroup and the root."""
+_V2 = ("memory.max", "memory.current", "inactive_file")
+_V1 = ("memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file")
+
+
+def _cgroup(root: Path) -> tuple[int | None, int | None, str | None, str | None, int | None]:
+    """(limit, usage, cgroup path, reason, inactive file pages). The tightest limit between this process's
+    cgroup and the root."""
     v2_path, v1_path = _own_cgroup_paths(root)
-    candidates: list[tuple[str, str, str]] = []  # (limit file, usage file, label)
+    candidates: list[tuple[str, tuple[str, str, str], str]] = []  # (directory, file names, label)
     for path in _ancestors(v2_path):
-        base = "sys/fs/cgroup" + path
-        candidates.append((f"{base}/memory.max", f"{base}/memory.current", path))
+        candidates.append(("sys/fs/cgroup" + path, _V2, path))
     for path in _ancestors(v1_path):
-        base = "sys/fs/cgroup/memory" + path
-        candidates.append((f"{base}/memory.limit_in_bytes", f"{base}/memory.usage_in_bytes", path))
+        candidates.append(("sys/fs/cgroup/memory" + path, _V1, path))
     if not candidates:
-        candidates = [
-            ("sys/fs/cgroup/memory.max", "sys/fs/cgroup/memory.current", "/"),
-            ("sys/fs/cgroup/memory/memory.limit_in_bytes", "sys/fs/cgroup/memory/memory.usage_in_bytes", "/"),
-        ]
-    best: tuple[int, int | None, str] | None = None
+        candidates = [("sys/fs/cgroup", _V2, "/"), ("sys/fs/cgroup/memory", _V1, "/")]
+    best: tuple[int, int | None, str, str, tuple[str, str, str]] | None = None
     seen_any = False
-    for limit_file, usage_file, label in candidates:
+    for base, names, label in candidates:
+        limit_file, usage_file = f"{base}/{names[0]}", f"{base}/{names[1]}"
         text, _ = fs.read_text(root, limit_file)
         if text is None:
             continue
@@ -214,12 +249,14 @@ def _cgroup(root: Path) -> tuple[int | None, int | None, str | None, str | None]
             continue
         if best is None or limit < best[0]:
             usage_text, _ = fs.read_text(root, usage_file, fs.VALUE_FILE)
-            best = (limit, _bytes(usage_text.strip()) if usage_text else None, label)
+            best = (limit, _bytes(usage_text.strip()) if usage_text else None, label, base, names)
     if best is not None:
-        return best[0], best[1], best[2], None
+        limit, usage, label, base, names = best
+        return limit, usage, label, None, _inactive_file(root, f"{base}/memory.stat", names[2])
     if not seen_any:
-        return None, None, None, "no memory cgroup limit visible (none in the cgroups proc/self/cgroup names)"
-    return None, None, None, None
+        why = "no memory cgroup limit visible (none in the cgroups proc/self/cgroup names)"
+        return None, None, None, why, None
+    return None, None, None, None, None
 
 
 def _ancestors(path: str | None) -> list[str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from edgepilot.errors import UserError
@@ -68,20 +69,25 @@ def fit_model(
     ctx_target: int | None = None,
     reserve_bytes: int = 0,
     arithmetic: EngineArithmetic | Callable[[ArchParams], EngineArithmetic | None] | None = None,
+    own_process: bool | None = None,
 ) -> FitResult:
     """The memory planner: settings for `model` on the device at `root` (tools call it through the settings
     decision, edgepilot.tuned.decide, which adds the run's context target and the tuned profile).
 
     Settings the user gave are kept. Without a context, the largest one that fits is chosen, capped at
     `ctx_target` when given. reserve_bytes: see Planner. arithmetic: the running llama.cpp's differences from
-    the pinned one, or a function of the model's architecture that gives them.
+    the pinned one, or a function of the model's architecture that gives them. own_process: the run's
+    process is this one or replaces it (its memory is the run's: plan/budget.py); None: when the engine is
+    the in-process one (llama.cpp's own programs run beside this process).
     """
     req = requested or RequestedSettings()
     path, header, arch = load_model_facts(model)
     if callable(arithmetic):
         arithmetic = arithmetic(arch)
     device = read_device(root)
-    budget = compute_budget(device.memory, device.android, budget_bytes)
+    if own_process is None:
+        own_process = arithmetic is None
+    budget = compute_budget(device.memory, device.android, budget_bytes, own_process)
     planner = Planner(header, arch, device, reserve_bytes, arithmetic)
 
     type_k = (req.type_k or req.type_v or "f16").lower()
@@ -122,6 +128,9 @@ def fit_model(
         )
     notes += prediction.kv.notes + arch.notes + (arithmetic.notes if arithmetic else [])
     notes += prediction.offload.notes if prediction.offload else []
+    shortfall = 0
+    if not fits and max_ctx == 0:
+        shortfall = max(0, planner.peak(replace(settings, n_ctx=CTX_STEP)) - limit)
     return FitResult(
         model=str(path),
         fits=fits,
@@ -135,4 +144,5 @@ def fit_model(
         budget=budget,
         notes=notes,
         trade_offs=trade_offs(found, prediction.memory.peak_rss_bytes),
+        shortfall_bytes=shortfall,
     )

@@ -27,16 +27,29 @@ class MemoryBreakdown:
 
 @dataclass
 class Budget:
+    """The most the run's whole process may hold (the plan's peak is the whole process): what is free, plus
+    this process when the plan counts it (it is the run, or the run replaces it), minus a margin."""
+
     budget_bytes: int  # what the plan may use
-    available_bytes: int | None  # MemAvailable (or the --budget override)
+    available_bytes: int | None  # budget + margin: what the run's process could hold (or the override)
     margin_bytes: int  # kept free: lmkd / the OOM killer strike before RAM is "full"
     source: str  # "--budget", "MemAvailable", "cgroup limit", ...
     reasons: list[str] = field(default_factory=list)
+    mem_available_bytes: int | None = None  # MemAvailable as read (or its estimate)
+    own_bytes: int = 0  # this process, given back to the run: in the plan's peak, not taken from the budget
+    limit_bytes: int | None = None  # the cgroup limit, when it is the tighter figure
+    usage_bytes: int | None = None  # that cgroup's usage: own_bytes + page_cache_bytes + others_bytes
+    page_cache_bytes: int = 0  # its inactive file pages: the kernel reclaims them before it kills
+    others_bytes: int = 0  # the rest of its usage: other processes, active page cache, kernel memory
+    account: str = ""  # one line that adds up on screen: "budget 131.9 MiB = cgroup limit 150.0 − ..."
+    # the account in pieces a renderer may wrap between (never inside one)
+    account_terms: list[str] = field(default_factory=list, metadata={"json": False})
 
 
 @dataclass
 class Alternative:
-    # smaller-context | smaller-quant | smaller-model | kv-quant | smaller-ubatch | no-mmap | no-repack
+    # smaller-context | smaller-quant | smaller-model | kv-quant | smaller-ubatch | no-mmap | no-repack |
+    # llama-completion (llama.cpp's own program, without the interpreter of the in-process engine)
     kind: str
     description: str
     peak_rss_bytes: int
@@ -64,16 +77,46 @@ class FitResult:
     profile: str | None = None
     # what was decided about the GPU and why, said once by run/chat/serve (also in notes)
     gpu_notes: list[str] = field(default_factory=list)
+    # when no context fits these settings: how far the smallest one (256 cells) is over the budget
+    shortfall_bytes: int = 0
+
+
+SETTING_KINDS = ("smaller-context", "kv-quant", "smaller-ubatch", "no-mmap", "no-repack")
+MIB = 1 << 20
+
+
+def nearest_fit(plan: FitResult) -> str:
+    """What is true about fitting when the plan does not: the nearest setting that fits (the planner's
+    alternatives, cheapest kind first), or that nothing does and by how much."""
+    s = plan.settings
+    if 0 < plan.max_ctx < s.n_ctx:
+        return f"--ctx {plan.max_ctx} fits (the largest context that does)"
+    # the same model first (its settings, then llama.cpp's own program), then a smaller quantization; a
+    # model of some smaller size is no setting to name
+    order = [*SETTING_KINDS, "llama-completion", "smaller-quant"]
+    fitting = [a for a in plan.alternatives if a.fits and a.kind in order]
+    option = min(fitting, key=lambda a: order.index(a.kind), default=None)
+    nothing = (
+        f"nothing fits at any context with these settings ({plan.shortfall_bytes / MIB:.1f} MiB over at "
+        "context 256)"
+        if plan.shortfall_bytes
+        else "nothing fits"
+    )
+    if option is None:
+        return nothing
+    peak = f"peak {option.peak_rss_bytes / MIB:.1f} MiB"
+    if option.kind in SETTING_KINDS:
+        return f"{option.description} fits ({peak})"
+    return f"{nothing}; nearest that fits: {option.description} ({peak})"
 
 
 class DoesNotFit(UserError):
     """The planner predicts the OS would kill this run; carries the plan so the CLI can show it."""
 
     def __init__(self, plan: FitResult) -> None:
-        mib = 1 << 20
         super().__init__(
-            f"predicted peak memory {plan.memory.peak_rss_bytes / mib:.0f} MiB exceeds the budget of "
-            f"{plan.budget_bytes / mib:.0f} MiB: the system would kill this run (use the settings above, "
-            "or --force to try anyway)"
+            f"predicted peak memory {plan.memory.peak_rss_bytes / MIB:.1f} MiB exceeds the budget of "
+            f"{plan.budget_bytes / MIB:.1f} MiB: the system would kill this run; {nearest_fit(plan)} "
+            "(--force tries anyway)"
         )
         self.plan = plan

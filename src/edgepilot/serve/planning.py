@@ -60,7 +60,13 @@ def plan_serve(
 
     def decision_for(reserve: int) -> Decision:
         return decide(
-            model_path, requested, root=root, budget_bytes=budget_bytes, reserve_bytes=reserve, engine=engine
+            model_path,
+            requested,
+            root=root,
+            budget_bytes=budget_bytes,
+            reserve_bytes=reserve,
+            engine=engine,
+            own_process=False,  # the model runs in the worker: this front stays beside it
         )
 
     decision = decision_for(base)

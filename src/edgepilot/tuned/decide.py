@@ -145,6 +145,7 @@ def decide(
     profile: Profile | None = None,
     use_profile: bool = True,
     engine: EngineInfo | None = None,
+    own_process: bool | None = None,
 ) -> Decision:
     """Settings and plan for one model on the device at `root`.
 
@@ -152,6 +153,7 @@ def decide(
     RUN_CTX, at most what fits. reserve_bytes: memory the process needs besides a run's (serve's HTTP stack).
     profile: the tuned profile to use; by default the one `tune` stored for this model and device.
     engine: the engine that will run it: the plan is for its llama.cpp (tuned/calibrate.py).
+    own_process: whether the model runs in this process (plan.fit.fit_model; None: in-process engines do).
     """
     requested = requested or RequestedSettings()
     path = Path(model_path)
@@ -178,6 +180,7 @@ def decide(
             ctx_target=ctx_target,
             reserve_bytes=reserve_bytes,
             arithmetic=lambda arch: arithmetic_for(engine, path, arch),
+            own_process=own_process,
         )
 
     plan = plan_for(tuned)
