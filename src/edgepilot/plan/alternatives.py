@@ -66,10 +66,35 @@ def find_alternatives(
             out.append(_option(planner, kind, f"{text} at context {settings.n_ctx}", changed, budget, path))
     if not fits:
         out += _smaller_quants(planner, header, settings, budget)
+        lean = without_interpreter(planner, settings, budget, path)
+        if lean is not None:
+            out.append(lean)
         largest = _largest_model(planner, header, settings, budget)
         if largest is not None:
             out.append(largest)
     return out
+
+
+def without_interpreter(
+    planner: Planner, settings: EngineSettings, budget: int, path: Path
+) -> Alternative | None:
+    """The same settings run by llama.cpp's own llama-completion, which carries no Python interpreter: for a
+    plan of the in-process engine on the CPU (llama.cpp's programs are planned with their own runtime)."""
+    from edgepilot.plan.memory_model import INTERPRETER_BYTES, program_arithmetic
+    from edgepilot.plan.planner import CTX_STEP, Planner
+
+    if planner.arithmetic is not None or planner.reserve_bytes or not settings.on_cpu:
+        return None
+    lean = Planner(planner.header, planner.arch, planner.device, arithmetic=program_arithmetic(planner.arch))
+    ctx = min(settings.n_ctx, lean.max_ctx(settings, budget)) or min(settings.n_ctx, CTX_STEP)
+    s = replace(settings, n_ctx=ctx)
+    peak = lean.peak(s)
+    text = (
+        f"llama.cpp's llama-completion (no Python runtime: {INTERPRETER_BYTES // MIB} MiB less) at context "
+        f"{ctx}"
+    )
+    command = llama_cpp_command(path, s, tool="llama-completion", extra=["-no-cnv"])
+    return Alternative("llama-completion", text, peak, peak <= budget, command)
 
 
 def _weights_now(planner: Planner, settings: EngineSettings) -> tuple[int, int]:

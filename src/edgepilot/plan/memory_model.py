@@ -68,6 +68,12 @@ def runtime_bytes(arch: ArchParams) -> int:
     return RUNTIME_BASE_BYTES + VOCAB_BYTES_PER_TOKEN * (arch.n_vocab or 0)
 
 
+def program_arithmetic(arch: ArchParams, program: str = "llama-completion") -> EngineArithmetic:
+    """llama.cpp's own program (llama-completion, llama-cli): the pinned figures without the interpreter the
+    in-process engine carries."""
+    return EngineArithmetic(program, runtime_bytes=runtime_bytes(arch) - INTERPRETER_BYTES)
+
+
 def output_buffer_bytes(arch: ArchParams) -> int:
     """One logits row per sequence is reserved up front (llama_context::output_reserve with n_seq_max = 1)."""
     return (arch.n_vocab or 0) * 4
