@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from edgepilot.plan.requested import RequestedSettings, merged
+from edgepilot.plan.settings import EngineSettings
 
 # Flags that take a value, as llama.cpp and `edgepilot run` spell them.
 _CTX = {"-c", "--ctx-size", "--ctx"}
@@ -163,3 +164,67 @@ def resolve_default_model() -> str | None:
 
     path = cache_dir() / "models" / BUNDLED_NAME
     return str(path) if Path(path).is_file() else None
+
+
+# The memory settings a fix rewrites, in each dialect: every spelling is dropped, then the fix's values added.
+_MEMORY_VALUE_FLAGS = _CTX | _UBATCH | _TYPE_K | _TYPE_V | _KV | {"-lm", "--load-mode"}
+_MEMORY_SWITCHES = {"--no-mmap", "--no-repack", "--no-flash-attn", "--mmap"}
+
+
+def _without_memory_flags(argv: list[str]) -> list[str]:
+    out = [argv[0]] if argv else []
+    i = 1
+    while i < len(argv):
+        flag, inline = _split(argv[i])
+        if flag in _MEMORY_VALUE_FLAGS:
+            i += 1 if inline is not None else 2
+        elif flag in {"-fa", "--flash-attn"}:  # llama.cpp's takes on|off|auto (older: a bare switch)
+            value = argv[i + 1] if inline is None and i + 1 < len(argv) else None
+            i += 2 if value in {"on", "off", "auto"} else 1
+        elif flag in _MEMORY_SWITCHES:
+            i += 1
+        else:
+            out.append(argv[i])
+            i += 1
+    return out
+
+
+def memory_flags(settings: EngineSettings, dialect: str) -> list[str]:
+    """The flags that ask for these memory settings: `edgepilot` (run, chat, serve) or `llama.cpp`."""
+    s = settings
+    if dialect == "edgepilot":
+        out = ["--ctx", str(s.n_ctx), "--ubatch", str(s.n_ubatch)]
+        if s.type_k == s.type_v:
+            out += ["--kv", s.type_k]
+        out.append("--flash-attn" if s.flash_attn else "--no-flash-attn")
+        out += [] if s.use_mmap else ["--no-mmap"]
+        out += [] if s.repack else ["--no-repack"]
+        return out
+    out = ["-c", str(s.n_ctx), "-ub", str(s.n_ubatch), "-ctk", s.type_k, "-ctv", s.type_v]
+    out += ["-fa", "on" if s.flash_attn else "off"]
+    out += [] if s.use_mmap else ["-lm", "none"]
+    out += [] if s.repack else ["--no-repack"]
+    return out
+
+
+def with_settings(argv: list[str], settings: EngineSettings) -> list[str]:
+    """The same command with its memory settings (context, ubatch, KV types, flash attention, load mode,
+    repacking) replaced by these."""
+    facts = parse_command(argv)
+    dialect = "edgepilot" if facts.tool == "edgepilot" else "llama.cpp"
+    return _without_memory_flags(argv) + memory_flags(settings, dialect)
+
+
+def with_model(argv: list[str], old: str, new: str) -> list[str]:
+    """The same command on another model file (each argument naming the old one)."""
+    return [new if a == old else a for a in argv]
+
+
+def flag_value(argv: list[str], names: set[str]) -> str | None:
+    """The value of the last of these flags (`-n 16`, `--n-predict=16`), None when absent."""
+    found = None
+    for i, arg in enumerate(argv):
+        flag, inline = _split(arg)
+        if flag in names:
+            found = inline if inline is not None else (argv[i + 1] if i + 1 < len(argv) else None)
+    return found

@@ -14,13 +14,12 @@ from edgepilot.doctor.rulekit import (
     MAPPING_FAIL,
     command_with_ctx,
     mib,
-    model_name,
     model_word,
     suggested_ctx,
     thirty_two_bit_evidence,
     upto,
 )
-from edgepilot.doctor.types import LIKELY, Cause, cause
+from edgepilot.doctor.types import LIKELY, Cause, PlanCheck, cause
 
 REFUSAL = re.compile(upto("exceeds the budget of ", "the system would kill this run"))
 GPU_ALLOC = re.compile(r"cudaMalloc|ErrorOutOfDeviceMemory|Vulkan\d* buffer|" + upto("opencl", "alloc"), re.I)
@@ -55,20 +54,43 @@ def _memory_facts(ev: Evidence) -> list[str]:
     return out
 
 
-def _plan_fix(ev: Evidence) -> str | None:
-    plan = ev.plan
-    if plan is None:
+def _plan_lines(plan: PlanCheck) -> list[str]:
+    """The plan's verdict, then the budget it was checked against as a sum that adds up."""
+    return [plan_evidence(plan), *([plan.budget_account] if plan.budget_account else [])]
+
+
+def _checked_fix(ev: Evidence) -> tuple[str, list[list[str]]] | None:
+    """The planner's fix (doctor/memory_fix.py): it fits the failed command's budget and differs from it."""
+    fix = ev.memory_fix if ev.plan is not None else None
+    return (fix.text, fix.commands) if fix is not None else None
+
+
+def _already(ev: Evidence) -> tuple[int | None, bool]:
+    """(the context that failed, whether its KV cache was quantized already): a fix without a plan must not
+    propose them again."""
+    r = ev.requested
+    n_ctx = r.n_ctx or ev.facts.n_ctx
+    return n_ctx, (r.type_k or "f16") not in {"f16", "f32", "bf16"}
+
+
+def _fallback_ctx(ev: Evidence) -> str | None:
+    """`lower the context to CMD (source)` when the log's numbers give one smaller than the context that
+    failed (no plan: the model is not readable here), else None."""
+    n_ctx, _ = _already(ev)
+    ctx, source = suggested_ctx(ev)
+    if ctx is None or (n_ctx is not None and ctx >= n_ctx):
         return None
-    if plan.fits:
-        return None
-    if plan.max_ctx <= 0:
-        return (
-            f"{model_name(ev)} does not fit in {mib(plan.budget_bytes)} even at a small context: use a "
-            "smaller model or quant, or free memory; `edgepilot fit MODEL` lists alternatives"
-        )
+    return f"lower the context to {command_with_ctx(ev, ctx)} ({source})"
+
+
+def _fallback_kv(ev: Evidence) -> str | None:
+    return None if _already(ev)[1] else "quantize the KV cache (-ctk q8_0 -ctv q8_0 -fa on)"
+
+
+def _plan_fits_fix(plan: PlanCheck) -> str:
     return (
-        f"run with a context that fits: {command_with_ctx(ev, plan.max_ctx)} "
-        f"(planner: peak within {mib(plan.budget_bytes)})"
+        f"the plan fits in {mib(plan.budget_bytes)} ({plan.budget_source}), so something else took the "
+        f"memory: {FIND_KILLER}; free memory (close other apps) before running it again"
     )
 
 
@@ -96,22 +118,23 @@ def killed_by_system(ev: Evidence) -> list[Cause]:
     evidence += _memory_facts(ev)
     plan = ev.plan
     if plan is not None:
-        evidence.append(plan_evidence(plan))
+        evidence += _plan_lines(plan)
         if not plan.fits:
             score = max(score + 5, 85)  # the planner predicts this kill: the settings explain it
-    fix = _plan_fix(ev)
-    if fix is None:
-        ctx, source = suggested_ctx(ev)
-        lower = (
-            f"lower the context to {command_with_ctx(ev, ctx)} ({source})"
-            if ctx
-            else "lower the context (-c 2048)"
-        )
+    checked = _checked_fix(ev)
+    commands: list[list[str]] = []
+    if checked is not None:
+        fix, commands = checked
+        if plan is not None and plan.fits:
+            fix += f"; its plan fitted, so look for what else took the memory: {FIND_KILLER}"
+    elif plan is not None and plan.fits:
+        fix = _plan_fits_fix(plan)
+    else:
+        steps = [x for x in (_fallback_ctx(ev), _fallback_kv(ev)) if x] + ["use a smaller quant"]
         fix = (
-            f"{lower}, quantize the KV cache (-ctk q8_0 -ctv q8_0 -fa on) or use a smaller quant; "
-            f"{FIND_KILLER}; `edgepilot fit {model_word(ev)}` computes settings that fit"
-        )
-    return [cause("killed-by-system", score, evidence, fix)]
+            f"{', '.join(steps[:-1])} or {steps[-1]}" if len(steps) > 1 else steps[0]
+        ) + f"; {FIND_KILLER}; `edgepilot fit {model_word(ev)}` computes settings that fit"
+    return [cause("killed-by-system", score, evidence, fix, fix_commands=commands)]
 
 
 def _killed_from_outside(ev: Evidence, signs: MemorySigns) -> Cause:
@@ -140,17 +163,23 @@ def out_of_memory_alloc(ev: Evidence) -> list[Cause]:
         score = 70  # a 32-bit process runs out of address space first: userland-32bit says more
     plan = ev.plan
     if plan is not None:
-        evidence.append(plan_evidence(plan))
-    fix = _plan_fix(ev)
-    if fix is None:
+        evidence += _plan_lines(plan)
+    checked = _checked_fix(ev)
+    commands: list[list[str]] = []
+    if checked is not None:
+        fix, commands = checked
+    elif plan is not None and plan.fits:
+        fix = _plan_fits_fix(plan)
+    else:
         gpu = ev.has(GPU_ALLOC)
-        offload = "offload fewer layers (-ngl lower) or " if gpu else ""
+        steps = ["offload fewer layers (-ngl lower)"] if gpu else []
+        steps += [_fallback_ctx(ev) or "lower the context", "the batch (-ub 128)"]
+        steps += [x for x in (_fallback_kv(ev),) if x] + ["pick a smaller quant"]
         fix = (
-            f"free memory (close other apps), then {offload}lower the context (-c 2048) and batch (-ub 128), "
-            f"quantize the KV cache (-ctk q8_0 -ctv q8_0 -fa on) or pick a smaller quant; "
+            f"free memory (close other apps), then {', '.join(steps[:-1])} or {steps[-1]}; "
             f"`edgepilot fit {model_word(ev)}` computes settings that fit"
         )
-    return [cause("out-of-memory-alloc", score, evidence, fix)]
+    return [cause("out-of-memory-alloc", score, evidence, fix, fix_commands=commands)]
 
 
 def context_too_large(ev: Evidence) -> list[Cause]:
@@ -176,23 +205,24 @@ def context_too_large(ev: Evidence) -> list[Cause]:
     failed = ev.killed or bool(ev.grep(ALLOC_FAIL, limit=1)) or bool(ev.run and ev.run.cgroup.get("oom_kill"))
     plan = ev.plan if (score or failed) else None
     if plan is not None and not plan.fits and plan.max_ctx < plan.n_ctx:
-        evidence.append(plan_evidence(plan))
+        evidence += _plan_lines(plan)
         score = max(score, 78 if failed else 45)
     if not score:
         return []
-    ctx, source = suggested_ctx(ev)
-    if refusal and plan is not None and plan.fits and ev.budget_bytes:
+    checked = _checked_fix(ev) if plan is not None else None
+    if checked is not None:
+        fix, commands = checked
+        return [cause("context-too-large", min(score, 95), evidence, fix, fix_commands=commands)]
+    if refusal and plan is not None and plan.fits:
         fix = (
-            f"the plan fits in {mib(ev.budget_bytes)}, but `edgepilot run` kept memory free beyond this "
-            "limit: "
-            f"add `--budget {ev.budget_bytes // (1 << 20)}MiB` (or `--force`) to the command"
+            f"`edgepilot run` refused at its own budget while the doctor's plan fits "
+            f"{mib(plan.budget_bytes)}: `edgepilot fit {model_word(ev)}` with the same flags shows the "
+            "settings that fit"
         )
-        return [cause("context-too-large", score, evidence, fix)]
-    if ctx is None:
-        fix = "lower the context (-c 2048)"
-    else:
-        fix = f"use a context that fits: {command_with_ctx(ev, ctx)} (from {source})"
-    fix += "; a q8_0 KV cache halves its size: -ctk q8_0 -ctv q8_0 -fa on"
+        return [cause("context-too-large", min(score, 95), evidence, fix)]
+    steps = [x for x in (_fallback_ctx(ev), _fallback_kv(ev)) if x]
+    steps.append(f"`edgepilot fit {model_word(ev)}` computes settings that fit (or use a smaller quant)")
+    fix = "; ".join(steps)
     return [cause("context-too-large", min(score, 95), evidence, fix)]
 
 

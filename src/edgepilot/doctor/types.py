@@ -45,10 +45,27 @@ class Cause:
     evidence: list[str]
     fix: str
     score: int = 0  # 0-100: how directly the evidence points here (ranking only)
+    # the commands the fix proposes, in order (a quantization before the run), checked by the planner:
+    # they fit the budget the failed command had and differ from it (doctor/memory_fix.py); [] when none
+    fix_commands: list[list[str]] = field(default_factory=list)
 
 
-def cause(cause_id: str, score: int, evidence: list[str], fix: str, title: str | None = None) -> Cause:
-    return Cause(id=cause_id, title=title or TITLES[cause_id], evidence=evidence, fix=fix, score=score)
+def cause(
+    cause_id: str,
+    score: int,
+    evidence: list[str],
+    fix: str,
+    title: str | None = None,
+    fix_commands: list[list[str]] | None = None,
+) -> Cause:
+    return Cause(
+        id=cause_id,
+        title=title or TITLES[cause_id],
+        evidence=evidence,
+        fix=fix,
+        score=score,
+        fix_commands=list(fix_commands or []),
+    )
 
 
 @dataclass
@@ -95,6 +112,9 @@ class PlanCheck:
     compute_reserved_bytes: int
     max_ctx: int
     llama_cpp_args: list[str] = field(default_factory=list)
+    budget_account: str = ""  # the budget as a sum that adds up (plan.budget.account_terms), or as given
+    # the planner's whole answer, for the fix (doctor/memory_fix.py): not part of the JSON
+    fit: Any = field(default=None, repr=False, metadata={"json": False})
 
 
 @dataclass

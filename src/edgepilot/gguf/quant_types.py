@@ -10,7 +10,9 @@ Two figures per type:
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from pathlib import Path
 
 from edgepilot.gguf.ggml_types import GGML_TYPES, type_id
 
@@ -151,3 +153,15 @@ def smaller_than(name: str) -> list[QuantType]:
     """Types with fewer bits per weight than `name`, largest first: what to try when it won't fit."""
     ref = quant_type(name).file_bpw
     return sorted((q for q in QUANT_TYPES.values() if q.file_bpw < ref), key=lambda q: -q.file_bpw)
+
+
+# llama-quantize refuses these without an importance matrix (llama-imatrix's output).
+NEEDS_IMATRIX = ("IQ1_S", "IQ1_M", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ2_M", "Q2_K_S")
+_TAG = re.compile(r"[-_.](?:[IT]?Q\d\w*|F16|F32|BF16|MXFP4\w*)$", re.IGNORECASE)
+
+
+def output_stem(path: Path) -> str:
+    """The model's name without its quantization tag: gemma-3-270m-q4_k_m.gguf -> gemma-3-270m (what
+    `edgepilot quantize` names its files after: STEM-TYPE.gguf)."""
+    stem = path.name.removesuffix(".gguf")
+    return _TAG.sub("", stem) or stem

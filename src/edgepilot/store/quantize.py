@@ -24,6 +24,7 @@ from edgepilot.engine.choice import EngineInfo
 from edgepilot.errors import UserError
 from edgepilot.file_errors import check_writable_folder
 from edgepilot.gguf.gguf_info import file_type_name
+from edgepilot.gguf.quant_types import output_stem
 from edgepilot.gguf.resolve import resolve_model
 from edgepilot.gguf.verdict import header_of
 from edgepilot.safe_write import atomic_path, check_target, same_file
@@ -42,7 +43,6 @@ if TYPE_CHECKING:
     from edgepilot.store.quantize_imatrix import Imatrix
 
 PRECISE_TYPES = {"F32", "F16", "BF16"}  # a source in one of these is its own reference
-_TAG = re.compile(r"[-_.](?:[IT]?Q\d\w*|F16|F32|BF16|MXFP4\w*)$", re.IGNORECASE)
 
 
 def quant_types() -> dict[str, int]:
@@ -97,12 +97,6 @@ class QuantizeResult:
     variants: list[Variant] = field(default_factory=list)
     imatrix: str | None = None
     engine: EngineInfo | None = None  # the quantizer: in-process, or llama-quantize with its version
-
-
-def output_stem(path: Path) -> str:
-    """The model's name without its quantization tag: gemma-3-270m-q4_k_m.gguf -> gemma-3-270m."""
-    stem = path.name.removesuffix(".gguf")
-    return _TAG.sub("", stem) or stem
 
 
 def bits_per_weight(path: Path) -> float:

@@ -14,6 +14,7 @@ from pathlib import Path
 from edgepilot.errors import UserError
 from edgepilot.gguf.gguf_header import read_header
 from edgepilot.gguf.gguf_info import file_type_name
+from edgepilot.gguf.quant_types import NEEDS_IMATRIX
 from edgepilot.sizes import MIB, show_size
 from edgepilot.untrusted import failure
 
@@ -22,9 +23,9 @@ REFERENCE_ID_KEY = "edgepilot.reference.id"  # the source's identity: reuse the 
 OUT_FIX = "choose a folder you can write with --out"
 SAMPLE_BYTES = 1 << 20  # hashed from each end of the source: cheap, and changes with any re-download
 
-# llama.cpp refuses these without an importance matrix (llama-quant.cpp: "Missing importance matrix for
-# tensor ... in a very low-bit quantization"; IQ2_M is mostly IQ2_S tensors), after writing part of the file.
-NEEDS_IMATRIX = ("IQ1_S", "IQ1_M", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ2_M", "Q2_K_S")
+# NEEDS_IMATRIX: llama.cpp refuses these without an importance matrix (llama-quant.cpp: "Missing importance
+# matrix for tensor ... in a very low-bit quantization"; IQ2_M is mostly IQ2_S tensors), after writing part of
+# the file.
 
 # Bits per weight of a whole file of each type (llama.cpp's mixes: K_M/K_L keep some tensors wider).
 BITS_PER_WEIGHT = {
