@@ -43,7 +43,7 @@ def _check_model(model: str | None, root: Path) -> None:
 def render_diagnosis(d: Diagnosis, out: Console) -> None:
     from rich.text import Text
 
-    from edgepilot.cli.narrow import say
+    from edgepilot.cli.narrow import print_command, say
     from edgepilot.shown import shell_word, shown
 
     run = d.run
@@ -60,7 +60,18 @@ def render_diagnosis(d: Diagnosis, out: Console) -> None:
         label = "checked" if c.id == "unknown" else "evidence"
         for line in c.evidence:
             say(out, f"   {label}: {line}")
-        say(out, f"   fix: {c.fix}", style="bold")
+        say(out, f"   fix: {_fix_text(c.fix, c.fix_commands)}", style="bold")
+        for n, argv in enumerate(c.fix_commands, 1):  # whole words, wrapped with ` \`: still pasteable
+            print_command(out, f"   {n}." if len(c.fix_commands) > 1 else "   run:", argv, style="bold")
+
+
+def _fix_text(fix: str, commands: list[list[str]]) -> str:
+    """The fix with the commands it proposes (printed whole below it) named by their place."""
+    from edgepilot.doctor.command import shell_join
+
+    for n, argv in enumerate(commands, 1):
+        fix = fix.replace(f"`{shell_join(argv)}`", f"(command {n} below)" if len(commands) > 1 else "(below)")
+    return fix
 
 
 def report_engine_failure(
