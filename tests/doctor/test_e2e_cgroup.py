@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -112,3 +113,70 @@ def test_sigterm_to_the_doctor_ends_the_child_and_removes_its_memory_group():
     assert doctor.returncode == 128 + signal.SIGTERM, err
     assert "killed by SIGTERM" in out and "Traceback" not in err
     assert not [p for p in CGROUP_V1_MEMORY.iterdir() if p.name.startswith(group)]
+
+
+def _account_adds_up(account: str) -> float:
+    """The budget's figures as printed: budget = cgroup limit - others - kept free, usage = its parts."""
+    budget, limit, others, kept, usage, *parts = (float(x) for x in re.findall(r"\d+\.\d", account))
+    assert account.startswith(f"budget {budget:.1f} MiB = cgroup limit {limit:.1f} − others ")
+    assert round(limit - others - kept, 1) == budget, account
+    assert round(sum(parts), 1) == usage and parts[-1] == others, account
+    return budget
+
+
+def test_a_refusal_under_150mib_adds_up_and_its_checked_fix_completes(smollm_path):
+    """issue 31: the budget read 29.0 MiB (150 - 15 is not 29), and the fix was what the run had used."""
+    from edgepilot.doctor.cgroup import drop_page_cache
+    from edgepilot.doctor.command import parse_command
+    from edgepilot.doctor.plan_check import printed_account, refused_budget
+    from edgepilot.plan import fit
+    from edgepilot.plan.memory_model import program_arithmetic
+
+    run = [EDGEPILOT, "run", str(smollm_path), "-n", "16"]
+    env = {**os.environ, "COLUMNS": "50"}
+    drop_page_cache()  # the model's pages are charged to whoever reads them first: the run
+    res = subprocess.run(
+        [EDGEPILOT, "doctor", "--json", "--memory-limit", "150MiB", "--", *run],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert res.returncode == 2, res.stderr[-2000:]
+    shown = res.stderr.splitlines()  # the run's own output, at 50 columns
+    account = printed_account(shown)
+    assert account is not None, res.stderr[-3000:]
+    budget = _account_adds_up(account)
+    assert 150.0 - 15.0 - 10.0 < budget <= 150.0 - 15.0  # the limit less the margin, not less this process
+    start = max(i for i, line in enumerate(shown) if line.startswith("budget "))
+    block = [shown[start], *(ln for ln in shown[start + 1 : start + 4] if re.match(r" {2}[−+<(=]", ln))]
+    assert " ".join(ln.strip() for ln in block) == account and all(len(ln) <= 50 for ln in block)
+    refused = refused_budget(shown)
+    assert refused is not None and abs(refused / MiB - budget) < 0.06
+
+    data = json.loads(res.stdout)
+    top = data["causes"][0]
+    assert top["id"] == "context-too-large", [c["id"] for c in data["causes"]]
+    assert account in top["evidence"]  # the doctor quotes the figures it planned the fix with
+    fix = top["fix_commands"][-1]
+    assert fix != run
+    program = parse_command(fix).tool == "llama.cpp"
+    again = fit.fit_model(
+        smollm_path,
+        parse_command(fix).settings,
+        budget_bytes=refused,
+        arithmetic=program_arithmetic if program else None,
+    )
+    assert again.fits, (fix, again.memory.peak_rss_bytes / MiB)
+
+    drop_page_cache()
+    done = subprocess.run(
+        [EDGEPILOT, "doctor", "--json", "--memory-limit", "150MiB", "--", *fix],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    report = json.loads(done.stdout)
+    assert report["run"]["exit_code"] == 0, (fix, report["causes"][:1], done.stderr[-2000:])
+    assert report["causes"][0]["id"] == "succeeded"

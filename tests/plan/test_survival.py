@@ -69,3 +69,32 @@ def test_planned_context_survives_a_memory_limit_equal_to_the_budget(tmp_path, s
         plan.memory.peak_rss_bytes / MIB,
         peak / MIB,
     )
+
+
+def test_fit_and_run_agree_inside_a_200mib_cgroup(smollm_path):
+    """issue 31: inside 200 MiB, fit (no llama.cpp loaded) recommended settings that run (llama.cpp loaded,
+    its budget taking itself away a second time) then refused. Both now count the run's process once."""
+    from edgepilot.doctor.cgroup import MemoryLimit, drop_page_cache
+
+    with MemoryLimit(200 * MIB) as group:
+        planned = subprocess.run(
+            group.wrap([EDGEPILOT, "fit", str(smollm_path), "--json"]),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert planned.returncode == 0, planned.stderr
+        plan = json.loads(planned.stdout)
+        assert plan["fits"] and plan["budget"]["limit_bytes"] == 200 * MIB
+        recommended = plan["edgepilot_args"]
+        assert recommended[:3] == ["edgepilot", "run", str(smollm_path)]
+        drop_page_cache()
+        ran = subprocess.run(
+            group.wrap([EDGEPILOT, *recommended[1:], "-n", "8", "--json"]),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    assert ran.returncode == 0, (recommended, ran.stderr[-3000:])
+    result = json.loads(ran.stdout)
+    assert result["settings"]["n_ctx"] == plan["settings"]["n_ctx"] and result["n_gen"] > 0

@@ -22,7 +22,6 @@ from edgepilot.untrusted import open_regular
 
 if TYPE_CHECKING:
     from edgepilot.device.probe import Probe
-    from edgepilot.doctor.memory_fix import MemoryFix
     from edgepilot.gguf.gguf_validate import Validation
 
 # What of a log is read: its start (what was loaded) and its end (how it failed). Bounded in bytes, lines
@@ -123,13 +122,6 @@ class Evidence:
             lines=self.lines,
             program=self.cmd is not None and self.cmd.tool == "llama.cpp",
         )
-
-    @cached_property
-    def memory_fix(self) -> MemoryFix | None:
-        """The fix for a memory cause, made and checked by the planner (None: no plan to make it from)."""
-        from edgepilot.doctor.memory_fix import memory_fix
-
-        return memory_fix(self)
 
 
 def log_keeper() -> HeadTail:

@@ -119,6 +119,13 @@ class _Planning:
 
 
 def memory_fix(ev: Evidence) -> MemoryFix | None:
+    """The fix for the memory causes of this evidence, made once (the three memory rules share it)."""
+    if "memory_fix" not in ev.__dict__:
+        ev.__dict__["memory_fix"] = _memory_fix(ev)
+    return ev.__dict__["memory_fix"]
+
+
+def _memory_fix(ev: Evidence) -> MemoryFix | None:
     plan = ev.plan
     if plan is None or plan.fit is None or ev.model_local is None:
         return None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from edgepilot.doctor.evidence import Evidence
+from edgepilot.doctor.memory_fix import memory_fix
 from edgepilot.doctor.memory_signs import MemorySigns, memory_signs
 from edgepilot.doctor.plan_check import plan_evidence
 from edgepilot.doctor.rulekit import (
@@ -61,7 +62,7 @@ def _plan_lines(plan: PlanCheck) -> list[str]:
 
 def _checked_fix(ev: Evidence) -> tuple[str, list[list[str]]] | None:
     """The planner's fix (doctor/memory_fix.py): it fits the failed command's budget and differs from it."""
-    fix = ev.memory_fix if ev.plan is not None else None
+    fix = memory_fix(ev) if ev.plan is not None else None
     return (fix.text, fix.commands) if fix is not None else None
 
 
@@ -130,10 +131,11 @@ def killed_by_system(ev: Evidence) -> list[Cause]:
     elif plan is not None and plan.fits:
         fix = _plan_fits_fix(plan)
     else:
-        steps = [x for x in (_fallback_ctx(ev), _fallback_kv(ev)) if x] + ["use a smaller quant"]
+        steps = [_fallback_ctx(ev) or "lower the context", *[x for x in (_fallback_kv(ev),) if x]]
         fix = (
-            f"{', '.join(steps[:-1])} or {steps[-1]}" if len(steps) > 1 else steps[0]
-        ) + f"; {FIND_KILLER}; `edgepilot fit {model_word(ev)}` computes settings that fit"
+            f"{', '.join(steps)} or use a smaller quant; {FIND_KILLER}; `edgepilot fit {model_word(ev)}` "
+            "computes settings that fit"
+        )
     return [cause("killed-by-system", score, evidence, fix, fix_commands=commands)]
 
 
@@ -173,10 +175,10 @@ def out_of_memory_alloc(ev: Evidence) -> list[Cause]:
     else:
         gpu = ev.has(GPU_ALLOC)
         steps = ["offload fewer layers (-ngl lower)"] if gpu else []
-        steps += [_fallback_ctx(ev) or "lower the context", "the batch (-ub 128)"]
-        steps += [x for x in (_fallback_kv(ev),) if x] + ["pick a smaller quant"]
+        steps.append(f"{_fallback_ctx(ev) or 'lower the context'} and the batch (-ub 128)")
+        steps += [x for x in (_fallback_kv(ev),) if x]
         fix = (
-            f"free memory (close other apps), then {', '.join(steps[:-1])} or {steps[-1]}; "
+            f"free memory (close other apps), then {', '.join(steps)} or pick a smaller quant; "
             f"`edgepilot fit {model_word(ev)}` computes settings that fit"
         )
     return [cause("out-of-memory-alloc", score, evidence, fix, fix_commands=commands)]
