@@ -26,6 +26,7 @@ from edgepilot.doctor.command import (
 
 if TYPE_CHECKING:
     from edgepilot.doctor.evidence import Evidence
+    from edgepilot.plan.requested import RequestedSettings
     from edgepilot.plan.settings import EngineSettings
     from edgepilot.plan.types import Alternative, FitResult
 
@@ -71,7 +72,9 @@ class _Planning:
         self.model = Path(str(ev.model_local))
         self.program = ev.cmd is not None and ev.cmd.tool == "llama.cpp"
 
-    def fit(self, requested, ctx_target: int | None = None, program: bool | None = None) -> FitResult:
+    def fit(
+        self, requested: RequestedSettings, ctx_target: int | None = None, program: bool | None = None
+    ) -> FitResult:
         from edgepilot.plan.fit import fit_model
         from edgepilot.plan.memory_model import program_arithmetic
 
@@ -87,8 +90,8 @@ class _Planning:
         )
 
     def settings_that_fit(self, failed: EngineSettings) -> tuple[FitResult, FitResult | None]:
-        """(the smallest plan at the failed context, then at 256 cells; the first that fits, or None). What
-        the failed command fixed that decides memory is opened to the search; the rest is kept."""
+        """(the plan closest to the failed context, else the one at 256 cells; that plan when it fits and
+        changes something, else None). What decides memory is opened to the search; the rest is kept."""
         opened = replace(
             self.ev.requested,
             n_ctx=None,

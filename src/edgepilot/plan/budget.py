@@ -36,12 +36,11 @@ def compute_budget(
     android: AndroidFacts | None,
     override: int | None = None,
     own_process: bool = False,
-    override_source: str = "--budget",
 ) -> Budget:
     """own_process: the plan's peak holds this process (it is the run, or the run replaces it), so its
-    memory is the run's, not taken from it. override_source: how an override was given."""
+    memory is the run's, not taken from it."""
     if override is not None:
-        return _given(override, override_source)
+        return _given(override)
     reasons: list[str] = []
     mem_available = memory.available_bytes
     source = "MemAvailable"
@@ -107,14 +106,14 @@ def compute_budget(
     return budget
 
 
-def _given(override: int, source: str) -> Budget:
-    terms = [f"budget {fig(_tenths(override))} MiB", f"given with {source}:", "nothing kept free"]
+def _given(override: int) -> Budget:
+    terms = [f"budget {fig(_tenths(override))} MiB", "given with --budget:", "nothing kept free"]
     return Budget(
         budget_bytes=override,
         available_bytes=override,
         margin_bytes=0,
-        source=source,
-        reasons=[f"budget given with {source}: no margin added"],
+        source="--budget",
+        reasons=["budget given with --budget: no margin added"],
         account=" ".join(terms),
         account_terms=terms,
     )
