@@ -33,11 +33,23 @@ def _read_log(log: str) -> list[str]:
         raise failure(exc, "log file", log) from None
 
 
-def _check_model(model: str | None, root: Path) -> None:
+def _check_model(model: str | None, root: Path | None) -> None:
     from edgepilot.device import fs
 
-    if model is not None and fs.is_live(root) and not Path(model).expanduser().exists():
+    here = root is None or fs.is_live(root)  # no device: the model named is a file on this machine
+    if model is not None and here and not Path(model).expanduser().exists():
         raise UserError(f"model file not found: {model}")
+
+
+def _device_of(root: Path | None, command: list[str], log: str | None, status: int | None) -> Path | None:
+    """The device the failure happened on. A command run here: this machine. A saved log (or an exit status)
+    without --root: another device, whose memory, CPU and mounts this machine's would only misstate (None:
+    no probe); `--root /` says it is this machine. Only --model: the question is this machine."""
+    if root is not None:
+        return root
+    if command or (log is None and status is None):
+        return Path("/")
+    return None
 
 
 def render_diagnosis(d: Diagnosis, out: Console) -> None:
@@ -165,9 +177,8 @@ def _exit_status(text: str | None) -> int | None:
 @click.option(
     "--root",
     type=click.Path(path_type=Path),
-    default=Path("/"),
-    show_default=True,
-    help="The device: this machine, a device tree or a snapshot",
+    help="The device it failed on: a device tree, a snapshot, or / for this machine (default: this machine "
+    "for a command run here; for a saved log, none: it may come from another device)",
 )
 @click.option("--memory-limit", help="Run the command under this memory limit (cgroup v1, root), e.g. 300MiB")
 @click.option(
@@ -179,7 +190,7 @@ def doctor(
     log: str | None,
     exit_code: str | None,
     model: str | None,
-    root: Path,
+    root: Path | None,
     memory_limit: str | None,
     as_json: bool,
 ) -> None:
@@ -203,6 +214,7 @@ def doctor(
             "or a command to run after --, e.g. `edgepilot doctor -- llama-cli -m model.gguf`"
         )
     limit = size_or_none(memory_limit, "--memory-limit")
+    root = _device_of(root, command, log, status)
     _check_model(model, root)
     if not command:
         lines = _read_log(log) if log is not None else None

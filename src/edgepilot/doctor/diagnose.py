@@ -46,7 +46,7 @@ def rank(found: list[Cause]) -> list[Cause]:
             merged[c.id] = c
             continue
         if c.score > have.score:
-            have.score, have.fix, have.fix_commands = c.score, c.fix, c.fix_commands
+            have.score, have.fix, have.fix_commands, have.title = c.score, c.fix, c.fix_commands, c.title
         have.evidence += [e for e in c.evidence if e not in have.evidence]
     for c in merged.values():
         c.evidence = [e for e in dict.fromkeys(c.evidence) if e][:MAX_EVIDENCE]

@@ -33,6 +33,7 @@ LOG_HEAD_LINES = 5_000
 LOG_TAIL_LINES = 20_000
 LOG_LINE_CHARS = 4096
 MAX_LOG_BYTES = LOG_HEAD_BYTES + LOG_TAIL_BYTES
+UNKNOWN_DEVICE = "a saved log may come from another device (--root DIR: its snapshot, --root /: this machine)"
 
 
 def signal_name(sig: int | None) -> str | None:
@@ -103,6 +104,11 @@ class Evidence:
 
     # -- the device ---------------------------------------------------------------------------------------
     @property
+    def elsewhere(self) -> bool:
+        """The failure happened on a device not probed here: a saved log without --root (and no run here)."""
+        return self.root is None and self.run is None
+
+    @property
     def android(self) -> bool:
         return self.probe is not None and self.probe.android is not None
 
@@ -111,6 +117,9 @@ class Evidence:
     def plan(self) -> PlanCheck | None:
         from edgepilot.doctor.plan_check import check_plan
 
+        if self.elsewhere and self.budget_bytes is None:  # this machine's budget would judge another's run
+            self.checked.append(f"memory plan: skipped (no budget: {UNKNOWN_DEVICE})")
+            return None
         return check_plan(
             self.model_local,
             self.validation is None or self.validation.ok,
@@ -179,7 +188,7 @@ def _log_settings(ev: Evidence) -> RequestedSettings:
 
 def _probe(ev: Evidence) -> None:
     if ev.root is None:
-        ev.checked.append("device: not probed")
+        ev.checked.append("device: not probed" + (f": {UNKNOWN_DEVICE}" if ev.run is None else ""))
         return
     from edgepilot.device.probe import probe
     from edgepilot.errors import UserError

@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from edgepilot.doctor.evidence import Evidence
-from edgepilot.doctor.rulekit import ALLOC_FAIL, KILLER_LINE, mib
+from edgepilot.doctor.kill_records import killer_evidence
+from edgepilot.doctor.rulekit import ALLOC_FAIL, mib
 
 FAR_BELOW = 0.5  # a peak at most this share of the memory the process could have had is far below it
 NEAR_LIMIT = 0.85  # a peak at least this share of a hard limit is at the limit
@@ -84,7 +85,7 @@ def _peak(ev: Evidence) -> tuple[list[str], list[str]]:
 
 def memory_signs(ev: Evidence) -> MemorySigns:
     signs = MemorySigns()
-    killers = ev.grep(KILLER_LINE, limit=2)
+    killers = killer_evidence(ev, limit=2)
     signs.seen += killers
     signs.seen += [ln for ln in ev.grep(ALLOC_FAIL, limit=2) if "Killed process" not in ln]
     for part in (_cgroup, _pressure):

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import re
 
-from edgepilot.doctor.evidence import Evidence
+from edgepilot.device import fs
+from edgepilot.doctor.evidence import UNKNOWN_DEVICE, Evidence
+from edgepilot.doctor.kill_records import killer_evidence, pressure_only
 from edgepilot.doctor.memory_fix import memory_fix
 from edgepilot.doctor.memory_signs import MemorySigns, memory_signs
 from edgepilot.doctor.plan_check import plan_evidence
@@ -25,6 +27,7 @@ from edgepilot.doctor.types import LIKELY, Cause, PlanCheck, cause
 REFUSAL = re.compile(upto("exceeds the budget of ", "the system would kill this run"))
 GPU_ALLOC = re.compile(r"cudaMalloc|ErrorOutOfDeviceMemory|Vulkan\d* buffer|" + upto("opencl", "alloc"), re.I)
 OUTSIDE_KILL_TITLE = "Killed by a SIGKILL from outside, with no sign of memory pressure"
+PRESSURE_TITLE = "Memory ran short on the device: other apps were killed (this run's end is not in the log)"
 FIND_KILLER = (
     "find the killer: `logcat -d | grep lowmemorykiller` and `logcat -d -b events | grep am_kill` on "
     "Android, "
@@ -51,7 +54,10 @@ def _memory_facts(ev: Evidence) -> list[str]:
             out.append(f"memory pressure (PSI some avg10) {psi[0]} before, {psi[1]} after")
     elif ev.probe is not None and ev.probe.memory.available_bytes is not None:
         m = ev.probe.memory
-        out.append(f"device: {mib(m.available_bytes)} available of {mib(m.total_bytes)}")
+        where = "this machine now" if ev.root is not None and fs.is_live(ev.root) else "the device's snapshot"
+        out.append(f"{where}: {mib(m.available_bytes)} available of {mib(m.total_bytes)}")
+    elif ev.elsewhere:
+        out.append(f"device memory: not read; {UNKNOWN_DEVICE}")
     return out
 
 
@@ -96,7 +102,7 @@ def _plan_fits_fix(plan: PlanCheck) -> str:
 
 
 def killed_by_system(ev: Evidence) -> list[Cause]:
-    killer = ev.grep(KILLER_LINE)
+    killer = killer_evidence(ev)  # each line says whose process it is about
     killed = ev.grep(KILLED_LINE, limit=2)
     oom_kill = bool(ev.run and ev.run.cgroup.get("oom_kill"))
     if not (killer or killed or ev.killed or oom_kill):
@@ -104,10 +110,16 @@ def killed_by_system(ev: Evidence) -> list[Cause]:
     signs = memory_signs(ev)
     if signs.ruled_out:
         return [_killed_from_outside(ev, signs)]
-    evidence = [*killed, *killer, *signs.seen]
+    # a killer's line the Killed pattern also matched is shown once, saying whose process it names
+    evidence = [*(k for k in killed if not KILLER_LINE.search(k)), *killer, *signs.seen]
     if ev.status_line() and ev.killed:
         evidence.insert(0, ev.status_line() or "")
     score = (95 if (killed or ev.killed or oom_kill) else 88) if (killer or oom_kill) else 65
+    title = None
+    pressure = None if (killed or ev.killed or oom_kill) else pressure_only(ev)
+    if pressure is not None:  # only other apps killed: the device was short, this run's end is not shown
+        evidence.insert(0, pressure)
+        score, title = 60, PRESSURE_TITLE
     run = ev.run
     if (
         run
@@ -136,7 +148,7 @@ def killed_by_system(ev: Evidence) -> list[Cause]:
             f"{', '.join(steps)} or use a smaller quant; {FIND_KILLER}; `edgepilot fit {model_word(ev)}` "
             "computes settings that fit"
         )
-    return [cause("killed-by-system", score, evidence, fix, fix_commands=commands)]
+    return [cause("killed-by-system", score, evidence, fix, fix_commands=commands, title=title)]
 
 
 def _killed_from_outside(ev: Evidence, signs: MemorySigns) -> Cause:
