@@ -10,6 +10,7 @@ from edgepilot.cli.format import mib
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from edgepilot.plan.settings import EngineSettings
     from edgepilot.plan.types import FitResult
 
 BAR_WIDTH = 30
@@ -18,6 +19,11 @@ BAR_WIDTH = 30
 def _bar(part: int, whole: int) -> str:
     filled = round(BAR_WIDTH * part / whole) if whole > 0 else 0
     return "█" * min(filled, BAR_WIDTH)
+
+
+def _work_note(s: EngineSettings) -> str:
+    what = "flash attention's scratch" if s.flash_attn else "the scores as f16 for V"
+    return f"{what}, outside the reserve"
 
 
 def render_fit(plan: FitResult, out: Console) -> None:
@@ -42,9 +48,12 @@ def render_fit(plan: FitResult, out: Console) -> None:
         ("repacked weights", m.repack_bytes, "CPU_REPACK copy for this CPU's fast kernels"),
         ("KV cache", m.kv_bytes, f"{s.n_ctx} cells, {s.type_k}/{s.type_v}"),
         ("compute (touched)", m.compute_touched_bytes, f"of {mib(m.compute_reserved_bytes)} reserved"),
+        ("CPU work buffer", m.compute_work_bytes, _work_note(s)),
         ("output", m.output_bytes, "logits row"),
         ("runtime", m.runtime_bytes, "interpreter, llama.cpp, vocabulary"),
     ]
+    if not m.compute_work_bytes:
+        rows[4:5] = []
     if m.device_bytes:
         rows[0] = ("weights (CPU)", m.weights_bytes, weights_kind)
         rows[1:2] = []  # no CPU_REPACK while a GPU is in use
@@ -70,8 +79,14 @@ def render_fit(plan: FitResult, out: Console) -> None:
             "what lmkd / the OOM killer see",
         ]
     )
-    cells.append(["reserved", f"{m.reserved_bytes / 2**20:.1f}", "", "sum of llama.cpp's buffers (virtual)"])
     print_records(out, columns, cells, stack_when_narrow=False)
+    # not a row: it is no part of the peak, and under it a smaller figure would read as a contradiction
+    say(
+        out,
+        f"reserved by llama.cpp: {mib(m.reserved_bytes)} (its logged buffers, what --fit counts); the peak "
+        "holds only the pages a run touches, plus the runtime and work buffer",
+        style="dim",
+    )
     threads = f"threads {s.n_threads}" + (
         f" (prompt {s.n_threads_batch})" if s.n_threads_batch and s.n_threads_batch != s.n_threads else ""
     )

@@ -108,6 +108,7 @@ class MainDevice:
             + m.repack_bytes
             + kv_main
             + m.compute_touched_bytes
+            + m.compute_work_bytes
             + m.output_bytes
         )
         load = m.runtime_bytes + weights.load_peak_bytes(True, True) + max(self._sent[n_main:], default=0)

@@ -7,7 +7,8 @@ peak_rss_bytes = what lmkd / the OOM killer see, the larger of two moments:
   + resident weights (the mapped span of the plain tensors with mmap, the anonymous buffer without)
   + the CPU_REPACK copy (when repacking is on)
   + the KV cache (llama.cpp clears it at creation: every page is touched)
-  + the part of the compute buffer a run touches (compute.py) + the output buffer;
+  + the part of the compute buffer a run touches and the CPU backend's work buffer (compute.py)
+  + the output buffer;
   loading: runtime + the weights at their worst moment (weights.py: with mmap the whole file is populated
     while the repacked copies are written; without, each repacked tensor passes through a read buffer).
 An offloaded run (a device named, plan/offload.py) keeps the CPU's part of these terms (no CPU_REPACK:
@@ -103,9 +104,11 @@ def predict(
         flash_attn=settings.flash_attn,
     )
     compute = compute_buffer(
-        arch, kv.n_ctx, n_ubatch, settings.flash_attn, kv.cells_full, kv.cells_swa, a.reserve_one_output
-    )
+        arch, kv.n_ctx, n_ubatch, settings.flash_attn, kv.cells_full, kv.cells_swa, a.reserve_one_output,
+        settings.type_v,
+    )  # fmt: skip
     compute.reserved_bytes = max(0, compute.reserved_bytes + a.compute_reserved_delta_bytes)
+    compute.touched_bytes = min(compute.touched_bytes, compute.reserved_bytes)  # a run touches what there is
     weights = weights or estimate_weights(
         header.tensors, repack_plan, header.architecture, file_size=header.file_size
     )
@@ -129,7 +132,7 @@ def predict(
         + weights.resident_bytes(mmap, repack)
         + repack_buffer
         + kv.total_bytes
-        + compute.touched_bytes
+        + compute.running_bytes
         + output
         + a.running_extra_bytes
     )
@@ -144,6 +147,7 @@ def predict(
         peak_rss_bytes=peak,
         reserved_bytes=reserved,
         compute_touched_bytes=compute.touched_bytes,
+        compute_work_bytes=compute.work_bytes,
     )
     return Prediction(memory=memory, kv=kv, compute=compute, weights=weights)
 

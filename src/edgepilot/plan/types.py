@@ -19,7 +19,8 @@ class MemoryBreakdown:
     runtime_bytes: int  # the process without a model: interpreter, libraries, llama.cpp/ggml runtime
     peak_rss_bytes: int  # predicted peak resident memory of `edgepilot run` when the prompt fills the context
     reserved_bytes: int  # sum of llama.cpp's buffers (what --fit counts): virtual, not all of it resident
-    compute_touched_bytes: int = 0  # the part of the compute buffer the run really touches
+    compute_touched_bytes: int = 0  # the part of the compute buffer the run really touches (<= reserved)
+    compute_work_bytes: int = 0  # the CPU backend's work buffer, outside the reserve (plan/compute.py)
     # an offloaded run: what each device holds (its model, KV and compute buffers), by llama.cpp's name
     device_bytes: dict[str, int] = field(default_factory=dict)
     driver_bytes: int = 0  # the GPU driver's own memory (libraries, compiled pipelines), in peak_rss_bytes

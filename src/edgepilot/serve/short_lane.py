@@ -40,7 +40,7 @@ def short_lane_bytes(
     memory = Planner(header, arch, read_device(root)).predict(short_settings(main, n_ctx)).memory
     if slot:
         return memory.kv_bytes + memory.output_bytes
-    return memory.kv_bytes + memory.compute_touched_bytes + memory.output_bytes
+    return memory.kv_bytes + memory.compute_touched_bytes + memory.compute_work_bytes + memory.output_bytes
 
 
 def short_enough(chars: int, n_messages: int, max_tokens: int, n_ctx: int) -> bool:

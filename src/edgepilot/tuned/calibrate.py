@@ -140,7 +140,8 @@ def record_run(
     entry["compute_delta"] = logged.compute_bytes - chosen.reserved_bytes
     if n_processed >= FILLED * n_ctx:
         entry["running_extra"] = _push(
-            entry.get("running_extra"), peak_bytes - load_peak_bytes - m.compute_touched_bytes
+            entry.get("running_extra"),
+            peak_bytes - load_peak_bytes - m.compute_touched_bytes - m.compute_work_bytes,
         )
     data["models"][model_key(model)] = entry
     _write(key, data)
