@@ -171,6 +171,8 @@ def chat_loop(chat: ChatSession, term: Terminal, read: Callable[[str], str] | No
         term.say(f"chatting with {chat.path.name} (ctx {chat.n_ctx}); /help for commands")
     if chat.plan.profile:
         term.say(chat.plan.profile)
+    for warning in chat.plan.warnings:
+        term.say(f"warning: {warning}")
     if read is None:
         read = _terminal_reader(limit) if term.interactive else _stdin_reader(limit)
     for line in _lines(term, read):

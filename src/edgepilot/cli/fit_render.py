@@ -31,6 +31,7 @@ def render_fit(plan: FitResult, out: Console) -> None:
 
     from edgepilot.cli.budget_line import print_account
     from edgepilot.cli.narrow import Column, print_command, print_items, print_records, say
+    from edgepilot.plan.context_limits import padded_ctx
     from edgepilot.shown import shown
 
     m, s = plan.memory, plan.settings
@@ -43,10 +44,11 @@ def render_fit(plan: FitResult, out: Console) -> None:
     out.print(Text.assemble(verdict, peak + of_budget))
     print_account(out, plan.budget.account_terms or [plan.budget.account])
     weights_kind = "mapped file pages" if s.use_mmap else "anonymous copy (--no-mmap)"
+    cells_kv = padded_ctx(s.n_ctx)  # llama.cpp's cells: the context padded
     rows = [
         ("weights", m.weights_bytes, weights_kind),
         ("repacked weights", m.repack_bytes, "CPU_REPACK copy for this CPU's fast kernels"),
-        ("KV cache", m.kv_bytes, f"{s.n_ctx} cells, {s.type_k}/{s.type_v}"),
+        ("KV cache", m.kv_bytes, f"{cells_kv} cells, {s.type_k}/{s.type_v}"),
         ("compute (touched)", m.compute_touched_bytes, f"of {mib(m.compute_reserved_bytes)} reserved"),
         ("CPU work buffer", m.compute_work_bytes, _work_note(s)),
         ("output", m.output_bytes, "logits row"),
@@ -124,5 +126,8 @@ def render_fit(plan: FitResult, out: Console) -> None:
             title="alternatives",
             stack_when_narrow=False,
         )
+    for warning in plan.warnings:
+        say(out, f"warning: {warning}", style="yellow")
     for note in plan.notes:
-        say(out, f"note: {note}", style="dim")
+        if note not in plan.warnings:
+            say(out, f"note: {note}", style="dim")

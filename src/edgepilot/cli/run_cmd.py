@@ -155,6 +155,12 @@ def run(
                 status = None
             stream.write(piece)
 
+        def warn(text: str) -> None:  # before the model loads: said once, on stderr
+            from edgepilot.cli.narrow import say
+
+            if not as_json:
+                say(err, f"warning: {text}", style="yellow")
+
         def preloading(done: int, total: int) -> None:
             if status:
                 status.update(f"preloading into the page cache: {mib(done)} of {mib(total)}")
@@ -176,6 +182,7 @@ def run(
             warm=not no_preload,
             on_preload=preloading,
             engine=engine,
+            on_warning=warn,
         )
     except DoesNotFit as refusal:
         if status:

@@ -59,6 +59,8 @@ def render_started(s: ServeStarted, out: Console | None = None) -> None:
         style="dim",
         markup=False,
     )
+    for warning in s.warnings:
+        say(out, f"warning: {warning}", style="yellow")
     for note in s.notes:
         say(out, f"note: {note}", style="dim")
     if s.wake_lock:

@@ -13,6 +13,7 @@ from edgepilot.plan.alternatives import find_alternatives
 from edgepilot.plan.arithmetic import EngineArithmetic
 from edgepilot.plan.budget import compute_budget
 from edgepilot.plan.commands import edgepilot_command, llama_cpp_command
+from edgepilot.plan.context_limits import context_warnings
 from edgepilot.plan.planner import (
     CTX_STEP,
     DEFAULT_UBATCH,
@@ -120,7 +121,10 @@ def fit_model(
     settings, max_ctx = found.settings, found.max_ctx
     prediction = planner.predict(settings)
     fits = found.fits and prediction.memory.peak_rss_bytes <= limit
-    notes = list(budget.reasons)
+    warnings = context_warnings(
+        header.metadata, header.architecture or "", arch.n_ctx_train, settings.n_ctx, req.n_ctx is not None
+    )
+    notes = warnings + list(budget.reasons)
     if device.memory.total_bytes and budget_bytes is None and settings.on_cpu:
         notes.append(
             f"llama.cpp's --fit would count all {device.memory.total_bytes / 2**30:.1f} GiB of RAM as free "
@@ -145,4 +149,5 @@ def fit_model(
         notes=notes,
         trade_offs=trade_offs(found, prediction.memory.peak_rss_bytes),
         shortfall_bytes=shortfall,
+        warnings=warnings,
     )

@@ -80,6 +80,9 @@ class FitResult:
     gpu_notes: list[str] = field(default_factory=list)
     # when no context fits these settings: how far the smallest one (256 cells) is over the budget
     shortfall_bytes: int = 0
+    # what the context asks of the model and llama.cpp (above its trained context, rounded up), said by
+    # fit/run/chat/serve (also in notes; plan/context_limits.py)
+    warnings: list[str] = field(default_factory=list)
 
 
 SETTING_KINDS = ("smaller-context", "kv-quant", "smaller-ubatch", "no-mmap", "no-repack")

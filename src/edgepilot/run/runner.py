@@ -46,6 +46,7 @@ class RunResult:
     engine: EngineInfo | None = None  # which llama.cpp ran it (in-process or its own programs)
     llama_log: list[str] = field(default_factory=list, repr=False, metadata={"json": False})
     notes: list[str] = field(default_factory=list)  # the GPU decision and what the engine had to do
+    warnings: list[str] = field(default_factory=list)  # the context's limits, said before the run
 
 
 def read_prompt(prompt: str | None, prompt_file: str | None) -> str:
@@ -75,9 +76,11 @@ def run_model(
     warm: bool = True,
     on_preload: Callable[[int, int], None] | None = None,
     engine: str | None = None,
+    on_warning: Callable[[str], None] | None = None,
 ) -> RunResult:
     """warm: read the model into the page cache before loading it, when it fits memory (engine.preload).
-    engine: "auto", "inprocess" or "tools" (engine.choice)."""
+    engine: "auto", "inprocess" or "tools" (engine.choice). on_warning: told each of the plan's warnings
+    (a context above the trained one, a rounded one) before the model loads."""
     if n_predict < 0:
         raise UserError("-n must be 0 or more")
     info = choose_engine(engine, gpu=requested is not None and requested.wants_gpu)
@@ -91,6 +94,8 @@ def run_model(
     plan = decision.plan
     if not plan.fits and not force:
         raise DoesNotFit(plan)
+    for warning in plan.warnings if on_warning is not None else []:
+        on_warning(warning)
     settings = plan.settings
     on_phase = decision.pin()  # before llama.cpp starts threads: they inherit the set
     warmed, skipped = None, skip_reason(plan.fits, settings.use_mmap) if warm else None
@@ -144,4 +149,5 @@ def run_model(
             engine=info,
             llama_log=llama.load.log,
             notes=plan.gpu_notes + list(getattr(llama, "notes", [])),
+            warnings=list(plan.warnings),
         )

@@ -64,6 +64,7 @@ class ServeStarted:
     worker_pid: int
     wake_lock: bool
     notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # the context's limits (plan/context_limits.py)
 
 
 @dataclass
@@ -196,7 +197,7 @@ class Supervisor:
 
     def worker_ready(self, info: WorkerInfo) -> None:
         plan, config = self.plan, self.config
-        notes = list(plan.fit.notes)
+        notes = [n for n in plan.fit.notes if n not in plan.fit.warnings]
         if self.wake.note:
             notes.append(self.wake.note)
         if plan.cpus:
@@ -222,6 +223,7 @@ class Supervisor:
                     worker_pid=info.pid,
                     wake_lock=self.wake.held,
                     notes=notes,
+                    warnings=list(plan.fit.warnings),
                 )
             )
 
