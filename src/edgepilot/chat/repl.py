@@ -173,6 +173,8 @@ def chat_loop(chat: ChatSession, term: Terminal, read: Callable[[str], str] | No
         term.say(chat.plan.profile)
     for warning in chat.plan.warnings:
         term.say(f"warning: {warning}")
+    if chat.template_note:
+        term.say(f"note: {chat.template_note}")
     if read is None:
         read = _terminal_reader(limit) if term.interactive else _stdin_reader(limit)
     for line in _lines(term, read):

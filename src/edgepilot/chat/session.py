@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from edgepilot.chat.template_note import no_template_note
 from edgepilot.device.process import rss_bytes
 from edgepilot.engine.choice import EngineInfo, choose_engine, open_engine, open_session
 from edgepilot.engine.conversation import TRANSCRIPT_STOP, answer_room, fit_conversation
@@ -102,6 +103,10 @@ class ChatSession:
             notes=list(self.plan.notes),
             engine=self.engine_info,
         )
+        # a base model (no chat template): said once at the start, the chat goes on as a transcript
+        self.template_note = no_template_note(self.path)
+        if self.template_note:
+            self.result.notes.append(self.template_note)
         self.reset()
 
     def __enter__(self) -> ChatSession:
