@@ -7,8 +7,11 @@ reserved total, which is no part of the peak, apart from the table.
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import subprocess
+import sys
 
 import pytest
 from click.testing import CliRunner
@@ -16,6 +19,8 @@ from click.testing import CliRunner
 from edgepilot.cli import app
 from edgepilot.gguf.arch import arch_params
 from edgepilot.gguf.gguf_header import read_header
+from edgepilot.plan.compute import compute_buffer
+from edgepilot.plan.context_limits import padded_ctx
 from edgepilot.plan.memory_model import predict
 from edgepilot.plan.settings import EngineSettings
 
@@ -78,3 +83,54 @@ def test_fit_at_50_columns_reads_without_contradictions(smollm_path):
     after = text[text.index("└") :]
     assert "reserved by llama.cpp: 280.5 MiB" in " ".join(after.split())
     assert "the peak holds only the pages a run touches" in " ".join(after.split())
+
+
+# A child process (a clean address space, not pytest's) loads the model, runs a prompt of N tokens and lists
+# the anonymous mappings the run created or grew: [size, resident bytes].
+_RUN = """
+import json, re, sys
+from pathlib import Path
+from edgepilot.engine.inprocess import LlamaEngine
+from edgepilot.plan.settings import EngineSettings
+
+def anon():
+    out, cur = {}, None
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            if re.match(r"^[0-9a-f]+-[0-9a-f]+ ", line):
+                parts = line.split()
+                cur = parts[0] if len(parts) < 6 else None
+                if cur:
+                    out[cur] = [0, 0]
+            elif cur and line.startswith(("Size:", "Rss:")):
+                out[cur][line.startswith("Rss:")] = int(line.split()[1]) * 1024
+    return out
+
+path, ctx, ub, n = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+s = EngineSettings(n_ctx=ctx, n_ubatch=ub, flash_attn=False, n_threads=2)
+with LlamaEngine(path, s) as engine:
+    before = anon()
+    engine.generate(engine.tokenize("hello world " * ctx)[:n], 1)
+    print(json.dumps([v for k, v in anon().items() if before.get(k) != v]))
+"""
+
+
+@pytest.mark.parametrize("ctx, ubatch", [(1024, 512), (1024, 128)])
+def test_the_work_buffer_is_a_real_runs_own_mapping_of_the_predicted_size(smollm_path, ctx, ubatch):
+    """Why touched > reserved could read true: a real run's CPU backend allocates, outside the compute
+    buffer, one work buffer of the largest chunk's scores as f16, all of it resident. The planner's formula
+    for each chunk of a context-filling prompt (n_kv = the cells used so far, padded) gives its size."""
+    n = ctx - 8  # room for the one token generated
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run(
+        [sys.executable, "-c", _RUN, str(smollm_path), str(ctx), str(ubatch), str(n)],
+        capture_output=True, text=True, env=env, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    mappings = json.loads(done.stdout.splitlines()[-1])
+    arch = arch_params(read_header(smollm_path).metadata)
+    chunks = [(min(ubatch, n - start), padded_ctx(min(start + ubatch, n))) for start in range(0, n, ubatch)]
+    work = max(compute_buffer(arch, ctx, t, False, kv, kv).work_bytes for t, kv in chunks)
+    assert work == max(t * kv for t, kv in chunks) * 9 * 2
+    match = [m for m in mappings if work <= m[0] <= work + 8192]  # malloc adds a page for its header
+    assert match and match[0][1] == match[0][0], (work / MIB, [(a / MIB, b / MIB) for a, b in mappings[:8]])
