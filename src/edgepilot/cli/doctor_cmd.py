@@ -41,15 +41,13 @@ def _check_model(model: str | None, root: Path | None) -> None:
         raise UserError(f"model file not found: {model}")
 
 
-def _device_of(root: Path | None, command: list[str], log: str | None, status: int | None) -> Path | None:
-    """The device the failure happened on. A command run here: this machine. A saved log (or an exit status)
-    without --root: another device, whose memory, CPU and mounts this machine's would only misstate (None:
-    no probe); `--root /` says it is this machine. Only --model: the question is this machine."""
+def _device_of(root: Path | None, command: list[str], log: str | None) -> Path | None:
+    """The device the failure happened on. A saved log without --root may come from another device (a phone's
+    logcat), whose memory, CPU and mounts this machine's would only misstate: None, no probe; `--root /` says
+    it is this machine. A command run here, an exit status or a model alone: this machine."""
     if root is not None:
         return root
-    if command or (log is None and status is None):
-        return Path("/")
-    return None
+    return None if log is not None and not command else Path("/")
 
 
 def render_diagnosis(d: Diagnosis, out: Console) -> None:
@@ -177,8 +175,8 @@ def _exit_status(text: str | None) -> int | None:
 @click.option(
     "--root",
     type=click.Path(path_type=Path),
-    help="The device it failed on: a device tree, a snapshot, or / for this machine (default: this machine "
-    "for a command run here; for a saved log, none: it may come from another device)",
+    help="The device it failed on: a device tree, a snapshot, or / for this machine (default: this machine; "
+    "for a saved log, none: it may come from another device)",
 )
 @click.option("--memory-limit", help="Run the command under this memory limit (cgroup v1, root), e.g. 300MiB")
 @click.option(
@@ -214,7 +212,7 @@ def doctor(
             "or a command to run after --, e.g. `edgepilot doctor -- llama-cli -m model.gguf`"
         )
     limit = size_or_none(memory_limit, "--memory-limit")
-    root = _device_of(root, command, log, status)
+    root = _device_of(root, command, log)
     _check_model(model, root)
     if not command:
         lines = _read_log(log) if log is not None else None
