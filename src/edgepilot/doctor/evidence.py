@@ -115,9 +115,10 @@ class Evidence:
     # -- the memory plan (computed on first use: only memory rules need it) ------------------------------
     @cached_property
     def plan(self) -> PlanCheck | None:
-        from edgepilot.doctor.plan_check import check_plan
+        from edgepilot.doctor.plan_check import check_plan, refused_budget
 
-        if self.elsewhere and self.budget_bytes is None:  # this machine's budget would judge another's run
+        # without a budget of its own (given, or the one a refusal names), this machine's would judge it
+        if self.elsewhere and self.budget_bytes is None and refused_budget(self.lines) is None:
             self.checked.append(f"memory plan: skipped (no budget: {UNKNOWN_DEVICE})")
             return None
         return check_plan(
