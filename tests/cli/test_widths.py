@@ -104,7 +104,7 @@ def test_probe_every_device_tree(devices):
             cl = found.cpu.clusters[0]
             cpus = ",".join(map(str, cl.cpus))
             assert on_one_line(shown[120], cpus, cl.core, cl.kind), shown[120]
-            assert not on_one_line(shown[40], cpus, cl.core), shown[40]  # stacked: one record per block
+            assert on_one_line(shown[50], cpus, str(cl.max_mhz or "?")), shown[50]  # a table row on a phone
 
 
 def test_inspect(smollm_path):
@@ -117,8 +117,11 @@ def test_inspect(smollm_path):
         f"{q.share_of_bytes:.1%}" for q in info.quant_mix
     ]
     shown = each_width(render, info, figures)
-    q = info.quant_mix[0]
-    assert on_one_line(shown[120], q.ggml_type, human_bytes(q.bytes), f"{q.share_of_bytes:.1%}")
+    for q in info.quant_mix:  # a table that fits stays a table on a phone (it was 23 lines of records)
+        for w in (50, 120):
+            assert on_one_line(shown[w], q.ggml_type, human_bytes(q.bytes), f"{q.share_of_bytes:.1%}")
+    for text in shown.values():  # the path is never cut: it is printed whole, on its own line if need be
+        assert on_one_line(text, str(info.path)), text
 
 
 # -- quantize and compare (one real run each, small) ------------------------------------------------------
@@ -196,8 +199,9 @@ def test_history(benched):
         f"{e.best_ts:.2f}" for e in h.entries
     ]
     shown = each_width(render_history, h, figures)
-    e = h.entries[0]
-    assert on_one_line(shown[120], e.test, f"{e.avg_ts:.2f} ± {e.stddev_ts:.2f}", f"{e.best_ts:.2f}")
+    for e in h.entries:  # a table even at 50 columns: shared settings said once, not a block per row
+        for w in (50, 120):
+            assert on_one_line(shown[w], e.test, f"{e.avg_ts:.2f} ± {e.stddev_ts:.2f}", f"{e.best_ts:.2f}")
 
 
 def test_tune(smollm_path):
@@ -208,8 +212,9 @@ def test_tune(smollm_path):
     report = run_tune(smollm_path, req)
     figures = [f"{t.ts:.2f}" for t in report.trials] + [f"{report.gen['tg_ts']:.2f}"]
     shown = each_width(render_tune, report, figures)
-    t = report.trials[0]
-    assert on_one_line(shown[120], t.phase, t.test, f"{t.ts:.2f}")
+    for t in report.trials:  # a row per setting at 50 columns too (it was a block of 8 lines each)
+        for w in (50, 120):
+            assert on_one_line(shown[w], t.phase, t.test, f"{t.ts:.2f}")
 
 
 # -- models, pull, cluster, doctor, run, serve, build -------------------------------------------------------
