@@ -30,6 +30,7 @@ from edgepilot.tuned.decide import decide
 from edgepilot.tuned.identity import DeviceId, MeasuredModel, device_id, model_id, versions
 from edgepilot.tuned.pinning import allowed_cpus
 from edgepilot.tuned.profiles import Profile, save_profile
+from edgepilot.words import count
 
 
 @dataclass
@@ -158,7 +159,7 @@ def run_tune(
 
         def on_measure(cand, test):
             desc = (
-                f"{test} · {cand.n_threads} threads on {cpulist(cand.cpus)} · "
+                f"{test} · {count(cand.n_threads, 'thread')} on {cpulist(cand.cpus)} · "
                 f"ub {cand.n_ubatch} · fa {int(cand.flash_attn)}"
             )
             report(desc, lab.reps, max(estimate, lab.reps + 1))

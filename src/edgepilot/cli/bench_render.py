@@ -9,6 +9,7 @@ from rich.text import Text
 
 from edgepilot.cli.format import human_bytes
 from edgepilot.shown import shown
+from edgepilot.words import count
 
 if TYPE_CHECKING:
     from edgepilot.bench.results import BenchReport
@@ -16,10 +17,6 @@ if TYPE_CHECKING:
     from edgepilot.bench.tune import TuneReport
     from edgepilot.engine.choice import EngineInfo
     from edgepilot.tuned.profiles import ProfileView
-
-
-def _threads(n: int) -> str:
-    return f"{n} thread" + ("" if n == 1 else "s")
 
 
 def _num(value: float | None, fmt: str = "{:.1f}") -> str:
@@ -133,7 +130,7 @@ def render_history(h: History, out: Console) -> None:
             f"no results{where} on this device yet ({h.db_path}); run `edgepilot bench` or `edgepilot tune`",
         )
         if h.other_devices:
-            out.print(f"({h.other_devices} run(s) from other devices are stored)", style="dim")
+            out.print(f"({count(h.other_devices, 'run')} from other devices are stored)", style="dim")
         return
     out.print(Text.assemble(("history", "bold"), f" · {shown(h.device.description)}"))
     right = ("threads", "ub", "fa", "t/s", "Δ prev", "best")
@@ -165,7 +162,7 @@ def render_history(h: History, out: Console) -> None:
         print_records(out, columns, cells, title=title, row_styles=styles)
     say(
         out,
-        f"{h.runs} run(s) on this device in {h.db_path} "
+        f"{count(h.runs, 'run')} on this device in {h.db_path} "
         "(Δ prev: against the same test with the same settings the time before)",
         style="dim",
     )
@@ -200,17 +197,18 @@ def render_tune(r: TuneReport, out: Console) -> None:
     _plot(sweep_points(r), r.model.name, out)
     g, p = r.gen, r.prompt
     fa = "on" if g["flash_attn"] else "off"
+    threads = count(g["n_threads"], "thread")
     out.print(
         Text.assemble(
             ("generation", "bold"),
-            f" {_threads(g['n_threads'])} on CPUs {g['cores']}, flash attention {fa} → {g['tg_ts']:.2f} t/s",
+            f" {threads} on CPUs {g['cores']}, flash attention {fa} → {g['tg_ts']:.2f} t/s",
         )
     )
     cores = f" on CPUs {p['cores']}" if p["cores"] != g["cores"] else ""
     out.print(
         Text.assemble(
             ("prompt", "bold"),
-            f"     {_threads(p['n_threads'])}{cores}, ubatch {p['n_ubatch']} → {p['pp_ts']:.2f} t/s",
+            f"     {count(p['n_threads'], 'thread')}{cores}, ubatch {p['n_ubatch']} → {p['pp_ts']:.2f} t/s",
         )
     )
     if r.speedup_vs_default:
@@ -227,8 +225,8 @@ def render_tune(r: TuneReport, out: Console) -> None:
         say(out, "(run and serve pick the profile up)", style="dim")
     say(
         out,
-        f"{len(r.trials)} settings, {r.measurements} measurements, "
-        f"{r.loads} model load{'' if r.loads == 1 else 's'} in {r.seconds:.0f} s{_engine_line(r.engine)}",
+        f"{count(len(r.trials), 'setting')}, {count(r.measurements, 'measurement')}, "
+        f"{count(r.loads, 'model load')} in {r.seconds:.0f} s{_engine_line(r.engine)}",
         style="dim",
     )
     if r.profile_path:

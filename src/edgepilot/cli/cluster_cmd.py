@@ -11,6 +11,7 @@ from edgepilot.cli import flags
 from edgepilot.cli.app import app, console, emit, err_console, user_errors
 from edgepilot.cli.format import mib
 from edgepilot.defaults import DEFAULT_CTX
+from edgepilot.words import count
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -55,7 +56,7 @@ def render_plan(plan: Any, out: Console) -> None:
     out.print(
         Text.assemble(
             ("cluster plan", "bold"),
-            f" {shown(Path(plan.model).name)} · {plan.n_layer} layers + output · ctx {plan.n_ctx}",
+            f" {shown(Path(plan.model).name)} · {count(plan.n_layer, 'layer')} + output · ctx {plan.n_ctx}",
             f" · {verdict}",
         )
     )

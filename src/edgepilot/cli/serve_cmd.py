@@ -15,6 +15,7 @@ from edgepilot.cli import flags
 from edgepilot.cli.app import app, console, err_console, user_errors
 from edgepilot.cli.format import mib
 from edgepilot.errors import UserError
+from edgepilot.words import count
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -46,7 +47,7 @@ def render_started(s: ServeStarted, out: Console | None = None) -> None:
         [
             Text.assemble(("edgepilot serve", "bold"), f" {shown(s.model_name)}"),
             f"ctx {st.n_ctx}",
-            f"{st.n_threads} threads",
+            count(st.n_threads, "thread"),
             f"kv {st.type_k}/{st.type_v}",
             f"planned peak {mib(s.predicted_peak_rss_bytes)} of a {mib(s.budget_bytes)} budget",
         ],
