@@ -18,9 +18,11 @@ if TYPE_CHECKING:
 
 
 @app.command("rpc-server")
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (no auth!)")
-@click.option("--port", default=50052, show_default=True, help="TCP port")
-@click.option("--threads", type=int, help="CPU threads for the helper's computations")
+@click.option(
+    "--host", default="127.0.0.1", show_default=True, help="Address to listen on (no auth!)", metavar="HOST"
+)
+@click.option("--port", default=50052, show_default=True, help="TCP port", metavar="PORT")
+@click.option("--threads", type=int, help="CPU threads for the helper's computations", metavar="N")
 @click.option("--dry-run", is_flag=True, help="Print the rpc-server command instead of running it")
 @user_errors
 def rpc_server(host: str, port: int, threads: int | None, dry_run: bool) -> None:
@@ -109,18 +111,30 @@ def render_plan(plan: Any, out: Console) -> None:
     required=True,
     help="HOST:PORT=BUDGET or HOST:PORT=ROOT (a device tree or snapshot .tar.gz of that helper); in --rpc "
     "order",
+    metavar="HOST:PORT=BUDGET",
 )
-@click.option("--ctx", default=DEFAULT_CTX, show_default=True, help="Context size")
-@click.option("--kv", default="f16", show_default=True, help="KV cache type")
-@click.option("--main-budget", help="The main device's memory budget (default: what `fit` plans on it)")
-@click.option("--root", default="/", show_default=True, help="The main device's tree or snapshot to probe")
+@click.option("--ctx", default=DEFAULT_CTX, show_default=True, help="Context size", metavar="N")
+@click.option("--kv", default="f16", show_default=True, help="KV cache type", metavar="TYPE")
 @click.option(
-    "--link", help="Predict the speed over this link: LATENCY,RATE (10ms,50Mbit) or usb, wifi, poor-wifi"
+    "--main-budget", help="The main device's memory budget (default: what `fit` plans on it)", metavar="SIZE"
+)
+@click.option(
+    "--root",
+    default="/",
+    show_default=True,
+    help="The main device's tree or snapshot to probe",
+    metavar="DIR",
+)
+@click.option(
+    "--link",
+    help="Predict the speed over this link: LATENCY,RATE (10ms,50Mbit) or usb, wifi, poor-wifi",
+    metavar="LINK",
 )
 @click.option(
     "--speed",
     help="With --link: this model's GEN,PROMPT t/s on one device (default: the bench history, else the "
     "roofline)",
+    metavar="GEN,PROMPT",
 )
 @flags.JSON
 @user_errors

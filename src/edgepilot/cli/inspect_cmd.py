@@ -71,7 +71,7 @@ def render(info: ModelInfo, out: Console) -> None:
 
 @app.command()
 @flags.MODEL
-@click.option("--sha256", help="Expected sha256 (hex) of the file")
+@click.option("--sha256", help="Expected sha256 (hex) of the file", metavar="HEX")
 @flags.JSON
 @user_errors
 def inspect(model: str, sha256: str | None, as_json: bool) -> None:

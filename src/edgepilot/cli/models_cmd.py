@@ -18,7 +18,9 @@ if TYPE_CHECKING:
     from edgepilot.store.pull import PullResult
 
 STORE = click.option(
-    "--store", help="Model store folder (default: $EDGEPILOT_MODELS_DIR, else models/ in the data dir)"
+    "--store",
+    help="Model store folder (default: $EDGEPILOT_MODELS_DIR, else models/ in the data dir)",
+    metavar="DIR",
 )
 
 
@@ -128,11 +130,11 @@ class _Bar:
 @click.argument("repo", help="Hub repository, OWNER/NAME")
 @click.argument("file", required=False, help="File to download (default: list the GGUF files)")
 @click.option("--best", is_flag=True, help="Download the largest GGUF file that fits this device")
-@click.option("--revision", default="main", show_default=True, help="Branch, tag or commit")
+@click.option("--revision", default="main", show_default=True, help="Branch, tag or commit", metavar="REV")
 @STORE
 @flags.BUDGET
-@click.option("--token-file", help="Read the hub token from a file (default: $HF_TOKEN)")
-@click.option("--root", default="/", show_default=True, help="Device tree to plan for")
+@click.option("--token-file", help="Read the hub token from a file (default: $HF_TOKEN)", metavar="FILE")
+@click.option("--root", default="/", show_default=True, help="Device tree to plan for", metavar="DIR")
 @flags.JSON
 @user_errors
 def pull(
