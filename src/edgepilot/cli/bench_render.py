@@ -211,8 +211,12 @@ def render_tune(r: TuneReport, out: Console) -> None:
             f"     {count(p['n_threads'], 'thread')}{cores}, ubatch {p['n_ubatch']} → {p['pp_ts']:.2f} t/s",
         )
     )
+    default = f"vs all cores ({r.core_sets[-1]})"
     if r.speedup_vs_default:
-        say(out, f"vs all cores ({r.core_sets[-1]}): {r.speedup_vs_default:.2f}× generation speed")
+        say(out, f"{default}: {r.speedup_vs_default:.2f}× generation speed (medians)")
+    elif r.default_tg_ts is not None:  # one run is no ground for a ratio (it may be an outlier)
+        runs = count(r.default_tg_reps, "run")
+        say(out, f"{default}: {r.default_tg_ts:.2f} t/s in {runs}: too few for a speed-up", style="dim")
     line = _roofline_line(r.bandwidth_gbs, r.bytes_per_token, g["tg_ts"], r.roofline)
     if line:
         say(out, line, style="dim")
