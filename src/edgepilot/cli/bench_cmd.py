@@ -36,18 +36,14 @@ def progress_bar(title: str) -> Iterator:
     if not err_console().is_terminal:
         yield None
         return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import MofNCompleteColumn, Progress, TimeElapsedColumn
 
+    from edgepilot.cli.narrow import progress_columns
     from edgepilot.shown import shown
 
     # the description can name a model or a device: text, never markup
-    columns = (
-        TextColumn("{task.description}", markup=False),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-    )
-    with Progress(*columns, console=err_console(), transient=True) as bar:
+    columns = progress_columns(MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=err_console(), transient=True, expand=True) as bar:
         task = bar.add_task(title, total=None)
 
         def update(description: str, done: int, total: int) -> None:

@@ -98,23 +98,13 @@ class _Bar:
         if self.progress is None and not err_console().is_terminal:
             return  # a log or a pipe gets the result line, not a bar redrawn in it
         if self.progress is None:
-            from rich.progress import (
-                BarColumn,
-                DownloadColumn,
-                Progress,
-                TextColumn,
-                TimeRemainingColumn,
-                TransferSpeedColumn,
-            )
+            from rich.progress import DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
 
+            from edgepilot.cli.narrow import progress_columns
+
+            figures = (DownloadColumn(binary_units=True), TransferSpeedColumn(), TimeRemainingColumn())
             self.progress = Progress(
-                TextColumn("{task.description}", markup=False),
-                BarColumn(),
-                DownloadColumn(binary_units=True),
-                TransferSpeedColumn(),
-                TimeRemainingColumn(),
-                console=err_console(),
-                transient=False,
+                *progress_columns(*figures), console=err_console(), transient=False, expand=True
             )
             self.progress.start()
             self.task = self.progress.add_task(self.label or "downloading", total=total)

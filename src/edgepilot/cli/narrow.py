@@ -20,6 +20,7 @@ from edgepilot.shown import shell_word, shown
 
 if TYPE_CHECKING:
     from rich.console import Console
+    from rich.progress import ProgressColumn
     from rich.table import Table
     from rich.text import Text
 
@@ -141,6 +142,18 @@ def print_command(out: Console, label: str, argv: Sequence[str], style: str = "c
         indent = COMMAND_INDENT
     for line in command_lines(argv, out.width, indent):
         out.print(Text(line, style=style), soft_wrap=True)
+
+
+def progress_columns(*figures: ProgressColumn) -> tuple[ProgressColumn, ...]:
+    """A progress line on one line at any width, for Progress(..., expand=True): the description (data, never
+    markup) and the bar share what the figures (a count, the elapsed time) leave, 2:1, and the description is
+    the one cut (with an ellipsis); the figures never are. rich's own layout drops the figures first."""
+    from rich.progress import BarColumn, TextColumn
+    from rich.table import Column as TableColumn
+
+    text = TableColumn(ratio=2, no_wrap=True, overflow="ellipsis")
+    bar = BarColumn(bar_width=None, table_column=TableColumn(ratio=1))
+    return (TextColumn("{task.description}", markup=False, table_column=text), bar, *figures)
 
 
 @dataclass(frozen=True)
