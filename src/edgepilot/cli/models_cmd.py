@@ -173,8 +173,9 @@ def render_models(listing: StoreListing, out: Console) -> None:
     from edgepilot.cli.narrow import Column, print_records, say
 
     if not listing.models:
-        say(out, f"no models in {listing.store} (get one: edgepilot pull OWNER/REPO)")
-    else:
+        say(out, f"no models pulled into {listing.store} (get one: edgepilot pull OWNER/REPO)")
+    listed = [*listing.models, *([listing.bundled] if listing.bundled else [])]
+    if listed:
         columns = [
             Column("name"),
             Column("size", numeric=True),
@@ -188,11 +189,14 @@ def render_models(listing: StoreListing, out: Console) -> None:
                 human_bytes(m.size),
                 m.quant or "?",
                 Text(m.verdict, style="green" if m.verdict == "ok" else "red"),
-                (m.pulled or "-")[:10],
+                "bundled" if m is listing.bundled else (m.pulled or "-")[:10],
             ]
-            for m in listing.models
+            for m in listed
         ]
-        print_records(out, columns, rows, title=f"models in {listing.store}")
+        title = f"models in {listing.store}" if listing.models else None
+        print_records(out, columns, rows, title=title)
+    if listing.bundled:
+        say(out, "bundled: the model run, chat and serve use when you give none", style="dim")
     for name in listing.partial:
         say(out, f"unfinished download: {name} (the same pull resumes it)", style="dim")
     for item in listing.unreadable:

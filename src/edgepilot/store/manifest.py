@@ -78,6 +78,8 @@ class StoreListing:
     warning: str | None = None
     # what this user cannot read (left out of the listing), each "NAME: why": a folder or file of another user
     unreadable: list[str] = field(default_factory=list)
+    # the model run, chat and serve use without MODEL (shipped as a package, not in the store), if installed
+    bundled: StoredModel | None = None
 
 
 @dataclass
@@ -251,6 +253,12 @@ def _store_files(store: Path, listing: StoreListing) -> Iterator[tuple[str, os.s
 
 def list_store(store: Path, root: Path | str = "/") -> StoreListing:
     listing = StoreListing(store=store)
+    _list_files(store, root, listing)
+    listing.bundled = _bundled()
+    return listing
+
+
+def _list_files(store: Path, root: Path | str, listing: StoreListing) -> None:
     try:
         mode = os.stat(store).st_mode
     except PermissionError as exc:  # a folder above it that this user may not enter
@@ -258,7 +266,7 @@ def list_store(store: Path, root: Path | str = "/") -> StoreListing:
     except NotADirectoryError:
         raise _not_a_store(store) from None
     except OSError:
-        return listing
+        return  # no store yet: nothing pulled
     if not stat.S_ISDIR(mode):
         raise _not_a_store(store)
     listing.warning = storage_warning(store, root)
@@ -285,7 +293,20 @@ def list_store(store: Path, root: Path | str = "/") -> StoreListing:
                 pulled=entry.time if entry else None,
             )
         )
-    return listing
+
+
+def _bundled() -> StoredModel | None:
+    """The bundled model, as `run` without MODEL finds it (None when its package is not installed or its
+    file cannot be made here: run says why when it needs it)."""
+    from edgepilot.gguf.resolve import bundled_model_path
+
+    try:
+        path = bundled_model_path()
+        size = path.stat().st_size
+    except (UserError, OSError):
+        return None
+    quant, verdict = _describe(path)
+    return StoredModel(name=path.name, path=path, size=size, repo=None, quant=quant, verdict=verdict)
 
 
 def find_stored(store: Path, name: str) -> Path | None:
