@@ -88,12 +88,17 @@ def render_plan(plan: Any, out: Console) -> None:
         say(out, "the smallest change that would fit: " + plan.suggestions[0], style="bold")
         for other in plan.suggestions[1:]:
             say(out, f"  or: {other}", style="dim")
-    say(out, "on each helper:", style="dim")
-    for cmd in plan.helper_commands:
-        print_command(out, "", cmd, style="")
-    say(out, "on the main device (llama.cpp's server, or the same behind edgepilot's front):", style="dim")
-    for cmd in (plan.main_command, plan.edgepilot_command):
-        print_command(out, "", cmd, style="")
+    if plan.fits:
+        say(out, "on each helper:", style="dim")
+        for cmd in plan.helper_commands:
+            print_command(out, "", cmd, style="")
+        say(
+            out, "on the main device (llama.cpp's server, or the same behind edgepilot's front):", style="dim"
+        )
+        for cmd in (plan.main_command, plan.edgepilot_command):
+            print_command(out, "", cmd, style="")
+    else:  # commands that would be killed are not something to copy and run
+        say(out, "no commands: the plan does not fit (--json lists them as planned)", style="bold red")
     for note in plan.notes:
         say(out, f"note: {note}", style="dim")
     if plan.link is not None:
