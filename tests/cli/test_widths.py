@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -215,6 +216,14 @@ def test_tune(smollm_path):
     for t in report.trials:  # a row per setting at 50 columns too (it was a block of 8 lines each)
         for w in (50, 120):
             assert on_one_line(shown[w], t.phase, t.test, f"{t.ts:.2f}")
+    # the longest phase name, two-digit row numbers and rejected rows (a mark, explained once) still fit
+    phases = ("prompt-threads", "flash-attn", "scan")
+    trials = [replace(t, phase=phases[i % 3], rejected=i % 2 == 0) for i, t in enumerate(report.trials * 4)]
+    narrow = render(render_tune, replace(report, trials=trials), 50)
+    check(narrow, 50, [f"{t.ts:.2f}" for t in trials])
+    for i, t in enumerate(trials, 1):
+        assert on_one_line(narrow, f"{i:>2} {t.phase}", f"{t.ts:.2f}"), narrow
+    assert "* one repetition: clearly slower" in narrow
 
 
 # -- models, pull, cluster, doctor, run, serve, build -------------------------------------------------------

@@ -19,6 +19,9 @@ if TYPE_CHECKING:
     from edgepilot.tuned.profiles import ProfileView
 
 
+SHORT = {"threads": "thr"}  # headers a narrow table may shorten before it stacks its records
+
+
 def _num(value: float | None, fmt: str = "{:.1f}") -> str:
     return "-" if value is None else fmt.format(value)
 
@@ -135,7 +138,7 @@ def render_history(h: History, out: Console) -> None:
     out.print(Text.assemble(("history", "bold"), f" · {shown(h.device.description)}"))
     right = ("threads", "ub", "fa", "t/s", "Δ prev", "best")
     columns = [
-        Column(c, numeric=c in right)
+        Column(c, numeric=c in right, short=SHORT.get(c, ""))
         for c in ("test", "threads", "cores", "ub", "fa", "t/s", "Δ prev", "best")
     ]
     by_run: dict[int, list] = {}
@@ -173,7 +176,8 @@ def render_tune(r: TuneReport, out: Console) -> None:
     from edgepilot.cli.narrow import Column, print_command, print_records, say
 
     heads = ("#", "phase", "test", "threads", "cores", "ub", "fa", "t/s", "")
-    columns = [Column(c, numeric=c in ("#", "threads", "ub", "fa", "t/s")) for c in heads]
+    numeric = ("#", "threads", "ub", "fa", "t/s")
+    columns = [Column(c, numeric=c in numeric, short=SHORT.get(c, "")) for c in heads]
     cells = [
         [
             str(i),
@@ -184,7 +188,7 @@ def render_tune(r: TuneReport, out: Console) -> None:
             str(t.n_ubatch),
             str(int(t.flash_attn)),
             f"{t.ts:.2f}",
-            "1 rep: clearly slower" if t.rejected else "",
+            "*" if t.rejected else "",  # a mark, not a note: the table stays narrow
         ]
         for i, t in enumerate(r.trials, 1)
     ]
@@ -192,6 +196,8 @@ def render_tune(r: TuneReport, out: Console) -> None:
     print_records(
         out, columns, cells, title=f"tune · {r.model.name} · {r.device.description}", row_styles=styles
     )
+    if any(t.rejected for t in r.trials):
+        say(out, "* one repetition: clearly slower than the best, not repeated", style="dim")
     if r.gpu is not None:
         _render_gpu(r, out)
     _plot(sweep_points(r), r.model.name, out)
