@@ -1,5 +1,6 @@
-"""The progress line of a real `edgepilot tune` on a 50-column terminal (a pseudo-terminal): it keeps its count
-and elapsed time, the description is what gets cut (before: rich dropped the bar, the count and the time)."""
+"""The progress line of a real `edgepilot tune` on a 50-column terminal (a pseudo-terminal): it keeps its
+count and elapsed time, the description is what gets cut (before: rich dropped the bar, the count and the
+time)."""
 
 from __future__ import annotations
 
