@@ -11,7 +11,6 @@ from edgepilot.cli import flags
 from edgepilot.cli.app import app, console, emit, err_console, user_errors
 from edgepilot.cli.format import mib
 from edgepilot.defaults import DEFAULT_CTX
-from edgepilot.words import count
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -53,6 +52,7 @@ def render_plan(plan: Any, out: Console) -> None:
 
     from edgepilot.cli.narrow import Column, print_command, print_records, say
     from edgepilot.shown import shown
+    from edgepilot.words import count
 
     verdict = "fits" if plan.fits else "DOES NOT FIT"
     out.print(

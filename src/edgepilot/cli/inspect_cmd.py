@@ -9,7 +9,6 @@ import click
 from edgepilot.cli import flags
 from edgepilot.cli.app import app, emit, user_errors
 from edgepilot.cli.format import human_bytes, human_count
-from edgepilot.words import count
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -22,6 +21,7 @@ def render(info: ModelInfo, out: Console) -> None:
 
     from edgepilot.cli.narrow import Column, print_pairs, print_records, say
     from edgepilot.shown import shown
+    from edgepilot.words import count
 
     facts: list[tuple[str, str]] = []
 

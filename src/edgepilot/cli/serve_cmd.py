@@ -15,7 +15,6 @@ from edgepilot.cli import flags
 from edgepilot.cli.app import app, console, err_console, user_errors
 from edgepilot.cli.format import mib
 from edgepilot.errors import UserError
-from edgepilot.words import count
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -39,6 +38,7 @@ def render_started(s: ServeStarted, out: Console | None = None) -> None:
 
     from edgepilot.cli.narrow import print_items, say
     from edgepilot.shown import shown
+    from edgepilot.words import count
 
     st = s.settings
     out = out or console()
