@@ -57,8 +57,20 @@ def say(out: Console, text: str | Text, style: str | None = None) -> None:
         head.rstrip()
         out.print(head)
         head = blank
+    floor = len(_MARKER.match(line.plain).group(1))  # the item's own indentation
     for n, piece in enumerate(pieces):
-        out.print(Text.assemble(head if n == 0 else blank, piece), soft_wrap=True)
+        lead = head if n == 0 else _lead(blank, piece.cell_len, out.width, floor)
+        out.print(Text.assemble(lead, piece), soft_wrap=True)
+
+
+def _lead(lead: Text, word: int, width: int, floor: int) -> Text:
+    """The indentation before a continuation: less of it (down to the item's own, `floor`) for a word too
+    long to follow it, so that the word still fits the screen when it can; else it overflows, whole."""
+    from rich.text import Text
+
+    if lead.cell_len + word <= width:
+        return lead
+    return Text(" " * max(width - word, floor), style=lead.style)
 
 
 def hanging_indent(plain: str, width: int) -> int:
@@ -341,18 +353,23 @@ def print_pairs(
         if _longest_word(text) > out.width - lead.cell_len:
             out.print(Text.assemble(" " * indent, (label, label_style)), style=style)
             more = " " * (indent + CONTINUATION_INDENT)
-            _print_words(out, text, more, more, style)
+            _print_words(out, text, more, more, style, indent)
         else:
-            _print_words(out, text, lead, " " * lead.cell_len, style)
+            _print_words(out, text, lead, " " * lead.cell_len, style, indent)
 
 
-def _print_words(out: Console, text: Text, first: str | Text, rest: str, style: str) -> None:
+def _print_words(out: Console, text: Text, first: str | Text, rest: str, style: str, floor: int = 0) -> None:
     """text after `first` (as wide as `rest`, which leads its continuation lines), wrapped at spaces, never
-    inside a word: a word longer than the room is a line of its own, wider than the screen."""
+    inside a word: a word longer than the room is a line of its own, wider than the screen if it must."""
     from rich.text import Text
 
     for n, line in enumerate(_word_lines(text.plain, out.width - len(rest))):
-        out.print(Text.assemble(first if n == 0 else rest, text[line]), style=style, soft_wrap=True)
+        piece = text[line]
+        if n == 0 and isinstance(first, Text):  # a label: the value's first line stays beside it
+            lead = first
+        else:  # an indentation: less of it for a word too long to follow it
+            lead = _lead(Text(first if n == 0 else rest), piece.cell_len, out.width, floor)
+        out.print(Text.assemble(lead, piece), style=style, soft_wrap=True)
 
 
 def _word_lines(plain: str, room: int) -> list[slice]:
