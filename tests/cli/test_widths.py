@@ -146,6 +146,10 @@ def test_quantize(quantized):
     assert on_one_line(shown[120], "Q4_0", mib(v.file_bytes), f"{v.bits_per_weight:.2f}")
     for text in shown.values():
         assert _joined(text, "next:") == f"edgepilot compare {quantized.reference} {v.path}"
+    for w in (40, 50):  # a stacked record's file name is never split (before: folded at the screen's edge)
+        lines = [ln.split() for ln in shown[w].splitlines()]
+        at = next(i for i, words in enumerate(lines) if words[:1] == ["file"])
+        assert str(v.path) in (lines[at] + lines[at + 1])[1:2], shown[w]  # beside its label, or under it
 
 
 def test_compare(quantized):
