@@ -140,6 +140,12 @@ def test_models_lists_the_bundled_model_beside_an_empty_store(cli_app, gemma_pat
     row = next(line for line in text.splitlines() if gemma_path.name in line)
     assert "Q4_K_M" in row and "bundled" in row
     assert "no models pulled into" in text
+    # not made yet in a fresh cache: listed from its package, and listing it writes nothing (~250 MB)
+    cache = tmp_path / "fresh-cache"
+    fresh = CliRunner().invoke(cli_app, [*empty, "--json"], env={"XDG_CACHE_HOME": str(cache)})
+    bundled = json.loads(fresh.stdout)["bundled"]
+    assert bundled["quant"] == "Q4_K_M" and bundled["size"] == gemma_path.stat().st_size
+    assert not cache.exists()
 
 
 @pytest.mark.parametrize(

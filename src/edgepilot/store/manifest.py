@@ -296,16 +296,23 @@ def _list_files(store: Path, root: Path | str, listing: StoreListing) -> None:
 
 
 def _bundled() -> StoredModel | None:
-    """The bundled model, as `run` without MODEL finds it (None when its package is not installed or its
-    file cannot be made here: run says why when it needs it)."""
-    from edgepilot.gguf.resolve import bundled_model_path
+    """The bundled model, as `run` without MODEL finds it; never made here (None without its package)."""
+    from edgepilot.gguf.gguf_header import read_header
+    from edgepilot.gguf.gguf_info import file_type_name
+    from edgepilot.gguf.resolve import bundled_model_made
 
-    try:
-        path = bundled_model_path()
-        size = path.stat().st_size
-    except (UserError, OSError):
+    found = bundled_model_made()
+    if found is None:
         return None
-    quant, verdict = _describe(path)
+    path, size, head = found
+    if head == path:
+        quant, verdict = _describe(path)
+    else:  # its header is at the start of its package's first part
+        try:
+            quant = file_type_name(read_header(head).metadata.get("general.file_type"))
+        except UserError:
+            quant = None
+        verdict = "ok (made from its package when first run)"
     return StoredModel(name=path.name, path=path, size=size, repo=None, quant=quant, verdict=verdict)
 
 
