@@ -21,6 +21,7 @@ LAYERS = {
     "file_errors": 0,  # one line for a file the permissions refuse
     "defaults": 0,  # the prompt and context every command shares
     "shown": 0,  # names from outside escaped for the terminal
+    "words": 0,  # counted nouns: 1 thread, 2 threads
     "device": 1,
     "gguf": 2,  # what a GGUF file is: header, validation, architecture, the MODEL argument
     "plan": 3,

@@ -6,6 +6,7 @@ import csv
 import io
 import json
 import os
+import re
 import sqlite3
 
 import pytest
@@ -115,6 +116,14 @@ def test_history_shows_and_compares_runs(cli_app, smollm_path, gemma_path):
     assert {e["model_name"] for e in only["entries"]} == {gemma_path.name}
     table = bench(cli_app, "--history").stdout
     assert "Δ prev" in table and "tg8" in table
+    narrow = runner.invoke(cli_app, ["bench", "--history"], env={"COLUMNS": "50"}).stdout
+    for e in data["entries"]:  # a table row each on a phone's screen (before: a block of 8 lines each)
+        row = f"{e['avg_ts']:.2f} ± {e['stddev_ts']:.2f}"
+        assert any(
+            e["test"] in ln and row in ln and f"{e['best_ts']:.2f}" in ln for ln in narrow.splitlines()
+        )
+    assert all(len(ln) <= 50 or " " not in ln.strip() for ln in narrow.splitlines())  # but a long path
+    assert len(narrow.splitlines()) < 50
 
 
 def test_history_before_any_run(cli_app):
@@ -197,10 +206,19 @@ def test_tune_without_repacking_saves_a_profile_without_it(cli_app, gemma_path, 
 
 def test_tune_table_and_png(cli_app, smollm_path, tmp_path):
     png = tmp_path / "tune.png"
-    res = runner.invoke(cli_app, ["tune", str(smollm_path), *SHORT, "--plot", str(png), "--no-save"])
+    args = ["tune", str(smollm_path), *SHORT, "--plot", str(png), "--no-save"]
+    res = runner.invoke(cli_app, args, env={"COLUMNS": "50"})
     assert res.exit_code == 0, res.output
     assert "generation" in res.stdout and "prompt" in res.stdout and "profile saved" not in res.stdout
     assert png.is_file()
+    # at 50 columns each setting is a table row (#, phase, test and t/s on one line), not a block of lines
+    rows = re.findall(
+        r"^\s*\d+ +(scan|confirm|prompt-threads|flash-attn|ubatch|final) +(tg|pp) .*\d\.\d\d",
+        res.stdout,
+        re.M,
+    )
+    settings = re.search(r"^(\d+) settings?, ", res.stdout, re.M)
+    assert settings and len(rows) == int(settings[1]), res.stdout
 
 
 @pytest.mark.parametrize("command", ["bench", "tune"])

@@ -150,3 +150,42 @@ def test_prompt_gets_wider_cores_where_slower_clusters_still_add_speed(devices):
     assert result.prompt.cpus == tuple(range(8))  # prompt: dynamic chunks, so the A55s still add speed
     assert result.prompt.n_threads == 8
     assert model.true_pp(result.prompt) > 1.1 * model.true_pp(Candidate(4, (4, 5, 6, 7)))
+
+
+class OneSlowRun(SpeedModel):
+    """The speed model, but the `nth` repetition of `slow` measures 0.33 t/s: another job took the CPU for
+    that one run (what a shared or throttling device does now and then)."""
+
+    def __init__(self, *args, slow: Candidate, nth: int, **kw) -> None:
+        super().__init__(*args, **kw)
+        self.slow, self.nth, self.seen = slow, nth, 0
+
+    def measure(self, cand: Candidate, test: str, reps: int) -> list[float]:
+        samples = super().measure(cand, test, reps)
+        if cand != self.slow or test != "tg":
+            return samples
+        for i in range(reps):
+            self.seen += 1
+            if self.seen == self.nth:
+                samples[i] = 0.33
+        return samples
+
+
+def two_cores(**kw) -> OneSlowRun:
+    return OneSlowRun({0: 2.0, 1: 2.0}, {0: 7.0, 1: 7.0}, slow=Candidate(2, (0, 1)), **kw)
+
+
+def test_no_speed_up_is_claimed_against_a_default_measured_once():
+    """Before: the scan's one run of the default (all cores) at 0.33 t/s made `vs all cores: 457×`."""
+    lab = two_cores(nth=1)  # the default's only run, in the scan
+    result = Search([(0, 1)], lab).run()
+    assert result.default_reps == 1 and result.default_tg == 0.33
+    assert result.speedup is None
+
+
+def test_the_speed_up_is_a_ratio_of_medians_one_slow_run_cannot_move():
+    lab = two_cores(nth=2)  # the default is a contender; its second run (confirm) is the slow one
+    result = Search([(0, 1)], lab).run()
+    default = Candidate(2, (0, 1))
+    assert result.default_reps == 3 and result.default_tg == pytest.approx(lab.true_tg(default))
+    assert result.speedup == pytest.approx(lab.true_tg(result.gen) / lab.true_tg(default))

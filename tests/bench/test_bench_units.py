@@ -160,3 +160,27 @@ def test_serve_worker_gets_the_prompt_cpus_only_with_its_own_cpus(tmp_path):
     argv = Launch(Path("m.gguf"), "m", "s.sock", 8, cpus=[4, 5], prompt_cpus=[0, 1, 4, 5]).argv(settings)
     assert argv[argv.index("--cpus") + 1] == "4,5" and argv[argv.index("--prompt-cpus") + 1] == "0,1,4,5"
     assert "--prompt-cpus" not in Launch(Path("m.gguf"), "m", "s.sock", 8, prompt_cpus=[0, 1]).argv(settings)
+
+
+@pytest.mark.parametrize(
+    "points",
+    [
+        [(1, 160.0), (2, 90.0)],  # fewer threads faster: the best point is top left, plotext's legend corner
+        [(1, 60.0), (2, 110.0), (3, 150.0), (4, 120.0)],
+        [(1, 80.0), (2, 150.0), (3, 40.0)],
+    ],
+)
+@pytest.mark.parametrize("width", [50, 100])
+def test_the_legend_never_covers_the_fastest_point_and_the_title_stays(points, width):
+    from edgepilot.bench.plot import Series, terminal_plot
+
+    name = "SmolLM2-135M-Instruct.Q4_1.gguf"
+    text = terminal_plot([Series("tg16 · cores 0-3", "tg", points)], name, width=width, color=False)
+    assert text is not None, "plotext is part of the test extra"
+    assert "generation t/s vs threads" in text  # plotext leaves out a title wider than the chart
+    best_x, best_y = max(points, key=lambda p: p[1])
+    # the canvas row of the best speed (its y tick), and the cells around the best point's column in it
+    top = next(ln.split("┤", 1)[1] for ln in text.splitlines() if ln.lstrip().startswith(f"{best_y:.1f}┤"))
+    xs = [x for x, _ in points]
+    col = round((best_x - min(xs)) / (max(xs) - min(xs)) * (len(top) - 2))
+    assert not set(top[max(col - 1, 0) : col + 2]) & set("┌┐│─"), text  # no legend frame over it

@@ -42,6 +42,7 @@ def test_a_setting_the_user_gave_is_never_the_profiles(cli_app, gemma_path):
     )
     assert (data["settings"]["flash_attn"], data["settings"]["n_ubatch"]) == (False, 64)
     assert "flash attention" not in (data["profile"] or "") and "ubatch" not in (data["profile"] or "")
+    assert "1 thread on CPUs" in data["profile"]  # the profile's one thread (before: "1 thread(s)")
 
 
 def test_tune_show_and_forget(cli_app, gemma_path, data_dir):

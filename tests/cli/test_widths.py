@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -104,7 +105,7 @@ def test_probe_every_device_tree(devices):
             cl = found.cpu.clusters[0]
             cpus = ",".join(map(str, cl.cpus))
             assert on_one_line(shown[120], cpus, cl.core, cl.kind), shown[120]
-            assert not on_one_line(shown[40], cpus, cl.core), shown[40]  # stacked: one record per block
+            assert on_one_line(shown[50], cpus, str(cl.max_mhz or "?")), shown[50]  # a table row on a phone
 
 
 def test_inspect(smollm_path):
@@ -117,8 +118,11 @@ def test_inspect(smollm_path):
         f"{q.share_of_bytes:.1%}" for q in info.quant_mix
     ]
     shown = each_width(render, info, figures)
-    q = info.quant_mix[0]
-    assert on_one_line(shown[120], q.ggml_type, human_bytes(q.bytes), f"{q.share_of_bytes:.1%}")
+    for q in info.quant_mix:  # a table that fits stays a table on a phone (it was 23 lines of records)
+        for w in (50, 120):
+            assert on_one_line(shown[w], q.ggml_type, human_bytes(q.bytes), f"{q.share_of_bytes:.1%}")
+    for text in shown.values():  # the path is never cut: it is printed whole, on its own line if need be
+        assert on_one_line(text, str(info.path)), text
 
 
 # -- quantize and compare (one real run each, small) ------------------------------------------------------
@@ -142,6 +146,10 @@ def test_quantize(quantized):
     assert on_one_line(shown[120], "Q4_0", mib(v.file_bytes), f"{v.bits_per_weight:.2f}")
     for text in shown.values():
         assert _joined(text, "next:") == f"edgepilot compare {quantized.reference} {v.path}"
+    for w in (40, 50):  # a stacked record's file name is never split (before: folded at the screen's edge)
+        lines = [ln.split() for ln in shown[w].splitlines()]
+        at = next(i for i, words in enumerate(lines) if words[:1] == ["file"])
+        assert str(v.path) in (lines[at] + lines[at + 1])[1:2], shown[w]  # beside its label, or under it
 
 
 def test_compare(quantized):
@@ -196,8 +204,9 @@ def test_history(benched):
         f"{e.best_ts:.2f}" for e in h.entries
     ]
     shown = each_width(render_history, h, figures)
-    e = h.entries[0]
-    assert on_one_line(shown[120], e.test, f"{e.avg_ts:.2f} ± {e.stddev_ts:.2f}", f"{e.best_ts:.2f}")
+    for e in h.entries:  # a table even at 50 columns: shared settings said once, not a block per row
+        for w in (50, 120):
+            assert on_one_line(shown[w], e.test, f"{e.avg_ts:.2f} ± {e.stddev_ts:.2f}", f"{e.best_ts:.2f}")
 
 
 def test_tune(smollm_path):
@@ -208,8 +217,17 @@ def test_tune(smollm_path):
     report = run_tune(smollm_path, req)
     figures = [f"{t.ts:.2f}" for t in report.trials] + [f"{report.gen['tg_ts']:.2f}"]
     shown = each_width(render_tune, report, figures)
-    t = report.trials[0]
-    assert on_one_line(shown[120], t.phase, t.test, f"{t.ts:.2f}")
+    for t in report.trials:  # a row per setting at 50 columns too (it was a block of 8 lines each)
+        for w in (50, 120):
+            assert on_one_line(shown[w], t.phase, t.test, f"{t.ts:.2f}")
+    # the longest phase name, two-digit row numbers and rejected rows (a mark, explained once) still fit
+    phases = ("prompt-threads", "flash-attn", "scan")
+    trials = [replace(t, phase=phases[i % 3], rejected=i % 2 == 0) for i, t in enumerate(report.trials * 4)]
+    narrow = render(render_tune, replace(report, trials=trials), 50)
+    check(narrow, 50, [f"{t.ts:.2f}" for t in trials])
+    for i, t in enumerate(trials, 1):
+        assert on_one_line(narrow, f"{i:>2} {t.phase}", f"{t.ts:.2f}"), narrow
+    assert "* one repetition: clearly slower" in narrow
 
 
 # -- models, pull, cluster, doctor, run, serve, build -------------------------------------------------------

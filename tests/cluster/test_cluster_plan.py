@@ -171,3 +171,6 @@ def test_the_gemma_plan_from_issue_23_is_valid_and_a_plan_that_does_not_fit_exit
     human = CliRunner().invoke(cli_app, [a for a in args if a != "--json"] + ["--main-budget", "200MiB"])
     text = " ".join(human.output.split())
     assert human.exit_code == 1 and "DOES NOT FIT" in text and "the smallest change that would fit" in text
+    # commands that would be killed are not printed as ready to run (before: all three were)
+    assert "llama-server -m" not in text and "rpc-server --port" not in text and "no commands:" in text
+    assert found["main_command"] and found["helper_commands"]  # the plan as planned, for scripts

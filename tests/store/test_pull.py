@@ -130,6 +130,24 @@ def test_models_lists_and_rm_removes_only_inside_the_store(hub, cli_app, tmp_pat
     assert json.loads((store() / "manifest.json").read_text())["models"] == []
 
 
+def test_models_lists_the_bundled_model_beside_an_empty_store(cli_app, gemma_path, tmp_path):
+    """Before: "no models in ..." while `edgepilot run` without MODEL runs the bundled Gemma."""
+    empty = ["models", "--store", str(tmp_path / "none-yet")]
+    data = json.loads(CliRunner().invoke(cli_app, [*empty, "--json"]).stdout)
+    assert data["models"] == []
+    assert data["bundled"]["path"] == str(gemma_path) and data["bundled"]["verdict"] == "ok"
+    text = CliRunner().invoke(cli_app, empty, env={"COLUMNS": "120"}).stdout
+    row = next(line for line in text.splitlines() if gemma_path.name in line)
+    assert "Q4_K_M" in row and "bundled" in row
+    assert "no models pulled into" in text
+    # not made yet in a fresh cache: listed from its package, and listing it writes nothing (~250 MB)
+    cache = tmp_path / "fresh-cache"
+    fresh = CliRunner().invoke(cli_app, [*empty, "--json"], env={"XDG_CACHE_HOME": str(cache)})
+    bundled = json.loads(fresh.stdout)["bundled"]
+    assert bundled["quant"] == "Q4_K_M" and bundled["size"] == gemma_path.stat().st_size
+    assert not cache.exists()
+
+
 @pytest.mark.parametrize(
     "name", ["../x.gguf", "/etc/passwd", "a\\b.gguf", "a/../../b.gguf", "a//b", "x\n.gguf"]
 )

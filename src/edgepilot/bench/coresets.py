@@ -10,6 +10,7 @@ from __future__ import annotations
 from edgepilot.device.cpu import Cluster, CpuFacts
 from edgepilot.device.cpusets import cpulist, parse_cpulist
 from edgepilot.errors import UserError
+from edgepilot.words import count
 
 NAMES_HELP = "all, big, fastK (the K fastest clusters), or a cpulist like 4-7 or 0-3,6"
 
@@ -85,7 +86,7 @@ def _named(item: str, cpu: CpuFacts, allowed: list[int], prefixes: list[tuple[in
     if item.startswith("fast") and item[4:].isdigit():
         k = int(item[4:])
         if not 1 <= k <= len(prefixes):
-            raise UserError(f"--cores {item}: this device has {len(prefixes)} usable cluster(s)")
+            raise UserError(f"--cores {item}: this device has {count(len(prefixes), 'usable cluster')}")
         return list(prefixes[k - 1])
     return None
 

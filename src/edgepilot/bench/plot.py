@@ -57,12 +57,56 @@ def terminal_plot(
         for s in lines:
             fig.draw(fig.signal([x for x, _ in s.points], [y for _, y in s.points]).lines().label(s.label))
         fig.plot_size(width, height)
-        fig.title(f"{title} · {'generation' if kind == 'tg' else 'prompt'} t/s vs threads")
+        x, y, ha, va = legend_corner(lines, width, height)
+        fig.legend(x=x, y=y, ha=ha, va=va, relative=True)
+        what = f"{'generation' if kind == 'tg' else 'prompt'} t/s vs threads"
+        full = f"{title} · {what}"
+        fig.title(full if len(full) <= width else what)  # plotext drops a title wider than the chart
         fig.label("threads", axis="x")
         fig.ruler("x").ticks(sorted({x for s in lines for x, _ in s.points}))
         charts.append(fig.build().string(colorless=not color))
     fig.clear()
     return "\n".join(charts)
+
+
+def legend_corner(lines: list[Series], width: int, height: int) -> tuple[float, float, str, str]:
+    """Where the legend goes: (x, y) in data units and its alignments, the canvas corner whose legend box
+    covers the fewest points of the lines and never the best one (the fastest setting: what the chart is
+    for). plotext's own place, the top left, hides it whenever fewer threads are faster."""
+    points = [p for s in lines for p in s.points]
+    xs, ys = [x for x, _ in points], [y for _, y in points]
+    x0, x1, y0, y1 = min(xs), max(xs), min(ys), max(ys)
+    cols, rows = max(width - 9, 1), max(height - 5, 1)  # the canvas: less the y ticks, title, frame, x axis
+    box_w = (max(len(s.label) for s in lines) + 6) / cols  # the box: frame, marker and label, as a fraction
+    box_h = (2 * len(lines) + 2) / rows
+
+    def at(x: float, y: float) -> tuple[float, float]:  # 0..1 across, 0..1 up
+        return ((x - x0) / (x1 - x0) if x1 > x0 else 0.5), ((y - y0) / (y1 - y0) if y1 > y0 else 0.5)
+
+    samples = []  # the lines as drawn: their points and 20 steps along each segment
+    for s in lines:
+        for (xa, ya), (xb, yb) in zip(s.points, s.points[1:], strict=False):
+            samples += [at(xa + (xb - xa) * k / 20, ya + (yb - ya) * k / 20) for k in range(21)]
+        samples += [at(*p) for p in s.points]
+    best = at(*max(points, key=lambda p: p[1]))
+    corners = []
+    for right in (False, True):
+        for top in (True, False):
+
+            def inside(u: float, v: float, right: bool = right, top: bool = top) -> bool:
+                across = u >= 1 - box_w if right else u <= box_w
+                up = v >= 1 - box_h if top else v <= box_h
+                return across and up
+
+            covered = sum(inside(u, v) for u, v in samples) + (len(samples) + 1) * inside(*best)
+            place = (
+                x1 if right else x0,
+                y1 if top else y0,
+                "right" if right else "left",
+                "top" if top else "bottom",
+            )
+            corners.append((covered, place))
+    return min(corners, key=lambda c: c[0])[1]
 
 
 def save_png(series: list[Series], path: Path, title: str) -> Path:

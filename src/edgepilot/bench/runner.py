@@ -20,6 +20,7 @@ from edgepilot.device.cpusets import cpu_mask, cpulist
 from edgepilot.engine.choice import choose_engine
 from edgepilot.tuned.identity import MeasuredModel, device_id, model_id, versions
 from edgepilot.tuned.pinning import allowed_cpus, pinned
+from edgepilot.words import count
 
 __all__ = ["BenchRequest", "Progress", "run_bench", "sweep_points", "with_reading"]
 
@@ -57,10 +58,13 @@ def run_bench(
         over = [t for t in req.threads if t > len(cores)]
         if over:
             warnings.append(
-                f"{max(over)} threads on {len(cores)} pinned CPU(s): threads share cores (oversubscribed)"
+                f"{count(max(over), 'thread')} on {count(len(cores), 'pinned CPU')}: threads share cores "
+                "(oversubscribed)"
             )
     if not req.core_sets and max(req.threads) > len(allowed):
-        warnings.append(f"{max(req.threads)} threads but this process may use only {len(allowed)} CPU(s)")
+        warnings.append(
+            f"{count(max(req.threads), 'thread')} but this process may use only {count(len(allowed), 'CPU')}"
+        )
 
     bandwidth = measure_bandwidth(len(allowed)) if req.roofline else None
     bpt = bytes_per_token(path) if req.roofline else None

@@ -28,6 +28,7 @@ from edgepilot.bench.coresets import set_for_threads
 
 UBATCH_CANDIDATES = (512, 256, 128)  # largest first: 512 is llama.cpp's default
 MAX_MARGIN = 0.15
+CLAIM_REPS = 3  # a speed-up is claimed from medians of at least this many repetitions on both sides
 
 
 @dataclass(frozen=True)
@@ -79,8 +80,10 @@ class SearchResult:
     trials: list[Trial]
     sets: list[tuple[int, ...]]
     knee_at: int | None  # index into sets of the core set in which the scan stopped at the knee
-    default_tg: float | None  # all cores, all threads (llama.cpp's default on ARM) if measured
+    default_tg: float | None  # all cores, all threads (llama.cpp's default on ARM): its median, if measured
     notes: list[str] = field(default_factory=list)
+    default_reps: int = 0  # the repetitions of the default behind default_tg
+    speedup: float | None = None  # the chosen generation settings over the default (speedup_over)
 
 
 class Search:
@@ -148,6 +151,8 @@ class Search:
         ubatch = self._ubatch(t_batch, fa, prompt_set)
         prompt = Candidate(t_batch, prompt_set, ubatch, fa)
         default = self.cache.get((self.cand(len(self.sets[-1])), "tg"))  # llama.cpp's default on ARM
+        chosen = self.cache.get((self.cand(t_gen, fa), "tg"))
+        measured = default.samples if default is not None else []
         return SearchResult(
             gen=Candidate(t_gen, gen_set, ubatch, fa),
             gen_tps=gen_tps,
@@ -156,7 +161,9 @@ class Search:
             trials=self.trials,
             sets=self.sets,
             knee_at=knee_at,
-            default_tg=default.value if default is not None else None,
+            default_tg=statistics.median(measured) if measured else None,
+            default_reps=len(measured),
+            speedup=speedup_over(chosen, default),
         )
 
     def _scan(self) -> tuple[dict[int, float], int | None]:
@@ -267,6 +274,16 @@ class Search:
             elif wider or v < best[2] * (1 - margin):
                 break
         return best[0], best[1]
+
+
+def speedup_over(chosen: Trial | None, default: Trial | None) -> float | None:
+    """The chosen settings' generation speed over the default's, as a ratio of medians, or None when either
+    has fewer than CLAIM_REPS repetitions: the scan measures the default once, and one run slowed by another
+    job (0.33 t/s where the others make 100) would make a ratio of hundreds out of nothing."""
+    if chosen is None or default is None or min(len(chosen.samples), len(default.samples)) < CLAIM_REPS:
+        return None
+    base = statistics.median(default.samples)
+    return statistics.median(chosen.samples) / base if base > 0 else None
 
 
 def exhaustive(

@@ -30,6 +30,7 @@ from edgepilot.tuned.decide import decide
 from edgepilot.tuned.identity import DeviceId, MeasuredModel, device_id, model_id, versions
 from edgepilot.tuned.pinning import allowed_cpus
 from edgepilot.tuned.profiles import Profile, save_profile
+from edgepilot.words import count
 
 
 @dataclass
@@ -76,8 +77,8 @@ class TuneReport:
     core_sets: list[str]  # the candidate sets, fastest cluster first
     gen: dict[str, Any]  # n_threads, cores, flash_attn, tg_ts
     prompt: dict[str, Any]  # n_threads, cores, n_ubatch, flash_attn, pp_ts
-    default_tg_ts: float | None  # all cores, one thread each (llama.cpp's default on ARM), if measured
-    speedup_vs_default: float | None
+    default_tg_ts: float | None  # all cores, one thread each (llama.cpp's default on ARM): median if measured
+    speedup_vs_default: float | None  # medians over medians; None unless both were repeated (CLAIM_REPS)
     knee: str | None
     trials: list[TuneTrial]
     measurements: int  # repetitions measured
@@ -99,6 +100,7 @@ class TuneReport:
     repack: RepackTrial | None = None  # with and without llama.cpp's weight repacking, if measured
     engine: EngineInfo | None = None  # which llama.cpp measured: in-process, or llama-bench with its version
     gpu: GpuTrial | None = None  # the GPU against the tuned CPU settings, per layer count, if tried
+    default_tg_reps: int = 0  # the repetitions behind default_tg_ts
 
 
 def _trial(t: Trial) -> TuneTrial:
@@ -158,7 +160,7 @@ def run_tune(
 
         def on_measure(cand, test):
             desc = (
-                f"{test} · {cand.n_threads} threads on {cpulist(cand.cpus)} · "
+                f"{test} · {count(cand.n_threads, 'thread')} on {cpulist(cand.cpus)} · "
                 f"ub {cand.n_ubatch} · fa {int(cand.flash_attn)}"
             )
             report(desc, lab.reps, max(estimate, lab.reps + 1))
@@ -198,7 +200,7 @@ def run_tune(
     if result.knee_at is not None:
         notes.append(f"stopped at the knee: {cpulist(sets[result.knee_at])} was slower than fewer cores")
 
-    speedup = round(result.gen_tps / result.default_tg, 3) if result.default_tg else None
+    speedup = round(result.speedup, 3) if result.speedup else None
     profile = Profile(
         device_fingerprint=device.fingerprint,
         device=device.description,
@@ -240,6 +242,7 @@ def run_tune(
         },
         default_tg_ts=round(result.default_tg, 2) if result.default_tg else None,
         speedup_vs_default=speedup,
+        default_tg_reps=result.default_reps,
         knee=cpulist(sets[result.knee_at]) if result.knee_at is not None else None,
         trials=[_trial(t) for t in result.trials],
         measurements=measurements,

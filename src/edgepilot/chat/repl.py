@@ -25,6 +25,7 @@ from edgepilot.records import LineTooLong, decode, read_line
 from edgepilot.shown import shown_lines
 from edgepilot.sizes import show_size
 from edgepilot.untrusted import valid_text
+from edgepilot.words import count
 
 PROMPT = "> "
 HELP = (
@@ -121,9 +122,10 @@ def _command(chat: ChatSession, term: Terminal, line: str) -> bool:
     elif name == "/stats":
         s = chat.status()
         term.say(
-            f"{s['turns']} turns · {s['messages']} messages · {s['cached_tokens']} of {s['n_ctx']} context "
-            f"tokens cached · prompt tokens processed {s['prompt_tokens_processed']}, reused "
-            f"{s['prompt_tokens_reused']} · rss {s['rss_bytes'] / MIB:.0f} MiB"
+            f"{count(s['turns'], 'turn')} · {count(s['messages'], 'message')} · "
+            f"{s['cached_tokens']} of {s['n_ctx']} context tokens cached · prompt tokens processed "
+            f"{s['prompt_tokens_processed']}, reused {s['prompt_tokens_reused']} · "
+            f"rss {s['rss_bytes'] / MIB:.0f} MiB"
         )
     elif name in ("/save", "/load") and not arg:
         term.say(f"usage: {name} FILE")
@@ -131,13 +133,13 @@ def _command(chat: ChatSession, term: Terminal, line: str) -> bool:
         path = os.path.expanduser(arg)  # the same file /load FILE reads
         size = chat.save(path)
         term.say(
-            f"saved {len(chat.messages)} messages and {len(chat.kv.cached)} cached tokens to {path} "
-            f"({size / MIB:.1f} MiB)"
+            f"saved {count(len(chat.messages), 'message')} and "
+            f"{count(len(chat.kv.cached), 'cached token')} to {path} ({size / MIB:.1f} MiB)"
         )
     elif name == "/load":
         path = os.path.expanduser(arg)
         n = chat.load(path)
-        term.say(f"loaded {n} messages and {len(chat.kv.cached)} cached tokens from {path}")
+        term.say(f"loaded {count(n, 'message')} and {count(len(chat.kv.cached), 'cached token')} from {path}")
     elif name in ("/help", "/?"):
         term.say(HELP)
     else:

@@ -26,6 +26,7 @@ PLOT = click.option(
     "--plot",
     type=click.Path(path_type=Path),
     help="Also write the thread sweep as a PNG (needs matplotlib)",
+    metavar="FILE",
 )
 
 
@@ -35,18 +36,14 @@ def progress_bar(title: str) -> Iterator:
     if not err_console().is_terminal:
         yield None
         return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import MofNCompleteColumn, Progress, TimeElapsedColumn
 
+    from edgepilot.cli.narrow import progress_columns
     from edgepilot.shown import shown
 
     # the description can name a model or a device: text, never markup
-    columns = (
-        TextColumn("{task.description}", markup=False),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-    )
-    with Progress(*columns, console=err_console(), transient=True) as bar:
+    columns = progress_columns(MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=err_console(), transient=True, expand=True) as bar:
         task = bar.add_task(title, total=None)
 
         def update(description: str, done: int, total: int) -> None:
@@ -64,16 +61,20 @@ def _output_format(as_json: bool, as_csv: bool, as_md: bool) -> str:
 
 @app.command()
 @flags.DEFAULT_MODEL
-@click.option("-p", "--n-prompt", default="512", help="Prompt sizes, e.g. 512 or 128,512 (0 = none)")
-@click.option("-n", "--n-gen", default="128", help="Generation lengths, e.g. 128 (0 = none)")
-@click.option("-r", "--repetitions", "reps", default=5, help="Repetitions of each test")
-@click.option("-t", "--threads", help="Thread counts: 4, 2,4,8 or 1-8")
-@click.option("-ub", "--ubatch", default="512", help="Physical batch sizes, e.g. 128,512")
-@click.option("-fa", "--flash-attn", default="0", help="Flash attention: 0, 1 or 0,1")
-@click.option("--repack", default="1", help="CPU_REPACK of weights: 1, 0 or 0,1 (one load each)")
+@click.option(
+    "-p", "--n-prompt", default="512", help="Prompt sizes, e.g. 512 or 128,512 (0 = none)", metavar="LIST"
+)
+@click.option("-n", "--n-gen", default="128", help="Generation lengths, e.g. 128 (0 = none)", metavar="LIST")
+@click.option("-r", "--repetitions", "reps", default=5, help="Repetitions of each test", metavar="N")
+@click.option("-t", "--threads", help="Thread counts: 4, 2,4,8 or 1-8", metavar="LIST")
+@click.option("-ub", "--ubatch", default="512", help="Physical batch sizes, e.g. 128,512", metavar="LIST")
+@click.option("-fa", "--flash-attn", default="0", help="Flash attention: 0, 1 or 0,1", metavar="0|1|0,1")
+@click.option(
+    "--repack", default="1", help="CPU_REPACK of weights: 1, 0 or 0,1 (one load each)", metavar="1|0|0,1"
+)
 @click.option("--no-repack", is_flag=True, help="Same as --repack 0")
-@click.option("--cores", "-C", multiple=True, help=CORES_HELP)
-@click.option("-b", "--batch", default=2048, help="Logical batch size")
+@click.option("--cores", "-C", multiple=True, help=CORES_HELP, metavar="SETS")
+@click.option("-b", "--batch", default=2048, help="Logical batch size", metavar="N")
 @flags.DEVICE
 @click.option(
     "--gpu-layers",
@@ -85,11 +86,12 @@ def _output_format(as_json: bool, as_csv: bool, as_md: bool) -> str:
     "--cooldown",
     default=0.0,
     help="Before each test wait up to this many seconds for the CPU to cool back to its starting temperature",
+    metavar="SECONDS",
 )
 @click.option("--no-warmup", is_flag=True, help="Skip the warm-up run before each test")
 @PLOT
 @click.option("--history", is_flag=True, help="Show past results on this device and compare")
-@click.option("--last", default=40, help="With --history: how many results to show")
+@click.option("--last", default=40, help="With --history: how many results to show", metavar="N")
 @click.option("--no-save", is_flag=True, help="Do not keep the results in the history")
 @flags.JSON
 @click.option("--csv", "as_csv", is_flag=True, help="Print CSV with llama-bench's columns")
@@ -247,13 +249,14 @@ def _title(model: MeasuredModel) -> str:
 
 @app.command()
 @flags.DEFAULT_MODEL
-@click.option("-p", "--n-prompt", default=256, help="Prompt size each setting is measured with")
-@click.option("-n", "--n-gen", default=32, help="Tokens generated per measurement")
-@click.option("-r", "--repetitions", "reps", default=3, help="Repetitions per measurement")
+@click.option("-p", "--n-prompt", default=256, help="Prompt size each setting is measured with", metavar="N")
+@click.option("-n", "--n-gen", default=32, help="Tokens generated per measurement", metavar="N")
+@click.option("-r", "--repetitions", "reps", default=3, help="Repetitions per measurement", metavar="N")
 @click.option(
     "--cooldown",
     default=0.0,
     help="Between settings wait up to this many seconds for the CPU to cool back to its starting temperature",
+    metavar="SECONDS",
 )
 @PLOT
 @click.option("--no-save", is_flag=True, help="Measure and report only: no profile, no history")

@@ -9,6 +9,7 @@ from rich.text import Text
 
 from edgepilot.cli.format import human_bytes
 from edgepilot.shown import shown
+from edgepilot.words import count
 
 if TYPE_CHECKING:
     from edgepilot.bench.results import BenchReport
@@ -18,8 +19,7 @@ if TYPE_CHECKING:
     from edgepilot.tuned.profiles import ProfileView
 
 
-def _threads(n: int) -> str:
-    return f"{n} thread" + ("" if n == 1 else "s")
+SHORT = {"threads": "thr"}  # headers a narrow table may shorten before it stacks its records
 
 
 def _num(value: float | None, fmt: str = "{:.1f}") -> str:
@@ -133,12 +133,12 @@ def render_history(h: History, out: Console) -> None:
             f"no results{where} on this device yet ({h.db_path}); run `edgepilot bench` or `edgepilot tune`",
         )
         if h.other_devices:
-            out.print(f"({h.other_devices} run(s) from other devices are stored)", style="dim")
+            out.print(f"({count(h.other_devices, 'run')} from other devices are stored)", style="dim")
         return
     out.print(Text.assemble(("history", "bold"), f" · {shown(h.device.description)}"))
     right = ("threads", "ub", "fa", "t/s", "Δ prev", "best")
     columns = [
-        Column(c, numeric=c in right)
+        Column(c, numeric=c in right, short=SHORT.get(c, ""))
         for c in ("test", "threads", "cores", "ub", "fa", "t/s", "Δ prev", "best")
     ]
     by_run: dict[int, list] = {}
@@ -165,7 +165,7 @@ def render_history(h: History, out: Console) -> None:
         print_records(out, columns, cells, title=title, row_styles=styles)
     say(
         out,
-        f"{h.runs} run(s) on this device in {h.db_path} "
+        f"{count(h.runs, 'run')} on this device in {h.db_path} "
         "(Δ prev: against the same test with the same settings the time before)",
         style="dim",
     )
@@ -176,7 +176,8 @@ def render_tune(r: TuneReport, out: Console) -> None:
     from edgepilot.cli.narrow import Column, print_command, print_records, say
 
     heads = ("#", "phase", "test", "threads", "cores", "ub", "fa", "t/s", "")
-    columns = [Column(c, numeric=c in ("#", "threads", "ub", "fa", "t/s")) for c in heads]
+    numeric = ("#", "threads", "ub", "fa", "t/s")
+    columns = [Column(c, numeric=c in numeric, short=SHORT.get(c, "")) for c in heads]
     cells = [
         [
             str(i),
@@ -187,7 +188,7 @@ def render_tune(r: TuneReport, out: Console) -> None:
             str(t.n_ubatch),
             str(int(t.flash_attn)),
             f"{t.ts:.2f}",
-            "1 rep: clearly slower" if t.rejected else "",
+            "*" if t.rejected else "",  # a mark, not a note: the table stays narrow
         ]
         for i, t in enumerate(r.trials, 1)
     ]
@@ -195,26 +196,33 @@ def render_tune(r: TuneReport, out: Console) -> None:
     print_records(
         out, columns, cells, title=f"tune · {r.model.name} · {r.device.description}", row_styles=styles
     )
+    if any(t.rejected for t in r.trials):
+        say(out, "* one repetition: clearly slower than the best, not repeated", style="dim")
     if r.gpu is not None:
         _render_gpu(r, out)
     _plot(sweep_points(r), r.model.name, out)
     g, p = r.gen, r.prompt
     fa = "on" if g["flash_attn"] else "off"
+    threads = count(g["n_threads"], "thread")
     out.print(
         Text.assemble(
             ("generation", "bold"),
-            f" {_threads(g['n_threads'])} on CPUs {g['cores']}, flash attention {fa} → {g['tg_ts']:.2f} t/s",
+            f" {threads} on CPUs {g['cores']}, flash attention {fa} → {g['tg_ts']:.2f} t/s",
         )
     )
     cores = f" on CPUs {p['cores']}" if p["cores"] != g["cores"] else ""
     out.print(
         Text.assemble(
             ("prompt", "bold"),
-            f"     {_threads(p['n_threads'])}{cores}, ubatch {p['n_ubatch']} → {p['pp_ts']:.2f} t/s",
+            f"     {count(p['n_threads'], 'thread')}{cores}, ubatch {p['n_ubatch']} → {p['pp_ts']:.2f} t/s",
         )
     )
+    default = f"vs all cores ({r.core_sets[-1]})"
     if r.speedup_vs_default:
-        say(out, f"vs all cores ({r.core_sets[-1]}): {r.speedup_vs_default:.2f}× generation speed")
+        say(out, f"{default}: {r.speedup_vs_default:.2f}× generation speed (medians)")
+    elif r.default_tg_ts is not None:  # one run is no ground for a ratio (it may be an outlier)
+        runs = count(r.default_tg_reps, "run")
+        say(out, f"{default}: {r.default_tg_ts:.2f} t/s in {runs}: too few for a speed-up", style="dim")
     line = _roofline_line(r.bandwidth_gbs, r.bytes_per_token, g["tg_ts"], r.roofline)
     if line:
         say(out, line, style="dim")
@@ -227,8 +235,8 @@ def render_tune(r: TuneReport, out: Console) -> None:
         say(out, "(run and serve pick the profile up)", style="dim")
     say(
         out,
-        f"{len(r.trials)} settings, {r.measurements} measurements, "
-        f"{r.loads} model load{'' if r.loads == 1 else 's'} in {r.seconds:.0f} s{_engine_line(r.engine)}",
+        f"{count(len(r.trials), 'setting')}, {count(r.measurements, 'measurement')}, "
+        f"{count(r.loads, 'model load')} in {r.seconds:.0f} s{_engine_line(r.engine)}",
         style="dim",
     )
     if r.profile_path:

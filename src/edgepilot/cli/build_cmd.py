@@ -82,13 +82,25 @@ def render_build(result: BuildResult, out: Console) -> None:
 
 
 @app.command()
-@click.option("--target", default="native", help="native (this device) or aarch64 (cross-build for a phone)")
-@click.option("-j", "--jobs", type=int, help="Parallel compile jobs (default: the core count, at most 8)")
-@click.option("--tools", "tool_list", help="Comma-separated tools (default: all of them)")
 @click.option(
-    "--source", type=click.Path(path_type=Path), help="A llama-cpp-python sdist or llama.cpp directory"
+    "--target",
+    default="native",
+    help="native (this device) or aarch64 (cross-build for a phone)",
+    metavar="native|aarch64",
 )
-@click.option("--arm-arch", help="GGML_CPU_ARM_ARCH, e.g. armv8.2-a+dotprod (default: from the probe)")
+@click.option(
+    "-j", "--jobs", type=int, help="Parallel compile jobs (default: the core count, at most 8)", metavar="N"
+)
+@click.option("--tools", "tool_list", help="Comma-separated tools (default: all of them)", metavar="LIST")
+@click.option(
+    "--source",
+    type=click.Path(path_type=Path),
+    help="A llama-cpp-python sdist or llama.cpp directory",
+    metavar="SDIST|DIR",
+)
+@click.option(
+    "--arm-arch", help="GGML_CPU_ARM_ARCH, e.g. armv8.2-a+dotprod (default: from the probe)", metavar="ARCH"
+)
 @click.option("--print-only", is_flag=True, help="Print the flags and cmake lines without building")
 @flags.JSON
 @user_errors

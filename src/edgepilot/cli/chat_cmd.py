@@ -32,11 +32,15 @@ def render_end(result: ChatResult, out: Console) -> None:
 
 @app.command()
 @flags.DEFAULT_MODEL
-@click.option("--system", help="System prompt (kept when old turns are dropped to fit the context)")
-@click.option("-n", "--n-predict", default=512, show_default=True, help="Tokens per answer at most")
+@click.option(
+    "--system", help="System prompt (kept when old turns are dropped to fit the context)", metavar="TEXT"
+)
+@click.option(
+    "-n", "--n-predict", default=512, show_default=True, help="Tokens per answer at most", metavar="N"
+)
 @flags.settings_flags
-@click.option("--temp", default=0.8, help="Sampling temperature (0 = greedy)")
-@click.option("--seed", type=int, help="Sampling seed (default: random)")
+@click.option("--temp", default=0.8, help="Sampling temperature (0 = greedy)", metavar="N")
+@click.option("--seed", type=int, help="Sampling seed (default: random)", metavar="N")
 @flags.NO_CACHE_REUSE
 @flags.FORCE
 @flags.BUDGET

@@ -17,9 +17,11 @@ if TYPE_CHECKING:
 
 
 @app.command("rpc-server")
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (no auth!)")
-@click.option("--port", default=50052, show_default=True, help="TCP port")
-@click.option("--threads", type=int, help="CPU threads for the helper's computations")
+@click.option(
+    "--host", default="127.0.0.1", show_default=True, help="Address to listen on (no auth!)", metavar="HOST"
+)
+@click.option("--port", default=50052, show_default=True, help="TCP port", metavar="PORT")
+@click.option("--threads", type=int, help="CPU threads for the helper's computations", metavar="N")
 @click.option("--dry-run", is_flag=True, help="Print the rpc-server command instead of running it")
 @user_errors
 def rpc_server(host: str, port: int, threads: int | None, dry_run: bool) -> None:
@@ -50,12 +52,13 @@ def render_plan(plan: Any, out: Console) -> None:
 
     from edgepilot.cli.narrow import Column, print_command, print_records, say
     from edgepilot.shown import shown
+    from edgepilot.words import count
 
     verdict = "fits" if plan.fits else "DOES NOT FIT"
     out.print(
         Text.assemble(
             ("cluster plan", "bold"),
-            f" {shown(Path(plan.model).name)} · {plan.n_layer} layers + output · ctx {plan.n_ctx}",
+            f" {shown(Path(plan.model).name)} · {count(plan.n_layer, 'layer')} + output · ctx {plan.n_ctx}",
             f" · {verdict}",
         )
     )
@@ -85,12 +88,17 @@ def render_plan(plan: Any, out: Console) -> None:
         say(out, "the smallest change that would fit: " + plan.suggestions[0], style="bold")
         for other in plan.suggestions[1:]:
             say(out, f"  or: {other}", style="dim")
-    say(out, "on each helper:", style="dim")
-    for cmd in plan.helper_commands:
-        print_command(out, "", cmd, style="")
-    say(out, "on the main device (llama.cpp's server, or the same behind edgepilot's front):", style="dim")
-    for cmd in (plan.main_command, plan.edgepilot_command):
-        print_command(out, "", cmd, style="")
+    if plan.fits:
+        say(out, "on each helper:", style="dim")
+        for cmd in plan.helper_commands:
+            print_command(out, "", cmd, style="")
+        say(
+            out, "on the main device (llama.cpp's server, or the same behind edgepilot's front):", style="dim"
+        )
+        for cmd in (plan.main_command, plan.edgepilot_command):
+            print_command(out, "", cmd, style="")
+    else:  # commands that would be killed are not something to copy and run
+        say(out, "no commands: the plan does not fit (--json lists them as planned)", style="bold red")
     for note in plan.notes:
         say(out, f"note: {note}", style="dim")
     if plan.link is not None:
@@ -108,18 +116,30 @@ def render_plan(plan: Any, out: Console) -> None:
     required=True,
     help="HOST:PORT=BUDGET or HOST:PORT=ROOT (a device tree or snapshot .tar.gz of that helper); in --rpc "
     "order",
+    metavar="HOST:PORT=BUDGET",
 )
-@click.option("--ctx", default=DEFAULT_CTX, show_default=True, help="Context size")
-@click.option("--kv", default="f16", show_default=True, help="KV cache type")
-@click.option("--main-budget", help="The main device's memory budget (default: what `fit` plans on it)")
-@click.option("--root", default="/", show_default=True, help="The main device's tree or snapshot to probe")
+@click.option("--ctx", default=DEFAULT_CTX, show_default=True, help="Context size", metavar="N")
+@click.option("--kv", default="f16", show_default=True, help="KV cache type", metavar="TYPE")
 @click.option(
-    "--link", help="Predict the speed over this link: LATENCY,RATE (10ms,50Mbit) or usb, wifi, poor-wifi"
+    "--main-budget", help="The main device's memory budget (default: what `fit` plans on it)", metavar="SIZE"
+)
+@click.option(
+    "--root",
+    default="/",
+    show_default=True,
+    help="The main device's tree or snapshot to probe",
+    metavar="DIR",
+)
+@click.option(
+    "--link",
+    help="Predict the speed over this link: LATENCY,RATE (10ms,50Mbit) or usb, wifi, poor-wifi",
+    metavar="LINK",
 )
 @click.option(
     "--speed",
     help="With --link: this model's GEN,PROMPT t/s on one device (default: the bench history, else the "
     "roofline)",
+    metavar="GEN,PROMPT",
 )
 @flags.JSON
 @user_errors

@@ -165,20 +165,29 @@ def _exit_status(text: str | None) -> int | None:
 @click.argument(
     "command", nargs=-1, metavar="[-- CMD ARGS...]", help="Run this command and diagnose how it ends"
 )
-@click.option("--log", help="Diagnose a saved log (llama.cpp output, logcat, dmesg, gdb, pip); - = stdin")
+@click.option(
+    "--log",
+    help="Diagnose a saved log (llama.cpp output, logcat, dmesg, gdb, pip); - = stdin",
+    metavar="FILE",
+)
 @click.option(
     "--exit-code",
     metavar="N|SIGNAME",
     help="The exit status the failed command had: 137, 139, or a signal (SIGKILL, SIGSEGV)",
 )
-@click.option("--model", help="The model that was loaded (validated and planned)")
+@click.option("--model", help="The model that was loaded (validated and planned)", metavar="MODEL")
 @click.option(
     "--root",
     type=click.Path(path_type=Path),
     help="The device it failed on: a device tree, a snapshot, or / for this machine (default: this machine; "
     "for a saved log, none: it may come from another device)",
+    metavar="DIR",
 )
-@click.option("--memory-limit", help="Run the command under this memory limit (cgroup v1, root), e.g. 300MiB")
+@click.option(
+    "--memory-limit",
+    help="Run the command under this memory limit (cgroup v1, root), e.g. 300MiB",
+    metavar="SIZE",
+)
 @click.option(
     "--json", "as_json", is_flag=True, help="Print one JSON object (the command's output goes to stderr)"
 )

@@ -17,7 +17,9 @@ if TYPE_CHECKING:
 @flags.DEFAULT_MODEL
 @flags.settings_flags
 @flags.BUDGET
-@click.option("--root", default="/", show_default=True, help="Device tree or snapshot to plan for")
+@click.option(
+    "--root", default="/", show_default=True, help="Device tree or snapshot to plan for", metavar="DIR"
+)
 @flags.ENGINE
 @flags.JSON
 @user_errors

@@ -45,13 +45,19 @@ DEFAULT_MODEL = click.argument(
 )
 MODEL = click.argument("model", help="GGUF file")
 CTX = click.option(
-    "--ctx", "-c", type=int, help=f"Context size in tokens (default: {DEFAULT_CTX}, or what fits)"
+    "--ctx",
+    "-c",
+    type=int,
+    help=f"Context size in tokens (default: {DEFAULT_CTX}, or what fits)",
+    metavar="N",
 )
-BATCH = click.option("--batch", "-b", type=int, help="Logical batch size")
-UBATCH = click.option("--ubatch", "-ub", type=int, help="Physical batch size")
-KV = click.option("--kv", help="KV cache type: f16, q8_0, q4_0, ...")
+BATCH = click.option("--batch", "-b", type=int, help="Logical batch size", metavar="N")
+UBATCH = click.option("--ubatch", "-ub", type=int, help="Physical batch size", metavar="N")
+KV = click.option("--kv", help="KV cache type: f16, q8_0, q4_0, ...", metavar="TYPE")
 FLASH_ATTN = click.option("--flash-attn/--no-flash-attn", default=None, help="Flash attention")
-THREADS = click.option("--threads", "-t", type=int, help="CPU threads (default: one per big core)")
+THREADS = click.option(
+    "--threads", "-t", type=int, help="CPU threads (default: one per big core)", metavar="N"
+)
 NO_MMAP = click.option("--no-mmap", is_flag=True, help="Read the model into memory instead of mapping it")
 NO_REPACK = click.option(
     "--no-repack",
@@ -80,7 +86,7 @@ NO_PRELOAD = click.option(
     is_flag=True,
     help="Do not read the model into the page cache before the first request",
 )
-BUDGET = click.option("--budget", help="Memory budget, e.g. 2GiB (default: measured)")
+BUDGET = click.option("--budget", help="Memory budget, e.g. 2GiB (default: measured)", metavar="SIZE")
 FORCE = click.option(
     "--force", is_flag=True, help="Go ahead even when the plan predicts the OS would kill it"
 )
@@ -93,6 +99,7 @@ ENGINE = click.option(
     "--engine",
     help="auto (default: in-process when llama-cpp-python loads, else llama.cpp's programs), inprocess or "
     "tools; default from $EDGEPILOT_ENGINE",
+    metavar="auto|inprocess|tools",
 )
 JSON = click.option("--json", "as_json", is_flag=True, help="Print one JSON object")
 VERBOSE = click.option("--verbose", "-v", is_flag=True, help="Show llama.cpp's own log")

@@ -17,18 +17,16 @@ if TYPE_CHECKING:
 
 
 def render(info: ModelInfo, out: Console) -> None:
-    from rich.table import Table
     from rich.text import Text
 
-    from edgepilot.cli.narrow import Column, print_records, say
+    from edgepilot.cli.narrow import Column, print_pairs, print_records, say
     from edgepilot.shown import shown
+    from edgepilot.words import count
 
-    facts = Table(show_header=False, box=None, pad_edge=False)
-    facts.add_column(style="bold", no_wrap=True)
-    facts.add_column(overflow="fold")
+    facts: list[tuple[str, str]] = []
 
-    def fact(label: str, value: str) -> None:  # the file's own strings: data, never markup
-        facts.add_row(label, Text(shown(value)))
+    def fact(label: str, value: str) -> None:  # the file's own strings: print_pairs shows them as data
+        facts.append((label, value))
 
     fact("file", f"{info.path} ({human_bytes(info.file_bytes)})")
     fact("name", info.name or "-")
@@ -36,16 +34,18 @@ def render(info: ModelInfo, out: Console) -> None:
     fact("parameters", f"{human_count(info.n_params)} ({info.n_params:,})")
     fact("quantization", f"{info.file_type or '?'} · {info.bits_per_weight:.2f} bits per weight")
     fact("trained context", str(info.context_length or "?"))
-    fact(
-        "layers / heads",
-        f"{info.block_count or '?'} layers · {info.head_count or '?'} heads · "
-        f"{info.head_count_kv if info.head_count_kv is not None else '?'} KV heads",
-    )
+    kv_heads = info.head_count_kv if info.head_count_kv is not None else "?"
+    heads = [
+        count(info.block_count or "?", "layer"),
+        count(info.head_count or "?", "head"),
+        count(kv_heads, "KV head"),
+    ]
+    fact("layers / heads", " · ".join(heads))
     if info.sliding_window:
-        fact("sliding window", f"{info.sliding_window} tokens")
+        fact("sliding window", count(info.sliding_window, "token"))
     fact("vocabulary", str(info.vocab_size or "?"))
     fact("chat template", "yes" if info.has_chat_template else "no")
-    out.print(facts)
+    print_pairs(out, facts, gap=2, label_style="bold")
     columns = [
         Column("type"),
         Column("tensors", numeric=True),
@@ -71,7 +71,7 @@ def render(info: ModelInfo, out: Console) -> None:
 
 @app.command()
 @flags.MODEL
-@click.option("--sha256", help="Expected sha256 (hex) of the file")
+@click.option("--sha256", help="Expected sha256 (hex) of the file", metavar="HEX")
 @flags.JSON
 @user_errors
 def inspect(model: str, sha256: str | None, as_json: bool) -> None:

@@ -18,7 +18,9 @@ if TYPE_CHECKING:
     from edgepilot.store.pull import PullResult
 
 STORE = click.option(
-    "--store", help="Model store folder (default: $EDGEPILOT_MODELS_DIR, else models/ in the data dir)"
+    "--store",
+    help="Model store folder (default: $EDGEPILOT_MODELS_DIR, else models/ in the data dir)",
+    metavar="DIR",
 )
 
 
@@ -96,23 +98,13 @@ class _Bar:
         if self.progress is None and not err_console().is_terminal:
             return  # a log or a pipe gets the result line, not a bar redrawn in it
         if self.progress is None:
-            from rich.progress import (
-                BarColumn,
-                DownloadColumn,
-                Progress,
-                TextColumn,
-                TimeRemainingColumn,
-                TransferSpeedColumn,
-            )
+            from rich.progress import DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
 
+            from edgepilot.cli.narrow import progress_columns
+
+            figures = (DownloadColumn(binary_units=True), TransferSpeedColumn(), TimeRemainingColumn())
             self.progress = Progress(
-                TextColumn("{task.description}", markup=False),
-                BarColumn(),
-                DownloadColumn(binary_units=True),
-                TransferSpeedColumn(),
-                TimeRemainingColumn(),
-                console=err_console(),
-                transient=False,
+                *progress_columns(*figures), console=err_console(), transient=False, expand=True
             )
             self.progress.start()
             self.task = self.progress.add_task(self.label or "downloading", total=total)
@@ -128,11 +120,11 @@ class _Bar:
 @click.argument("repo", help="Hub repository, OWNER/NAME")
 @click.argument("file", required=False, help="File to download (default: list the GGUF files)")
 @click.option("--best", is_flag=True, help="Download the largest GGUF file that fits this device")
-@click.option("--revision", default="main", show_default=True, help="Branch, tag or commit")
+@click.option("--revision", default="main", show_default=True, help="Branch, tag or commit", metavar="REV")
 @STORE
 @flags.BUDGET
-@click.option("--token-file", help="Read the hub token from a file (default: $HF_TOKEN)")
-@click.option("--root", default="/", show_default=True, help="Device tree to plan for")
+@click.option("--token-file", help="Read the hub token from a file (default: $HF_TOKEN)", metavar="FILE")
+@click.option("--root", default="/", show_default=True, help="Device tree to plan for", metavar="DIR")
 @flags.JSON
 @user_errors
 def pull(
@@ -181,8 +173,9 @@ def render_models(listing: StoreListing, out: Console) -> None:
     from edgepilot.cli.narrow import Column, print_records, say
 
     if not listing.models:
-        say(out, f"no models in {listing.store} (get one: edgepilot pull OWNER/REPO)")
-    else:
+        say(out, f"no models pulled into {listing.store} (get one: edgepilot pull OWNER/REPO)")
+    listed = [*listing.models, *([listing.bundled] if listing.bundled else [])]
+    if listed:
         columns = [
             Column("name"),
             Column("size", numeric=True),
@@ -196,11 +189,14 @@ def render_models(listing: StoreListing, out: Console) -> None:
                 human_bytes(m.size),
                 m.quant or "?",
                 Text(m.verdict, style="green" if m.verdict == "ok" else "red"),
-                (m.pulled or "-")[:10],
+                "bundled" if m is listing.bundled else (m.pulled or "-")[:10],
             ]
-            for m in listing.models
+            for m in listed
         ]
-        print_records(out, columns, rows, title=f"models in {listing.store}")
+        title = f"models in {listing.store}" if listing.models else None
+        print_records(out, columns, rows, title=title)
+    if listing.bundled:
+        say(out, "bundled: the model run, chat and serve use when you give none", style="dim")
     for name in listing.partial:
         say(out, f"unfinished download: {name} (the same pull resumes it)", style="dim")
     for item in listing.unreadable:

@@ -20,6 +20,7 @@ from edgepilot.shown import shell_word, shown
 
 if TYPE_CHECKING:
     from rich.console import Console
+    from rich.progress import ProgressColumn
     from rich.table import Table
     from rich.text import Text
 
@@ -40,19 +41,36 @@ def is_narrow(out: Console) -> bool:
 
 def say(out: Console, text: str | Text, style: str | None = None) -> None:
     """A line of prose (str: data, never markup) wrapped at the width with a hanging indent: its
-    continuations start under the text after its indentation and marker, so they never read as new items."""
+    continuations start under the text after its indentation and marker, so they never read as new items.
+    A word longer than the room (a path) is never split: it overflows its line, whole."""
     from rich.text import Text
 
     line = Text(shown(text), style=style or "") if isinstance(text, str) else text
     hang = hanging_indent(line.plain, out.width)
-    if line.cell_len <= out.width or hang == 0:
+    if line.cell_len <= out.width:
         out.print(line)
         return
     head, body = line.divide([hang])
-    for n, wrapped in enumerate(body.wrap(out, out.width - hang, overflow="fold")):
-        lead = head if n == 0 else Text(" " * hang, style=line.style)
-        wrapped.rstrip()  # the space a line broke at: at the full width it would make a blank line
-        out.print(Text.assemble(lead, wrapped))
+    pieces = [body[p] for p in _word_lines(body.plain, out.width - hang)]  # a word is never split
+    blank = Text(" " * hang, style=line.style)
+    if head.plain.strip() and pieces[0].cell_len > out.width - hang:  # a long word: not beside its marker
+        head.rstrip()
+        out.print(head)
+        head = blank
+    floor = len(_MARKER.match(line.plain).group(1))  # the item's own indentation
+    for n, piece in enumerate(pieces):
+        lead = head if n == 0 else _lead(blank, piece.cell_len, out.width, floor)
+        out.print(Text.assemble(lead, piece), soft_wrap=True)
+
+
+def _lead(lead: Text, word: int, width: int, floor: int) -> Text:
+    """The indentation before a continuation: less of it (down to the item's own, `floor`) for a word too
+    long to follow it, so that the word still fits the screen when it can; else it overflows, whole."""
+    from rich.text import Text
+
+    if lead.cell_len + word <= width:
+        return lead
+    return Text(" " * max(width - word, floor), style=lead.style)
 
 
 def hanging_indent(plain: str, width: int) -> int:
@@ -138,12 +156,25 @@ def print_command(out: Console, label: str, argv: Sequence[str], style: str = "c
         out.print(Text(line, style=style), soft_wrap=True)
 
 
+def progress_columns(*figures: ProgressColumn) -> tuple[ProgressColumn, ...]:
+    """A progress line on one line at any width, for Progress(..., expand=True): the description (data, never
+    markup) and the bar share what the figures (a count, the elapsed time) leave, 2:1, and the description is
+    the one cut (with an ellipsis); the figures never are. rich's own layout drops the figures first."""
+    from rich.progress import BarColumn, TextColumn
+    from rich.table import Column as TableColumn
+
+    text = TableColumn(ratio=2, no_wrap=True, overflow="ellipsis")
+    bar = BarColumn(bar_width=None, table_column=TableColumn(ratio=1))
+    return (TextColumn("{task.description}", markup=False, table_column=text), bar, *figures)
+
+
 @dataclass(frozen=True)
 class Column:
     header: str
     numeric: bool = False  # right-justified, never wrapped or cut
     decorative: bool = False  # left out below NARROW columns (bars)
     style: str = ""
+    short: str = ""  # the header below NARROW columns when the table does not fit with the full one
 
 
 def print_records(
@@ -157,7 +188,12 @@ def print_records(
 ) -> None:
     """A table when it fits the width (boxed, else compact), else one block per record: the first column
     (the name) on its own line, then `header value` pairs. Cells and the title that are str are data, never
-    markup (the title's lines are its own)."""
+    markup (the title's lines are its own).
+
+    Below NARROW columns a table is made to fit before records are stacked: decorative columns go, columns
+    with no value in any row go, a value every row shares is said once under the title, and headers take
+    their short form. There a word (a file name, a path) is never split: a table that would fold one is not
+    used, unless stack_when_narrow is False (tables whose text columns are prose notes)."""
     from rich.text import Text
 
     styles = list(row_styles) if row_styles is not None else [None] * len(rows)
@@ -166,23 +202,77 @@ def print_records(
     keep = [i for i, c in enumerate(columns) if not (c.decorative and is_narrow(out))]
     cols = [columns[i] for i in keep]
     cells = [[row[i] for i in keep] for row in cells]
-    if not (stack_when_narrow and is_narrow(out)):
-        # roomiest first: boxed with headers on one line, boxed with headers wrapped at spaces, compact
-        for compact, whole in ((False, True), (False, False), (True, False)):
-            table = _table(cols, cells, styles, heading, compact, whole)
-            if _needed(table, cols, cells, whole) <= out.width:
-                out.print(table)
-                return
+    if not is_narrow(out):
+        if not _print_table(out, cols, cells, styles, heading, whole_words=False):
+            _stacked(out, cols, cells, styles, heading)
+        return
+    whole_words = stack_when_narrow
+    if _print_table(out, cols, cells, styles, heading, whole_words):
+        return
+    cols, cells, shared = _without_shared(cols, cells)
+    if shared:
+        said = Text(" · ".join(f"{h} {v}" for h, v in shared), style="dim")
+        heading = Text.assemble(heading, "\n", said) if heading else said
+    if _print_table(out, cols, cells, styles, heading, whole_words):
+        return
+    short = [Column(c.short or c.header, c.numeric, c.decorative, c.style) for c in cols]
+    if short != cols and _print_table(out, short, cells, styles, heading, whole_words):
+        return
     _stacked(out, cols, cells, styles, heading)
 
 
-def _widths(col: Column, column_cells: list[Text], whole: bool) -> tuple[int, int]:
-    """(width a numeric column takes, floor of a text column); whole: the header on one line."""
+def _print_table(
+    out: Console,
+    cols: list[Column],
+    cells: list[list[Text]],
+    styles: list[str | None],
+    heading: Text | None,
+    whole_words: bool,
+) -> bool:
+    """The roomiest table that fits the width (boxed with headers on one line, boxed with headers wrapped at
+    spaces, compact), printed; False when none does."""
+    for compact, whole in ((False, True), (False, False), (True, False)):
+        table = _table(cols, cells, styles, heading, compact, whole, whole_words)
+        if _needed(table, cols, cells, whole, whole_words) <= out.width:
+            out.print(table)
+            return True
+    return False
+
+
+def _without_shared(
+    cols: list[Column], cells: list[list[Text]]
+) -> tuple[list[Column], list[list[Text]], list[tuple[str, str]]]:
+    """The columns without those that say the same in every row (the first, the record's name, stays): an
+    empty or `-` one is left out, any other value is returned as (header, value) to be said once."""
+    if len(cells) < 2:
+        return cols, cells, []
+    keep, shared = [0], []
+    for i, col in enumerate(cols[1:], 1):
+        values = {row[i].plain.strip() for row in cells}
+        if len(values) > 1:
+            keep.append(i)
+        elif (value := values.pop()) not in ("", "-"):
+            shared.append((col.header, value))
+    return [cols[i] for i in keep], [[row[i] for i in keep] for row in cells], shared
+
+
+def _longest_word(text: Text) -> int:
+    from rich.cells import cell_len
+
+    return max((cell_len(w) for w in text.plain.split()), default=0)
+
+
+def _widths(col: Column, column_cells: list[Text], whole: bool, whole_words: bool) -> tuple[int, int]:
+    """(width a numeric column takes, floor of a text column); whole: the header on one line; whole_words:
+    a text column is at least as wide as its longest word."""
     longest_word = len(col.header) if whole else max((len(w) for w in col.header.split()), default=1)
     widest = max((c.cell_len for c in column_cells), default=0)
     if col.numeric:
         return max(widest, longest_word), 0
-    return 0, max(min(widest, TEXT_FLOOR), min(longest_word, TEXT_FLOOR), 1)
+    floor = max(min(widest, TEXT_FLOOR), min(longest_word, TEXT_FLOOR), 1)
+    if whole_words:
+        floor = max(floor, longest_word, *(_longest_word(c) for c in column_cells))
+    return 0, floor
 
 
 def _table(
@@ -192,6 +282,7 @@ def _table(
     title: Text | None,
     compact: bool,
     whole: bool,
+    whole_words: bool,
 ) -> Table:
     from rich import box
     from rich.table import Table
@@ -204,7 +295,7 @@ def _table(
     else:
         table = Table(title=title, title_justify="left")
     for i, col in enumerate(cols):
-        fixed, floor = _widths(col, [row[i] for row in cells], whole)
+        fixed, floor = _widths(col, [row[i] for row in cells], whole, whole_words)
         if col.numeric:
             justify = "left" if col.decorative else "right"
             table.add_column(col.header, justify=justify, width=fixed, overflow="fold", style=col.style)
@@ -215,11 +306,11 @@ def _table(
     return table
 
 
-def _needed(table: Table, cols: list[Column], cells: list[list[Text]], whole: bool) -> int:
+def _needed(table: Table, cols: list[Column], cells: list[list[Text]], whole: bool, whole_words: bool) -> int:
     """The narrowest the table renders in without cutting a number (text columns at their floor)."""
     total = table._extra_width  # borders and separators (rich has no public measure for this)
     for i, col in enumerate(cols):
-        fixed, floor = _widths(col, [row[i] for row in cells], whole)
+        fixed, floor = _widths(col, [row[i] for row in cells], whole, whole_words)
         total += (fixed or floor) + table._get_padding_width(i)
     return total
 
@@ -227,8 +318,7 @@ def _needed(table: Table, cols: list[Column], cells: list[list[Text]], whole: bo
 def _stacked(
     out: Console, cols: list[Column], cells: list[list[Text]], styles: list[str | None], title: Text | None
 ) -> None:
-    from rich.padding import Padding
-    from rich.table import Table
+    """One block per record: its name, then its `header value` pairs (print_pairs), words never split."""
     from rich.text import Text
 
     if title:
@@ -236,11 +326,63 @@ def _stacked(
     for row, style in zip(cells, styles, strict=True):
         name = row[0].copy()
         name.stylize("bold")
-        out.print(name, style=style or "")
-        pairs = Table.grid(padding=(0, 1))
-        pairs.add_column(no_wrap=True, style="dim")
-        pairs.add_column(overflow="fold")
-        for col, cell in zip(cols[1:], row[1:], strict=True):
-            if cell.plain.strip():
-                pairs.add_row(col.header, cell, style=style)
-        out.print(Padding(pairs, (0, 0, 0, 2), expand=False))
+        _print_words(out, name, "", "", style or "")
+        pairs = [(c.header, cell) for c, cell in zip(cols[1:], row[1:], strict=True) if cell.plain.strip()]
+        print_pairs(out, pairs, indent=2, style=style or "")
+
+
+def print_pairs(
+    out: Console,
+    pairs: Sequence[tuple[str, str | Text]],
+    *,
+    indent: int = 0,
+    gap: int = 1,
+    label_style: str = "dim",
+    style: str = "",
+) -> None:
+    """`label value` lines, the values aligned after the widest label and wrapped at spaces only: a value
+    with a word too long to follow its label starts on the next line, and a word longer than the screen is
+    printed whole (a split file name could not be copied). A str value is data, never markup."""
+    from rich.cells import cell_len
+    from rich.text import Text
+
+    width = max((cell_len(label) for label, _ in pairs), default=0)
+    for label, value in pairs:
+        text = value if isinstance(value, Text) else Text(shown(value))
+        lead = Text.assemble(" " * indent, (label.ljust(width), label_style), " " * gap)
+        if _longest_word(text) > out.width - lead.cell_len:
+            out.print(Text.assemble(" " * indent, (label, label_style)), style=style)
+            more = " " * (indent + CONTINUATION_INDENT)
+            _print_words(out, text, more, more, style, indent)
+        else:
+            _print_words(out, text, lead, " " * lead.cell_len, style, indent)
+
+
+def _print_words(out: Console, text: Text, first: str | Text, rest: str, style: str, floor: int = 0) -> None:
+    """text after `first` (as wide as `rest`, which leads its continuation lines), wrapped at spaces, never
+    inside a word: a word longer than the room is a line of its own, wider than the screen if it must."""
+    from rich.text import Text
+
+    for n, line in enumerate(_word_lines(text.plain, out.width - len(rest))):
+        piece = text[line]
+        if n == 0 and isinstance(first, Text):  # a label: the value's first line stays beside it
+            lead = first
+        else:  # an indentation: less of it for a word too long to follow it
+            lead = _lead(Text(first if n == 0 else rest), piece.cell_len, out.width, floor)
+        out.print(Text.assemble(lead, piece), style=style, soft_wrap=True)
+
+
+def _word_lines(plain: str, room: int) -> list[slice]:
+    """The lines of plain packed word by word into `room` columns, as slices (the spaces at a break
+    dropped)."""
+    from rich.cells import cell_len
+
+    lines: list[slice] = []
+    start, end = 0, None  # the first line keeps what comes before its first word (an indentation)
+    for word in re.finditer(r"\S+", plain):
+        if end is not None and cell_len(plain[start : word.end()]) > room:
+            lines.append(slice(start, end))
+            start = word.start()
+        end = word.end()
+    lines.append(slice(start, end if end is not None else len(plain)))
+    return lines

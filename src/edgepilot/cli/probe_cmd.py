@@ -16,6 +16,7 @@ ROOT = click.option(
     default=Path("/"),
     show_default=True,
     help="Read a device tree or snapshot (.tar.gz) instead of this machine",
+    metavar="DIR",
 )
 
 

@@ -6,32 +6,24 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from edgepilot.cli.format import human_bytes
-from edgepilot.shown import shown
 
 if TYPE_CHECKING:
     from rich.console import Console
-    from rich.table import Table
 
     from edgepilot.device.gpu import VulkanDevice
     from edgepilot.device.probe import Probe
     from edgepilot.device.snapshot import SnapshotResult
 
 
-def _facts() -> Table:
-    from rich.table import Table
-
-    table = Table(show_header=False, box=None, pad_edge=False)
-    table.add_column(style="bold", no_wrap=True)
-    table.add_column(overflow="fold")
-    return table
+def _facts() -> list[tuple[str, str]]:
+    """(label, value) lines for narrow.print_pairs, which never splits a word (a path stays whole)."""
+    return []
 
 
-def _row(table: Table, *cells: str) -> None:
-    # Device strings (core and GPU names, cgroup paths) come from files: never read them as rich markup,
-    # and their control characters are shown escaped.
-    from rich.text import Text
-
-    table.add_row(*(Text(shown(cell)) for cell in cells))
+def _row(facts: list[tuple[str, str]], label: str, value: str) -> None:
+    # Device strings (core and GPU names, cgroup paths) come from files: print_pairs never reads them as
+    # rich markup, and shows their control characters escaped.
+    facts.append((label, value))
 
 
 def _yes_no(value: bool | None) -> str:
@@ -77,7 +69,7 @@ def _gpu_facts(g: VulkanDevice) -> str:
 
 
 def render_probe(p: Probe, out: Console) -> None:
-    from edgepilot.cli.narrow import Column, print_records, say
+    from edgepilot.cli.narrow import Column, print_pairs, print_records, say
 
     cpu, mem = p.cpu, p.memory
     facts = _facts()
@@ -123,7 +115,7 @@ def render_probe(p: Probe, out: Console) -> None:
             if e["kind"] == "inprocess":
                 found = "not loaded yet: --check-engine loads it"
                 _row(facts, "", "loaded (--check-engine)" if e.get("checked") else found)
-    out.print(facts)
+    print_pairs(out, facts, gap=2, label_style="bold")
 
     rows = []
     for cl in cpu.clusters:

@@ -113,10 +113,18 @@ def render_compare(result: CompareResult, out: Console) -> None:
 
 @app.command()
 @flags.MODEL
-@click.option("--to", "to", required=True, help="Types, comma-separated: Q8_0,Q6_K,Q4_K_M,Q3_K_M,...")
-@click.option("--out", "out_dir", help="Folder for the new files (default: next to MODEL)")
-@click.option("--imatrix", help="Importance matrix from llama-imatrix (GGUF or legacy .dat)")
-@click.option("--threads", "-t", type=int, help="Quantizer threads (default: every CPU this process may use)")
+@click.option(
+    "--to", "to", required=True, help="Types, comma-separated: Q8_0,Q6_K,Q4_K_M,Q3_K_M,...", metavar="TYPES"
+)
+@click.option("--out", "out_dir", help="Folder for the new files (default: next to MODEL)", metavar="DIR")
+@click.option("--imatrix", help="Importance matrix from llama-imatrix (GGUF or legacy .dat)", metavar="FILE")
+@click.option(
+    "--threads",
+    "-t",
+    type=int,
+    help="Quantizer threads (default: every CPU this process may use)",
+    metavar="N",
+)
 @click.option("--force", is_flag=True, help="Overwrite output files that exist")
 @flags.ENGINE
 @flags.JSON
@@ -147,16 +155,36 @@ def quantize(
 @app.command()
 @click.argument("files", nargs=-1, required=True)
 @click.option(
-    "--text", "text_file", help="UTF-8 text for perplexity/KL (default: a public-domain text shipped)"
+    "--text",
+    "text_file",
+    help="UTF-8 text for perplexity/KL (default: a public-domain text shipped)",
+    metavar="FILE",
 )
 @click.option(
-    "--ctx", "-c", type=int, default=512, show_default=True, help="Context of the memory run (filled)"
+    "--ctx",
+    "-c",
+    type=int,
+    default=512,
+    show_default=True,
+    help="Context of the memory run (filled)",
+    metavar="N",
 )
-@click.option("--ppl-ctx", type=int, default=256, show_default=True, help="Chunk size for perplexity/KL")
-@click.option("--chunks", type=int, default=4, show_default=True, help="At most this many chunks of the text")
-@click.option("--n-gen", type=int, default=32, show_default=True, help="Tokens generated for tg t/s")
+@click.option(
+    "--ppl-ctx", type=int, default=256, show_default=True, help="Chunk size for perplexity/KL", metavar="N"
+)
+@click.option(
+    "--chunks",
+    type=int,
+    default=4,
+    show_default=True,
+    help="At most this many chunks of the text",
+    metavar="N",
+)
+@click.option(
+    "--n-gen", type=int, default=32, show_default=True, help="Tokens generated for tg t/s", metavar="N"
+)
 @flags.THREADS
-@click.option("--plot", help="Write a PNG (needs matplotlib: the `plot` extra)")
+@click.option("--plot", help="Write a PNG (needs matplotlib: the `plot` extra)", metavar="FILE")
 @flags.ENGINE
 @flags.JSON
 @user_errors

@@ -78,12 +78,12 @@ class ThrottledOut:
 
 @app.command()
 @flags.DEFAULT_MODEL
-@click.option("-p", "--prompt", help=f"Prompt text (default: {DEFAULT_PROMPT!r})")
-@click.option("--prompt-file", help="Read the prompt from a file")
-@click.option("-n", "--n-predict", default=128, help="Tokens to generate at most")
+@click.option("-p", "--prompt", help=f"Prompt text (default: {DEFAULT_PROMPT!r})", metavar="TEXT")
+@click.option("--prompt-file", help="Read the prompt from a file", metavar="FILE")
+@click.option("-n", "--n-predict", default=128, help="Tokens to generate at most", metavar="N")
 @flags.settings_flags
-@click.option("--temp", default=0.8, help="Sampling temperature (0 = greedy)")
-@click.option("--seed", type=int, help="Sampling seed (default: random)")
+@click.option("--temp", default=0.8, help="Sampling temperature (0 = greedy)", metavar="N")
+@click.option("--seed", type=int, help="Sampling seed (default: random)", metavar="N")
 @click.option("--raw", is_flag=True, help="Do not wrap the prompt in the model's chat template")
 @flags.FORCE
 @flags.BUDGET
@@ -92,9 +92,15 @@ class ThrottledOut:
 @flags.ENGINE
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of streaming")
 @click.option(
-    "--rpc", help="HOST:PORT,... of `edgepilot rpc-server` helpers (runs the built llama-completion)"
+    "--rpc",
+    help="HOST:PORT,... of `edgepilot rpc-server` helpers (runs the built llama-completion)",
+    metavar="HOST:PORT,...",
 )
-@click.option("--tensor-split", help="Share of the layers per --rpc helper (see `edgepilot cluster plan`)")
+@click.option(
+    "--tensor-split",
+    help="Share of the layers per --rpc helper (see `edgepilot cluster plan`)",
+    metavar="SHARES",
+)
 @user_errors
 def run(
     model: str | None,

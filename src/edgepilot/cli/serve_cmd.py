@@ -38,6 +38,7 @@ def render_started(s: ServeStarted, out: Console | None = None) -> None:
 
     from edgepilot.cli.narrow import print_items, say
     from edgepilot.shown import shown
+    from edgepilot.words import count
 
     st = s.settings
     out = out or console()
@@ -46,7 +47,7 @@ def render_started(s: ServeStarted, out: Console | None = None) -> None:
         [
             Text.assemble(("edgepilot serve", "bold"), f" {shown(s.model_name)}"),
             f"ctx {st.n_ctx}",
-            f"{st.n_threads} threads",
+            count(st.n_threads, "thread"),
             f"kv {st.type_k}/{st.type_v}",
             f"planned peak {mib(s.predicted_peak_rss_bytes)} of a {mib(s.budget_bytes)} budget",
         ],
@@ -86,60 +87,106 @@ def _engine_kind(engine: str | None, gpu: bool) -> str:
 @app.command()
 @flags.DEFAULT_MODEL
 @click.option(
-    "--host", default="127.0.0.1", show_default=True, help="Address to listen on (non-loopback needs a key)"
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address to listen on (non-loopback needs a key)",
+    metavar="HOST",
 )
-@click.option("--port", default=8080, show_default=True, help="TCP port (0 picks a free one)")
-@click.option("--api-key", help="Require this key (shows in `ps`: prefer a file)")
-@click.option("--api-key-file", help="Read the required key from a file")
+@click.option("--port", default=8080, show_default=True, help="TCP port (0 picks a free one)", metavar="PORT")
+@click.option("--api-key", help="Require this key (shows in `ps`: prefer a file)", metavar="KEY")
+@click.option("--api-key-file", help="Read the required key from a file", metavar="FILE")
 @flags.settings_flags
 @flags.BUDGET
-@click.option("--max-queue", default=8, show_default=True, help="Requests that may wait while one generates")
-@click.option("--max-tokens", default=512, show_default=True, help="Upper bound on a request's max_tokens")
-@click.option("--max-body", default="1MiB", show_default=True, help="Largest request body accepted")
-@click.option("--max-messages", default=256, show_default=True, help="Most messages in one chat request")
+@click.option(
+    "--max-queue",
+    default=8,
+    show_default=True,
+    help="Requests that may wait while one generates",
+    metavar="N",
+)
+@click.option(
+    "--max-tokens", default=512, show_default=True, help="Upper bound on a request's max_tokens", metavar="N"
+)
+@click.option(
+    "--max-body", default="1MiB", show_default=True, help="Largest request body accepted", metavar="SIZE"
+)
+@click.option(
+    "--max-messages", default=256, show_default=True, help="Most messages in one chat request", metavar="N"
+)
 @click.option(
     "--max-prompt-chars",
     default=0,
     show_default=True,
     help="Most characters of prompt in one request (0: 32 per token of the context)",
+    metavar="N",
 )
 @click.option(
     "--max-prompt-tokens",
     default=0,
     show_default=True,
     help="Most prompt tokens processed for one request (0: the context; older chat turns are dropped to fit)",
+    metavar="N",
 )
 @click.option(
     "--short-lane",
     default=DEFAULT_SHORT_CTX,
     show_default=True,
     help="Context of a second lane that answers short requests while a long one runs (0: none)",
+    metavar="N",
 )
 @click.option(
-    "--psi-limit", default=PRESSURE_PSI, show_default=True, help="Memory PSI avg10 % pausing new requests"
+    "--psi-limit",
+    default=PRESSURE_PSI,
+    show_default=True,
+    help="Memory PSI avg10 % pausing new requests",
+    metavar="PERCENT",
 )
-@click.option("--min-available", help="Pause new requests below this")
+@click.option("--min-available", help="Pause new requests below this", metavar="SIZE")
 @flags.FORCE
 @flags.NO_PRELOAD
 @flags.NO_CACHE_REUSE
-@click.option("--watch-root", default="/", hidden=True, help="Device tree to watch")
+@click.option("--watch-root", default="/", hidden=True, help="Device tree to watch", metavar="DIR")
 @click.option("--verbose", "-v", is_flag=True, help="Log each request and the worker's output")
 @click.option("--json", "as_json", is_flag=True, help="One JSON line once the model answers")
 @click.option(
     "--engine",
     help="The worker: auto (default: in-process when llama-cpp-python loads, else llama-server), inprocess, "
     "or tools (= llama-server: built by `edgepilot build` or installed, e.g. Termux's llama-cpp)",
+    metavar="auto|inprocess|tools",
 )
-@click.option("--rpc", help="HOST:PORT,... of `edgepilot rpc-server` helpers (implies --engine llama-server)")
-@click.option("--tensor-split", help="Share of the layers per --rpc helper (see `edgepilot cluster plan`)")
+@click.option(
+    "--rpc",
+    help="HOST:PORT,... of `edgepilot rpc-server` helpers (implies --engine llama-server)",
+    metavar="HOST:PORT,...",
+)
+@click.option(
+    "--tensor-split",
+    help="Share of the layers per --rpc helper (see `edgepilot cluster plan`)",
+    metavar="SHARES",
+)
 @click.option(
     "--override-tensor",
     help="llama.cpp's -ot PATTERN=BUFFER_TYPE with --rpc, e.g. token_embd\\.weight=CPU: a tied output "
     "stays on this device (see `edgepilot cluster plan`)",
+    metavar="PATTERN=TYPE",
 )
-@click.option("--cache-reuse", type=int, help="llama-server's --cache-reuse N (prompt cache by KV shifting)")
-@click.option("--header-timeout", default=10.0, show_default=True, help="Seconds for a request's head")
-@click.option("--body-timeout", default=30.0, show_default=True, help="Seconds for a request's body")
+@click.option(
+    "--cache-reuse",
+    type=int,
+    help="llama-server's --cache-reuse N (prompt cache by KV shifting)",
+    metavar="N",
+)
+@click.option(
+    "--header-timeout",
+    default=10.0,
+    show_default=True,
+    help="Seconds for a request's head",
+    metavar="SECONDS",
+)
+@click.option(
+    "--body-timeout", default=30.0, show_default=True, help="Seconds for a request's body", metavar="SECONDS"
+)
 @user_errors
 def serve(
     model: str | None,

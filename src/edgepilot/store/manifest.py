@@ -78,6 +78,8 @@ class StoreListing:
     warning: str | None = None
     # what this user cannot read (left out of the listing), each "NAME: why": a folder or file of another user
     unreadable: list[str] = field(default_factory=list)
+    # the model run, chat and serve use without MODEL (shipped as a package, not in the store), if installed
+    bundled: StoredModel | None = None
 
 
 @dataclass
@@ -251,6 +253,12 @@ def _store_files(store: Path, listing: StoreListing) -> Iterator[tuple[str, os.s
 
 def list_store(store: Path, root: Path | str = "/") -> StoreListing:
     listing = StoreListing(store=store)
+    _list_files(store, root, listing)
+    listing.bundled = _bundled()
+    return listing
+
+
+def _list_files(store: Path, root: Path | str, listing: StoreListing) -> None:
     try:
         mode = os.stat(store).st_mode
     except PermissionError as exc:  # a folder above it that this user may not enter
@@ -258,7 +266,7 @@ def list_store(store: Path, root: Path | str = "/") -> StoreListing:
     except NotADirectoryError:
         raise _not_a_store(store) from None
     except OSError:
-        return listing
+        return  # no store yet: nothing pulled
     if not stat.S_ISDIR(mode):
         raise _not_a_store(store)
     listing.warning = storage_warning(store, root)
@@ -285,7 +293,27 @@ def list_store(store: Path, root: Path | str = "/") -> StoreListing:
                 pulled=entry.time if entry else None,
             )
         )
-    return listing
+
+
+def _bundled() -> StoredModel | None:
+    """The bundled model, as `run` without MODEL finds it; never made here (None without its package)."""
+    from edgepilot.gguf.gguf_header import read_header
+    from edgepilot.gguf.gguf_info import file_type_name
+    from edgepilot.gguf.resolve import bundled_model_made
+
+    found = bundled_model_made()
+    if found is None:
+        return None
+    path, size, head = found
+    if head == path:
+        quant, verdict = _describe(path)
+    else:  # its header is at the start of its package's first part
+        try:
+            quant = file_type_name(read_header(head).metadata.get("general.file_type"))
+        except UserError:
+            quant = None
+        verdict = "ok (made from its package when first run)"
+    return StoredModel(name=path.name, path=path, size=size, repo=None, quant=quant, verdict=verdict)
 
 
 def find_stored(store: Path, name: str) -> Path | None:

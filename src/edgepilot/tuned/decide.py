@@ -23,6 +23,7 @@ from edgepilot.plan.types import FitResult
 from edgepilot.tuned import pinning
 from edgepilot.tuned.calibrate import arithmetic_for
 from edgepilot.tuned.profiles import Profile, load_profile
+from edgepilot.words import count
 
 # The context when none is asked for: enough for a conversation, without reserving the whole trained context
 # (its KV cache is cleared at creation, so every cell costs resident memory). A longer prompt raises it.
@@ -87,7 +88,7 @@ def _profile_note(
 ) -> str | None:
     used = []
     if requested.n_threads is None:
-        text = f"{settings.n_threads} thread(s) on CPUs {cpulist(profile.cpus)}"
+        text = f"{count(settings.n_threads, 'thread')} on CPUs {cpulist(profile.cpus)}"
         if prompt_cpus:
             text += f" (prompt: {settings.n_threads_batch} on CPUs {cpulist(prompt_cpus)})"
         used.append(text)
@@ -96,7 +97,8 @@ def _profile_note(
     if requested.flash_attn is None:
         used.append(f"flash attention {'on' if settings.flash_attn else 'off'}")
     if requested.device is None and not settings.on_cpu:
-        used.append(f"{settings.device} with {settings.n_gpu_layers} layer(s) (faster than the CPU here)")
+        layers = count(settings.n_gpu_layers, "layer")
+        used.append(f"{settings.device} with {layers} (faster than the CPU here)")
     if requested.repack is None and not profile.repack:
         used.append("no weight repacking (it bought no speed here)")
     if not used:
