@@ -31,9 +31,13 @@ PLOT = click.option(
 
 @contextlib.contextmanager
 def progress_bar(title: str) -> Iterator:
-    """A rich progress bar on stderr (only on a terminal: --json/--csv stdout stays clean either way)."""
+    """A rich progress bar on stderr; off a terminal a line every few seconds (--json/--csv stdout stays
+    clean either way)."""
     if not err_console().is_terminal:
-        yield None
+        from edgepilot.cli.progress import PipeProgress
+
+        with PipeProgress(title) as plain:
+            yield plain.update
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
