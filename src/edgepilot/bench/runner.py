@@ -39,6 +39,8 @@ def run_bench(
     """Measure every combination of the request; keep the results in the SQLite history unless store=False.
     engine: "auto", "inprocess" or "tools" (llama.cpp's llama-bench; engine.choice)."""
     req.validate()
+    cpu = read_cpu(Path("/"))
+    req.check_threads(cpu.cores or len(allowed_cpus()))
     info = choose_engine(engine, tool="llama-bench", gpu=req.on_gpu)
     if not req.threads:
         from edgepilot.tuned.decide import decide
@@ -47,7 +49,6 @@ def run_bench(
     started, t_start = _now(), time.perf_counter()
     report_progress = progress or (lambda _d, _n, _t: None)
     model = model_id(path)
-    cpu = read_cpu(Path("/"))
     device = device_id(cpu=cpu)
     sensors = Sensors.find()
     baseline = sensors.temperature()

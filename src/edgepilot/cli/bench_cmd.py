@@ -160,6 +160,7 @@ def bench(
         warmup=not no_warmup,
         cooldown=cooldown,
     ).validate()
+    request.check_threads(cpu.cores or len(allowed))  # as run does, before the model or minutes of measuring
     path = resolve_model(model)
     request.device, request.gpu_layers = _offload(device, gpu_layers, path)
     request.validate()
