@@ -174,6 +174,7 @@ def bench(
 
     with progress_bar("bench") as update:
         report = run_bench(path, request, progress=update, verbose=verbose, store=not no_save, engine=engine)
+    _said_stopped(report.partial)
     if plot is not None:
         from edgepilot.bench.plot import save_png, sweep_series
         from edgepilot.bench.runner import sweep_points
@@ -191,6 +192,17 @@ def bench(
         from edgepilot.cli.bench_render import render_bench
 
         emit(report, as_json, render_bench)
+    _exit_if_stopped(report.partial)
+
+
+def _said_stopped(partial: bool) -> None:
+    if partial:  # the tests that finished follow, as chat keeps a stopped answer
+        err_console().print("(stopped)", markup=False)
+
+
+def _exit_if_stopped(partial: bool) -> None:
+    if partial:  # what finished is shown and kept; the status still says a Ctrl-C ended it
+        raise click.exceptions.Exit(130)
 
 
 def _offload(device: str | None, gpu_layers: str | None, path: Path) -> tuple[str, list[int]]:
@@ -328,8 +340,10 @@ def tune(
         check_writable()
     with progress_bar("tune") as update:
         report = run_tune(path, request, progress=update, verbose=verbose, engine=engine)
+    _said_stopped(report.partial)
     if plot is not None:
         from edgepilot.bench.plot import save_png, sweep_series
 
         report.plot_png = str(save_png(sweep_series(sweep_points(report)), plot, _title(report.model)))
     emit(report, as_json, render_tune)
+    _exit_if_stopped(report.partial)
