@@ -189,9 +189,16 @@ def test_a_model_not_found_names_the_next_step(tmp_path, monkeypatch):
     assert res.exit_code == 2 and "pull" not in res.stderr and "model file not found" in res.stderr
 
 
-def test_a_run_that_makes_no_text_says_why(smollm_path):
-    """Before: "generation 0 tok" and nothing else."""
-    res = CliRunner().invoke(app, ["run", str(smollm_path), "-n", "0", "--ctx", "256", "--json"])
+@pytest.mark.parametrize("engine", ["inprocess", "tools"])
+def test_a_run_that_makes_no_text_says_why(smollm_path, engine):
+    """Before: "generation 0 tok" and nothing else (and llama-server's run of -n 0 showed the token it
+    samples anyway)."""
+    if engine == "tools":
+        from nativekit import native_tool
+
+        native_tool("llama-server")
+    smollm = [str(smollm_path), "--engine", engine]
+    res = CliRunner().invoke(app, ["run", *smollm, "-n", "0", "--ctx", "256", "--json"])
     assert res.exit_code == 0, res.stderr
     data = json.loads(res.stdout)
     assert data["n_gen"] == 0 and data["text"] == ""
@@ -199,7 +206,7 @@ def test_a_run_that_makes_no_text_says_why(smollm_path):
     # raw and greedy, SmolLM2's first token after a finished answer is its end-of-turn token
     done = "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\nHello! How can I help you today?"
     res = CliRunner().invoke(
-        app, ["run", str(smollm_path), "--raw", "-p", done, "-n", "8", "--temp", "0", "--ctx", "256"]
+        app, ["run", *smollm, "--raw", "-p", done, "-n", "8", "--temp", "0", "--ctx", "256"]
     )
     assert res.exit_code == 0, res.stderr
     assert "first token was end-of-generation" in " ".join(res.stdout.split()), res.stdout
