@@ -69,23 +69,31 @@ def test_bench_measures_with_and_without_repacking(cli_app, gemma_path, data_dir
     assert dict(zip(header, row, strict=True))["repack"] == "0"
 
 
-@pytest.mark.parametrize("version", [1, 2])
-def test_bench_store_from_before_repack_and_device_is_upgraded(tmp_path, version):
+PARTIAL_COLUMN = "    partial INTEGER DEFAULT 0           -- 1: stopped (Ctrl-C) before every test ran\n"
+
+
+@pytest.mark.parametrize("version", [1, 2, 3])
+@pytest.mark.parametrize("writable", [True, False])
+def test_bench_store_from_before_repack_device_and_partial_is_upgraded(tmp_path, version, writable):
     from edgepilot.bench.store import SCHEMA, connect
 
     db = tmp_path / "bench.sqlite"
-    old = SCHEMA.replace("    device TEXT DEFAULT 'none', n_gpu_layers INTEGER DEFAULT 0,\n", "")
+    assert PARTIAL_COLUMN in SCHEMA
+    old = SCHEMA.replace(PARTIAL_COLUMN, "").replace("build TEXT,", "build TEXT ")  # runs.partial: 4
+    if version <= 2:  # no device columns either
+        old = old.replace("    device TEXT DEFAULT 'none', n_gpu_layers INTEGER DEFAULT 0,\n", "")
     if version == 1:  # no repack column either
         old = old.replace("    repack INTEGER DEFAULT 1,\n", "")
-    assert old != SCHEMA
     with sqlite3.connect(db) as con:
         con.executescript(old)
         con.execute("INSERT INTO runs (started, kind, device_fp, model_key) VALUES ('t', 'bench', 'd', 'm')")
         con.execute("INSERT INTO results (run_id, test) VALUES (1, 'pp16')")
         con.execute(f"PRAGMA user_version = {version}")
-    with connect(db) as con:
+    con.close()
+    with connect(db, create=writable) as con:  # not writable: read as it is, through temporary views
         row = con.execute("SELECT repack, device, n_gpu_layers FROM results").fetchone()
         assert tuple(row) == (1, "none", 0)
+        assert con.execute("SELECT partial FROM runs").fetchone()[0] == 0
 
 
 def test_bench_md_like_llama_bench_with_pinning(cli_app, smollm_path):
@@ -154,6 +162,37 @@ def test_bad_input_is_one_line_and_exit_2(cli_app, args, needle):
     err = res.stderr.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("edgepilot: error:") and needle in err[0]
     assert "Traceback" not in res.output and res.stdout == ""
+
+
+@pytest.mark.parametrize("threads", ["999", "1,999"])
+def test_impossible_thread_counts_are_refused_before_any_work(cli_app, smollm_path, data_dir, threads):
+    """As run and serve refuse them (one line, exit 2). Before: `bench -t 999` measured for 51 s, saved the
+    result, and then only warned."""
+    res = runner.invoke(cli_app, ["bench", str(smollm_path), *SHORT, "-t", threads])
+    assert res.exit_code == 2, res.output
+    err = res.stderr.strip().splitlines()
+    assert len(err) == 1 and "-t 999 on a device with" in err[0] and "use at most" in err[0], err
+    assert res.stdout == "" and not (data_dir / "bench.sqlite").exists()
+
+
+def test_bench_off_a_terminal_says_how_far_it_got_every_few_seconds(smollm_path, data_dir):
+    """A pipe or a log gets a progress line every $EDGEPILOT_PROGRESS_SECONDS (5 by default; 0.1 here): what
+    runs, how many repetitions of all are done, the time so far. Before: nothing until the result (28 s)."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "EDGEPILOT_PROGRESS_SECONDS": "0.1"}
+    done = subprocess.run(
+        [sys.executable, "-m", "edgepilot", "bench", str(smollm_path), *SHORT, "-t", "1,2", "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = [ln for ln in done.stderr.splitlines() if ln.startswith("bench: ") and "bench: done" not in ln]
+    assert len(lines) >= 2, done.stderr
+    assert all(" of 12 · " in ln and ln.endswith(" s") for ln in lines), lines
+    assert json.loads(done.stdout)["rows"]  # stdout stays the one JSON object
 
 
 def test_bench_table_and_png(cli_app, smollm_path, tmp_path):

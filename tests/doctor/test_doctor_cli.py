@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from click.testing import CliRunner
 from doctorkit import DEVICES, LOGS
 
@@ -105,6 +106,20 @@ def test_bad_input_is_one_line_and_exit_2(cli_app, tmp_path):
     )
     assert "--root" in err
     assert "command not found" in _one_error_line(runner.invoke(cli_app, ["doctor", "--", "no-such-cmd-xyz"]))
+
+
+@pytest.mark.parametrize("limit", [[], ["--memory-limit", "300MiB"]])
+def test_a_missing_llama_cpp_program_names_what_provides_it(cli_app, tmp_path, monkeypatch, limit):
+    """Before: "command not found: llama-cli" (and with a memory limit, a run of a shell that exited 127).
+    Termux here: its package; `edgepilot build` makes llama-completion, not llama-cli."""
+    monkeypatch.setenv("PATH", str(tmp_path))  # no llama.cpp program on it
+    monkeypatch.setenv("TERMUX_VERSION", "0.118.1")
+    err = _one_error_line(runner.invoke(cli_app, ["doctor", *limit, "--", "llama-cli", "-m", "m.gguf"]))
+    assert "command not found: llama-cli" in err and "`pkg install llama-cpp` installs it" in err, err
+    assert "`edgepilot build` makes llama-completion" in err, err
+    err = _one_error_line(runner.invoke(cli_app, ["doctor", *limit, "--", "rpc-server", "-p", "50052"]))
+    assert "`edgepilot build` makes it" in err and "pkg install" not in err, err  # not in Termux's package
+    assert "(llama.cpp's)" not in _one_error_line(runner.invoke(cli_app, ["doctor", "--", "no-such-xyz"]))
 
 
 def test_names_in_the_commands_of_fixes_are_quoted_as_a_shell_reads_them(cli_app, tmp_path):

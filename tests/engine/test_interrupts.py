@@ -178,3 +178,54 @@ def test_an_ignored_sigint_or_a_callers_handler_is_left_alone():
         assert seen == [1]
     finally:
         signal.signal(signal.SIGINT, old)
+
+
+COUNTING = "1, 2, 3, 4, 5,"  # raw and greedy, SmolLM2 goes on counting: still generating when Ctrl-C comes
+
+
+def _engine_argv(engine: str) -> list[str]:
+    if engine == "tools":
+        from nativekit import native_tool
+
+        native_tool("llama-server")
+    return ["--engine", engine]
+
+
+@pytest.mark.parametrize("engine", ["inprocess", "tools"])
+def test_ctrl_c_during_run_ends_the_line_and_keeps_the_summary(smollm_path, engine):
+    """Before: `…11, 12,^Cedgepilot: error: interrupted` glued to the text, and no summary. Now the line ends,
+    "(stopped)" follows, then the summary of what was generated; the exit status still says Ctrl-C (130)."""
+    argv = [sys.executable, "-m", "edgepilot", "run", str(smollm_path), "--raw", "-p", COUNTING]
+    argv += ["-n", "3000", "--ctx", "4096", "--temp", "0", *_engine_argv(engine)]
+    proc = _start(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE)
+    started, out, err = threading.Event(), [], []
+
+    def read_stdout():
+        while chunk := proc.stdout.read1(4096):
+            out.append(chunk)
+            started.set()  # the first generated text is out: the generation runs
+
+    readers = [
+        threading.Thread(target=read_stdout),
+        threading.Thread(target=_read_stderr, args=(proc, threading.Event(), b"\0never", err)),
+    ]
+    for reader in readers:
+        reader.start()
+    try:
+        assert started.wait(DEADLINE), b"".join(err).decode(errors="replace")
+        proc.send_signal(signal.SIGINT)
+        proc.wait(DEADLINE)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        for reader in readers:
+            reader.join(10)
+    stdout, stderr = b"".join(out).decode(), b"".join(err).decode(errors="replace")
+    assert proc.returncode == 130, stderr
+    assert "interrupted" not in stderr and "Traceback" not in stderr, stderr
+    assert stderr.rstrip().endswith("(stopped)"), stderr
+    text, _, summary = stdout.partition("\n")  # the generated text ends its line where Ctrl-C stopped it
+    assert " 6, 7, 8, 9,".startswith(text[:12]) and summary.startswith("first token"), stdout
+    n_gen = int(summary.split("generation ")[1].split(" tok")[0])
+    assert 0 < n_gen < 3000 and "peak memory" in summary, stdout

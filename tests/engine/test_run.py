@@ -167,6 +167,52 @@ def test_prompt_longer_than_context(smollm_path):
     assert res.exit_code == 2 and "context holds 256" in res.stderr
 
 
+def test_a_model_not_found_names_the_next_step(tmp_path, monkeypatch):
+    """Before: only "model file not found". A store name gets its exact pull command; a bare file name the
+    store's listing and pull; a path stays a path to fix."""
+    monkeypatch.setenv("EDGEPILOT_MODELS_DIR", str(tmp_path / "store"))
+    monkeypatch.chdir(tmp_path)
+    cases = [
+        (
+            "bartowski/SmolLM2-135M-GGUF:SmolLM2-135M-Q4_K_M.gguf",
+            "`edgepilot pull bartowski/SmolLM2-135M-GGUF",
+        ),
+        ("nosuch.gguf", "`edgepilot models` lists the models you have; `edgepilot pull OWNER/REPO`"),
+    ]
+    for name, hint in cases:
+        res = CliRunner().invoke(app, ["run", name])
+        assert res.exit_code == 2 and res.stderr.count("\n") == 1, res.stderr
+        assert "model file not found" in res.stderr and hint in res.stderr, res.stderr
+    res = CliRunner().invoke(app, ["run", "ORG/REPO:FILE.gguf"])
+    assert "download it with `edgepilot pull ORG/REPO FILE.gguf`" in res.stderr
+    res = CliRunner().invoke(app, ["run", str(tmp_path / "models" / "x.gguf")])
+    assert res.exit_code == 2 and "pull" not in res.stderr and "model file not found" in res.stderr
+
+
+@pytest.mark.parametrize("engine", ["inprocess", "tools"])
+def test_a_run_that_makes_no_text_says_why(smollm_path, engine):
+    """Before: "generation 0 tok" and nothing else (and llama-server's run of -n 0 showed the token it
+    samples anyway)."""
+    if engine == "tools":
+        from nativekit import native_tool
+
+        native_tool("llama-server")
+    smollm = [str(smollm_path), "--engine", engine]
+    res = CliRunner().invoke(app, ["run", *smollm, "-n", "0", "--ctx", "256", "--json"])
+    assert res.exit_code == 0, res.stderr
+    data = json.loads(res.stdout)
+    assert data["n_gen"] == 0 and data["text"] == ""
+    assert any("-n 0 asks for none" in n for n in data["notes"]), data["notes"]
+    # raw and greedy, SmolLM2's first token after a finished answer is its end-of-turn token
+    done = "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\nHello! How can I help you today?"
+    res = CliRunner().invoke(
+        app, ["run", *smollm, "--raw", "-p", done, "-n", "8", "--temp", "0", "--ctx", "256"]
+    )
+    assert res.exit_code == 0, res.stderr
+    assert "first token was end-of-generation" in " ".join(res.stdout.split()), res.stdout
+    assert "try without --raw" in " ".join(res.stdout.split())
+
+
 @pytest.mark.parametrize(
     "args, message",
     [

@@ -47,6 +47,18 @@ def test_bad_port_missing_model_and_busy_port(smollm_path, tmp_path):
         _one_line_error(_run(str(smollm_path), "--port", str(port), "--ctx", "256"), f"port {port}", "in use")
 
 
+def test_a_busy_port_is_found_before_the_model_is_read(smollm_path):
+    """Before: serve planned, preloaded the model into the page cache ("preloading ..." on stderr) and only
+    then found its port taken."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        proc = _run(str(smollm_path), "--port", str(port), "--ctx", "256")
+    _one_line_error(proc, f"port {port}", "in use")
+    assert len(proc.stderr.strip().splitlines()) == 1 and "preload" not in proc.stderr, proc.stderr
+
+
 def test_plan_that_does_not_fit_is_refused_with_the_plan(smollm_path):
     proc = _run(str(smollm_path), "--port", "0", "--budget", "120MiB", "--ctx", "8192")
     assert proc.returncode == 2 and proc.stdout == ""

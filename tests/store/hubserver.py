@@ -95,6 +95,7 @@ class Hub:
     authorization: list[str | None] = field(default_factory=list)  # the Authorization header of each request
     gate: threading.Barrier | None = None  # file transfers wait here until this many are under way together
     hold: float = 0.0  # seconds each file transfer waits before its body (concurrent pulls overlap)
+    pace: float = 0.0  # seconds each file transfer waits after each MiB of its body (a slow network)
     schemes: list[str] = field(default_factory=list)  # "https" or "http", for each request
     page: int = PAGE  # files per listing page
     cdn_base: str = ""  # resolve redirects to this origin (e.g. another server); "" for this one
@@ -255,6 +256,7 @@ class Handler(BaseHTTPRequestHandler):
                 self.wfile.write(chunk)
                 sent += len(chunk)
                 pos += len(chunk)
+                time.sleep(self.hub.pace)
 
 
 class HubServer(ThreadingHTTPServer):

@@ -51,6 +51,20 @@ def test_best_downloads_the_largest_file_that_fits(hub, cli_app):
     assert json.loads(again.stdout)["already_present"] is True
 
 
+def test_a_pull_off_a_terminal_says_how_far_it_got_every_few_seconds(hub, cli_app, monkeypatch):
+    """A pipe or a log gets a line every $EDGEPILOT_PROGRESS_SECONDS (5 by default): the file, the MiB
+    so far of all, the time. Before: nothing until the result line."""
+    monkeypatch.setenv("EDGEPILOT_PROGRESS_SECONDS", "0.05")
+    hub.pace = 0.02  # about 2 s for SmolLM2's 94 MiB
+    res = pull(cli_app, REPO, SMOL, "--json")
+    assert res.exit_code == 0, res.output
+    lines = [ln for ln in res.stderr.splitlines() if ln.startswith("pull: ")]
+    assert len(lines) >= 2, res.stderr
+    assert all(SMOL in ln and " MiB · " in ln and ln.endswith(" s") for ln in lines), lines
+    assert f" of {hub.repos[REPO][SMOL].path.stat().st_size / 2**20:.1f} MiB" in lines[-1]
+    assert json.loads(res.stdout)["file"] == SMOL
+
+
 def test_best_with_nothing_fitting_is_one_line(hub, cli_app):
     line = one_error_line(pull(cli_app, REPO, "--best", "--budget", "100MiB"))
     assert "no GGUF file" in line and "fits" in line

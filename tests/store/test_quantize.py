@@ -214,3 +214,18 @@ def test_a_truncated_imatrix_is_refused(smollm_path, tmp_path):
         "truncated",
     )
     assert not list(tmp_path.glob("*.gguf"))
+
+
+def test_quantize_off_a_terminal_says_what_it_does_every_few_seconds(quantized, tmp_path):
+    """One quantization is one silent call into llama.cpp: off a terminal the step under way is repeated
+    every $EDGEPILOT_PROGRESS_SECONDS (5 by default) with the time so far. Before: nothing between steps."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "EDGEPILOT_PROGRESS_SECONDS": "0.02"}
+    argv = ["quantize", quantized.reference, "--to", "Q4_0", "--out", str(tmp_path), "--json"]
+    done = subprocess.run([sys.executable, "-m", "edgepilot", *argv], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    lines = [ln for ln in done.stderr.splitlines() if ln.startswith("quantize: ")]
+    assert lines, done.stderr
+    assert any("[1/1] Q4_0 from " in ln for ln in lines) and all(ln.endswith(" s") for ln in lines), lines

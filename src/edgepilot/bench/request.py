@@ -50,6 +50,13 @@ class BenchRequest:
             raise UserError("--cooldown must be 0 or more seconds")
         return self
 
+    def check_threads(self, cpus: int) -> None:
+        """Refuse a thread count no device of `cpus` CPUs can use, as run and serve do."""
+        from edgepilot.plan.planner import check_thread_count
+
+        for t in self.threads:
+            check_thread_count(t, cpus, "-t")
+
     @property
     def tests(self) -> list[tuple[str, int]]:
         return [("pp", p) for p in self.n_prompt if p > 0] + [("tg", n) for n in self.n_gen if n > 0]

@@ -85,3 +85,4 @@ class BenchReport:
     db_path: str | None = None
     plot_png: str | None = None
     engine: EngineInfo | None = None  # which llama.cpp measured: in-process, or llama-bench with its version
+    partial: bool = False  # stopped (Ctrl-C) before every test ran: `rows` are the ones that finished

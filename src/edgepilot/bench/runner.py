@@ -40,6 +40,8 @@ def run_bench(
     """Measure every combination of the request; keep the results in the SQLite history unless store=False.
     engine: "auto", "inprocess" or "tools" (llama.cpp's llama-bench; engine.choice)."""
     req.validate()
+    cpu = read_cpu(Path("/"))
+    req.check_threads(cpu.cores or len(allowed_cpus()))
     info = choose_engine(engine, tool="llama-bench", gpu=req.on_gpu)
     if not req.threads:
         from edgepilot.tuned.decide import decide
@@ -48,7 +50,6 @@ def run_bench(
     started, t_start = _now(), time.perf_counter()
     report_progress = progress or (lambda _d, _n, _t: None)
     model = model_id(path)
-    cpu = read_cpu(Path("/"))
     device = device_id(cpu=cpu)
     sensors = Sensors.find()
     baseline = sensors.temperature()
@@ -70,14 +71,27 @@ def run_bench(
     bpt = bytes_per_token(path) if req.roofline else None
 
     build = versions()
-    if info.kind == "tools":
-        from edgepilot.bench.tool_bench import measure_with_llama_bench
+    rows: list[BenchRow] = []  # filled as tests finish: a Ctrl-C keeps those
+    try:
+        if info.kind == "tools":
+            from edgepilot.bench.tool_bench import measure_with_llama_bench
 
-        tool = Path(str(info.path))
-        rows, facts = measure_with_llama_bench(path, req, tool, sensors, baseline, report_progress, verbose)
-        build.update(facts)
-    else:
-        rows = _measure_inprocess(path, req, sensors, baseline, report_progress, verbose)
+            tool = Path(str(info.path))
+            build.update(
+                measure_with_llama_bench(path, req, tool, sensors, baseline, report_progress, verbose, rows)
+            )
+        else:
+            _measure_inprocess(path, req, sensors, baseline, report_progress, verbose, rows)
+        partial = False
+    except KeyboardInterrupt:
+        if not rows:  # nothing finished: nothing to keep
+            raise
+        partial = True
+        if info.kind == "tools":
+            from edgepilot.bench.tool_bench import build_facts
+
+            build.update(build_facts(Path(str(info.path)), []))
+        warnings.append(f"stopped by Ctrl-C: {len(rows)} of {planned_tests(req)} tests finished")
     report_progress("done", 1, 1)
     for row in rows:
         if row.kind == "tg":
@@ -97,10 +111,18 @@ def run_bench(
         sensors=sensors.notes,
         warnings=warnings,
         engine=info,
+        partial=partial,
     )
     if store:
         save_report(report)
     return report
+
+
+def planned_tests(req: BenchRequest) -> int:
+    """The rows a whole run of `req` makes."""
+    n_sets = len(req.core_sets) if req.core_sets else 1
+    grid = len(req.repack) * len(req.ubatch) * len(req.flash_attn) * len(req.threads) * len(req.gpu_layers)
+    return grid * n_sets * len(req.tests)
 
 
 def _measure_inprocess(
@@ -110,8 +132,11 @@ def _measure_inprocess(
     baseline: float | None,
     report_progress: Progress,
     verbose: bool,
-) -> list[BenchRow]:
+    rows: list[BenchRow],
+) -> None:
+    """Each finished test's row is appended to `rows` (so an interrupted bench keeps them)."""
     from edgepilot.bench.measure import Bencher, bench_settings
+    from edgepilot.engine import interrupts
     from edgepilot.engine.inprocess import LlamaEngine
 
     tests = req.tests
@@ -120,7 +145,6 @@ def _measure_inprocess(
     total = len(req.repack) * len(req.ubatch) * len(req.flash_attn) * n_sets * len(req.threads)
     total *= len(tests) * per_test
     done = 0
-    rows: list[BenchRow] = []
     first = True
     max_p = max(req.n_prompt, default=0)
     max_n = max(req.n_gen, default=0)
@@ -151,12 +175,12 @@ def _measure_inprocess(
                             recording = Recording(sensors).start()
                             samples = []
                             for rep in range(req.reps):
+                                interrupts.raise_pending()  # a Ctrl-C that landed in llama.cpp's log
                                 report_progress(f"{label} rep {rep + 1}/{req.reps}", done, total)
                                 samples.append(bencher.pp(size) if kind == "pp" else bencher.tg(size))
                                 done += 1
                             reading = recording.stop()
                             rows.append(_row(engine, path, settings, t, kind, size, cores, samples, reading))
-    return rows
 
 
 def sweep_points(report: BenchReport) -> list[tuple[str, str, str, int, float]]:

@@ -30,7 +30,7 @@ from edgepilot.safe_write import check_target
 from edgepilot.tuned.identity import DeviceId
 
 DB_NAME = "bench.sqlite"
-SCHEMA_VERSION = 3  # 2: results.repack; 3: results.device, results.n_gpu_layers
+SCHEMA_VERSION = 4  # 2: results.repack; 3: results.device, results.n_gpu_layers; 4: runs.partial
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
     id INTEGER PRIMARY KEY,
@@ -46,7 +46,8 @@ CREATE TABLE IF NOT EXISTS runs (
     bandwidth_gbs REAL,
     bytes_per_token INTEGER,
     seconds REAL,
-    build TEXT                          -- JSON: versions
+    build TEXT,                         -- JSON: versions
+    partial INTEGER DEFAULT 0           -- 1: stopped (Ctrl-C) before every test ran
 );
 CREATE TABLE IF NOT EXISTS results (
     id INTEGER PRIMARY KEY,
@@ -72,6 +73,8 @@ ADDED_COLUMNS = (
     ("device", "TEXT", "'none'"),
     ("n_gpu_layers", "INTEGER", "0"),
 )
+# ... and to `runs`: older runs ran to the end.
+ADDED_RUN_COLUMNS = (("partial", "INTEGER", "0"),)
 
 
 HISTORY = "the bench history"
@@ -183,6 +186,10 @@ def _migrate(con: sqlite3.Connection) -> None:
     for column, kind, default in ADDED_COLUMNS:
         if column not in have:
             con.execute(f"ALTER TABLE results ADD COLUMN {column} {kind} DEFAULT {default}")
+    have = {row[1] for row in con.execute("PRAGMA table_info(runs)")}
+    for column, kind, default in ADDED_RUN_COLUMNS:
+        if column not in have:
+            con.execute(f"ALTER TABLE runs ADD COLUMN {column} {kind} DEFAULT {default}")
     con.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 
@@ -196,19 +203,21 @@ def _as_current_schema(con: sqlite3.Connection) -> None:
         words = statement.split()
         if words[:5] == ["CREATE", "TABLE", "IF", "NOT", "EXISTS"] and words[5] not in tables:
             con.execute(statement.replace("CREATE TABLE IF NOT EXISTS", "CREATE TEMP TABLE", 1))
-    if "results" in tables:
-        have = {row[1] for row in con.execute("PRAGMA main.table_info(results)")}
-        added = [f"{default} AS {column}" for column, _, default in ADDED_COLUMNS if column not in have]
+    for table, columns in (("results", ADDED_COLUMNS), ("runs", ADDED_RUN_COLUMNS)):
+        if table not in tables:
+            continue
+        have = {row[1] for row in con.execute(f"PRAGMA main.table_info({table})")}
+        added = [f"{default} AS {column}" for column, _, default in columns if column not in have]
         if added:
-            con.execute(f"CREATE TEMP VIEW results AS SELECT *, {', '.join(added)} FROM main.results")
+            con.execute(f"CREATE TEMP VIEW {table} AS SELECT *, {', '.join(added)} FROM main.{table}")
 
 
 def save_report(report: BenchReport, kind: str = "bench", path: Path | None = None) -> int:
     with connect(path) as con:
         cur = con.execute(
             "INSERT INTO runs (started, kind, device_fp, device, model_key, model_name, model_path,"
-            " model_size, model_type, bandwidth_gbs, bytes_per_token, seconds, build)"
-            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            " model_size, model_type, bandwidth_gbs, bytes_per_token, seconds, build, partial)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (
                 report.started,
                 kind,
@@ -223,6 +232,7 @@ def save_report(report: BenchReport, kind: str = "bench", path: Path | None = No
                 report.bytes_per_token,
                 report.seconds,
                 json.dumps(report.build),
+                int(report.partial),
             ),
         )
         run_id = int(cur.lastrowid)
@@ -297,6 +307,7 @@ class HistoryEntry:
     roofline: float | None
     device: str = "none"  # llama.cpp's -dev the result was measured on
     n_gpu_layers: int = 0
+    partial: bool = False  # its run was stopped (Ctrl-C) before every test ran
 
 
 @dataclass
@@ -328,7 +339,7 @@ def history(
             where += " AND r.model_key = ?"
             args.append(model_key)
         rows = con.execute(
-            "SELECT x.*, r.started, r.kind, r.model_name, r.model_key"
+            "SELECT x.*, r.started, r.kind, r.model_name, r.model_key, r.partial"
             f" FROM results x JOIN runs r ON r.id = x.run_id WHERE {where} ORDER BY x.run_id, x.id",
             args,
         ).fetchall()
@@ -376,6 +387,7 @@ def history(
                 roofline=r["roofline"],
                 device=r["device"] or "none",
                 n_gpu_layers=r["n_gpu_layers"] or 0,
+                partial=bool(r["partial"]),
             )
         )
         last_seen[key] = r["avg_ts"]

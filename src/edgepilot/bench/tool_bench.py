@@ -106,11 +106,17 @@ class _Collector:
     """Rows of one llama-bench run as its results arrive, each with the sensors' reading of its own test."""
 
     def __init__(
-        self, path: Path, job: BenchJob, cores: tuple[int, ...] | None, sensors: Sensors, progress: Progress
+        self,
+        path: Path,
+        job: BenchJob,
+        cores: tuple[int, ...] | None,
+        sensors: Sensors,
+        progress: Progress,
+        rows: list[BenchRow],
+        records: list[LlamaBenchRecord],
     ) -> None:
         self.path, self.job, self.cores, self.sensors, self.progress = path, job, cores, sensors, progress
-        self.rows: list[BenchRow] = []
-        self.records: list[LlamaBenchRecord] = []
+        self.rows, self.records = rows, records  # the whole bench's: appended as results arrive
         self.done = 0  # units done before this run, plus those announced since
         self.total = 0
         self.announced = 0  # an older llama-bench without --progress announces none: results count then
@@ -139,16 +145,18 @@ def measure_with_llama_bench(
     baseline: float | None,
     progress: Progress,
     verbose: bool,
-) -> tuple[list[BenchRow], dict[str, str]]:
+    rows: list[BenchRow],
+) -> dict[str, str]:
+    """Each result's row is appended to `rows` as llama-bench prints it (an interrupted bench keeps them);
+    returns what the report's `build` says of this llama.cpp."""
     jobs = bench_jobs(path, req)
     total = sum(units(job) for _, job in jobs)
     done = 0
-    rows: list[BenchRow] = []
     records: list[LlamaBenchRecord] = []
     for i, (cores, job) in enumerate(jobs):
         if i and req.cooldown:
             cool_down(sensors, baseline, req.cooldown, lambda msg, n=done: progress(msg, n, total))
-        run = _Collector(path, job, cores, sensors, progress)
+        run = _Collector(path, job, cores, sensors, progress, rows, records)
         run.done, run.total = done, total
         try:
             run_llama_bench(
@@ -156,7 +164,5 @@ def measure_with_llama_bench(
             )
         finally:
             run.recording.stop()
-        rows += run.rows
-        records += run.records
         done += units(job)
-    return rows, build_facts(tool, records)
+    return build_facts(tool, records)

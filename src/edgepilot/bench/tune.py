@@ -101,6 +101,7 @@ class TuneReport:
     engine: EngineInfo | None = None  # which llama.cpp measured: in-process, or llama-bench with its version
     gpu: GpuTrial | None = None  # the GPU against the tuned CPU settings, per layer count, if tried
     default_tg_reps: int = 0  # the repetitions behind default_tg_ts
+    partial: bool = False  # stopped (Ctrl-C): `trials` are those measured, gen/prompt empty, no profile
 
 
 def _trial(t: Trial) -> TuneTrial:
@@ -156,40 +157,72 @@ def run_tune(
         lab = ToolLab(path, tool, req.n_prompt, req.n_gen, verbose, req.cooldown, repack=req.repack)
     else:
         lab = EngineLab(path, req.n_prompt, req.n_gen, verbose, req.cooldown, repack=req.repack)
-    with lab:
+    search = Search(sets, lab, SearchConfig(reps=req.reps, ubatches=ubatches))
+    try:
+        with lab:
 
-        def on_measure(cand, test):
-            desc = (
-                f"{test} · {count(cand.n_threads, 'thread')} on {cpulist(cand.cpus)} · "
-                f"ub {cand.n_ubatch} · fa {int(cand.flash_attn)}"
-            )
-            report(desc, lab.reps, max(estimate, lab.reps + 1))
+            def on_measure(cand, test):
+                desc = (
+                    f"{test} · {count(cand.n_threads, 'thread')} on {cpulist(cand.cpus)} · "
+                    f"ub {cand.n_ubatch} · fa {int(cand.flash_attn)}"
+                )
+                report(desc, lab.reps, max(estimate, lab.reps + 1))
 
-        lab.on_measure = on_measure
-        search = Search(sets, lab, SearchConfig(reps=req.reps, ubatches=ubatches))
-        result = search.run()
-        report("done", lab.reps, lab.reps)
-        measurements, loads, info = lab.reps, lab.loads, lab.model_info or {}
-    gen, prompt = result.gen, result.prompt
-    repack = None
-    if req.repack and req.repack_trial and isinstance(lab, ToolLab) and not lab.can_repack():
-        notes.append(f"repacking not measured: {lab.tool} has no --repack (an older llama.cpp)")
-    elif req.repack and req.repack_trial:
-        report("with and without weight repacking", lab.reps, lab.reps + 1)
-        measure = partial(lab.repack_round, gen, prompt, req.reps) if isinstance(lab, ToolLab) else None
-        repack = trial_repack(path, gen, prompt, req.n_prompt, req.n_gen, req.reps, verbose, measure)
-        notes.append(repack.note)
-        if isinstance(lab, ToolLab):
-            loads = lab.loads  # its runs counted themselves
-        elif repack.pp_ts:
-            loads += 2 * ROUNDS
-    gpu = None
-    notes += req.gpu_notes
-    if req.devices and isinstance(lab, ToolLab):
-        gpu = _try_gpus(path, lab, req, gen, prompt, result.prompt_tps, result.gen_tps, report, notes)
-        loads = lab.loads + len(gpu.points) - 1 if gpu else loads
-    elif req.devices:
-        notes.append("no GPU tried: the in-process engine is CPU-only (`--engine tools` tries it)")
+            lab.on_measure = on_measure
+            result = search.run()
+            report("done", lab.reps, lab.reps)
+            measurements, loads, info = lab.reps, lab.loads, lab.model_info or {}
+        gen, prompt = result.gen, result.prompt
+        repack = None
+        if req.repack and req.repack_trial and isinstance(lab, ToolLab) and not lab.can_repack():
+            notes.append(f"repacking not measured: {lab.tool} has no --repack (an older llama.cpp)")
+        elif req.repack and req.repack_trial:
+            report("with and without weight repacking", lab.reps, lab.reps + 1)
+            measure = partial(lab.repack_round, gen, prompt, req.reps) if isinstance(lab, ToolLab) else None
+            repack = trial_repack(path, gen, prompt, req.n_prompt, req.n_gen, req.reps, verbose, measure)
+            notes.append(repack.note)
+            if isinstance(lab, ToolLab):
+                loads = lab.loads  # its runs counted themselves
+            elif repack.pp_ts:
+                loads += 2 * ROUNDS
+        gpu = None
+        notes += req.gpu_notes
+        if req.devices and isinstance(lab, ToolLab):
+            gpu = _try_gpus(path, lab, req, gen, prompt, result.prompt_tps, result.gen_tps, report, notes)
+            loads = lab.loads + len(gpu.points) - 1 if gpu else loads
+        elif req.devices:
+            notes.append("no GPU tried: the in-process engine is CPU-only (`--engine tools` tries it)")
+    except KeyboardInterrupt:
+        if not search.trials:  # nothing measured: nothing to keep
+            raise
+        stopped = TuneReport(
+            model=MeasuredModel.of(
+                model, (lab.model_info or {}).get("type", ""), (lab.model_info or {}).get("n_params", 0)
+            ),
+            device=device,
+            core_sets=[cpulist(s) for s in sets],
+            gen={},
+            prompt={},
+            default_tg_ts=None,
+            speedup_vs_default=None,
+            knee=None,
+            trials=[_trial(t) for t in search.trials],
+            measurements=lab.reps,
+            loads=lab.loads,
+            seconds=round(time.perf_counter() - t0, 1),
+            bandwidth_gbs=round(bandwidth.gb_per_s, 2),
+            bytes_per_token=bpt,
+            roofline=None,
+            profile=None,
+            profile_path=None,
+            started=started,
+            n_prompt=req.n_prompt,
+            n_gen=req.n_gen,
+            notes=[*notes, f"stopped by Ctrl-C after {len(search.trials)} settings: no profile saved"],
+            engine=engine_info,
+            partial=True,
+        )
+        return _stored(stopped, req)
     chosen = gpu.chosen if gpu else GpuPoint("none", 0, None, None)
     temp_end = sensors.temperature()
     if temp_start is not None and temp_end is not None and temp_end - temp_start >= 5:
@@ -262,6 +295,11 @@ def run_tune(
         engine=engine_info,
         gpu=gpu,
     )
+    return _stored(tune, req)
+
+
+def _stored(tune: TuneReport, req: TuneRequest) -> TuneReport:
+    """The tune's measurements kept in the bench history (unless --no-save)."""
     if req.store:
         stored = as_bench_report(tune)
         tune.run_id = save_report(stored, kind="tune")
@@ -352,6 +390,7 @@ def as_bench_report(tune: TuneReport) -> BenchReport:
         bytes_per_token=tune.bytes_per_token,
         started=tune.started,
         seconds=tune.seconds,
+        partial=tune.partial,
     )
 
 

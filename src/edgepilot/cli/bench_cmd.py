@@ -32,9 +32,13 @@ PLOT = click.option(
 
 @contextlib.contextmanager
 def progress_bar(title: str) -> Iterator:
-    """A rich progress bar on stderr (only on a terminal: --json/--csv stdout stays clean either way)."""
+    """A rich progress bar on stderr; off a terminal a line every few seconds (--json/--csv stdout stays
+    clean either way)."""
     if not err_console().is_terminal:
-        yield None
+        from edgepilot.cli.progress import PipeProgress
+
+        with PipeProgress(title) as plain:
+            yield plain.update
         return
     from rich.progress import MofNCompleteColumn, Progress, TimeElapsedColumn
 
@@ -158,6 +162,7 @@ def bench(
         warmup=not no_warmup,
         cooldown=cooldown,
     ).validate()
+    request.check_threads(cpu.cores or len(allowed))  # as run does, before the model or minutes of measuring
     path = resolve_model(model)
     request.device, request.gpu_layers = _offload(device, gpu_layers, path)
     request.validate()
@@ -171,6 +176,7 @@ def bench(
 
     with progress_bar("bench") as update:
         report = run_bench(path, request, progress=update, verbose=verbose, store=not no_save, engine=engine)
+    _said_stopped(report.partial)
     if plot is not None:
         from edgepilot.bench.plot import save_png, sweep_series
         from edgepilot.bench.runner import sweep_points
@@ -188,6 +194,17 @@ def bench(
         from edgepilot.cli.bench_render import render_bench
 
         emit(report, as_json, render_bench)
+    _exit_if_stopped(report.partial)
+
+
+def _said_stopped(partial: bool) -> None:
+    if partial:  # the tests that finished follow, as chat keeps a stopped answer
+        err_console().print("(stopped)", markup=False)
+
+
+def _exit_if_stopped(partial: bool) -> None:
+    if partial:  # what finished is shown and kept; the status still says a Ctrl-C ended it
+        raise click.exceptions.Exit(130)
 
 
 def _offload(device: str | None, gpu_layers: str | None, path: Path) -> tuple[str, list[int]]:
@@ -326,8 +343,10 @@ def tune(
         check_writable()
     with progress_bar("tune") as update:
         report = run_tune(path, request, progress=update, verbose=verbose, engine=engine)
+    _said_stopped(report.partial)
     if plot is not None:
         from edgepilot.bench.plot import save_png, sweep_series
 
         report.plot_png = str(save_png(sweep_series(sweep_points(report)), plot, _title(report.model)))
     emit(report, as_json, render_tune)
+    _exit_if_stopped(report.partial)

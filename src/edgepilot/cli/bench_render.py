@@ -118,6 +118,7 @@ def render_bench(report: BenchReport, out: Console) -> None:
         say(out, "no temperature/power figures: " + "; ".join(report.sensors), style="dim")
     _plot(sweep_points(report), report.model.name, out)
     saved = f"saved as run #{report.run_id} in {report.db_path}" if report.run_id else "not saved"
+    saved += " (partial)" if report.partial and report.run_id else ""
     png = f" · plot: {report.plot_png}" if report.plot_png else ""
     engine = _engine_line(report.engine)
     say(out, f"{saved} · {report.seconds:.0f} s{engine}{png}", style="dim")
@@ -147,7 +148,8 @@ def render_history(h: History, out: Console) -> None:
     for run_id, entries in by_run.items():
         first = entries[0]
         when = first.started.replace("T", " ").rstrip("Z")
-        title = f"run {run_id} · {first.kind} · {first.model_name} · {when}"
+        kind = first.kind + (" (partial)" if first.partial else "")
+        title = f"run {run_id} · {kind} · {first.model_name} · {when}"
         cells = [
             [
                 e.test,
@@ -201,6 +203,12 @@ def render_tune(r: TuneReport, out: Console) -> None:
     if r.gpu is not None:
         _render_gpu(r, out)
     _plot(sweep_points(r), r.model.name, out)
+    if r.partial:  # stopped: the settings measured so far, no choice made
+        for note in r.notes:
+            say(out, note, style="dim")
+        saved = f"saved as run #{r.run_id} (partial) in {r.db_path}" if r.run_id else "not saved"
+        say(out, f"{saved} · {r.seconds:.0f} s{_engine_line(r.engine)}", style="dim")
+        return
     g, p = r.gen, r.prompt
     fa = "on" if g["flash_attn"] else "off"
     threads = count(g["n_threads"], "thread")

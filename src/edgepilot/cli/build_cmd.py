@@ -20,19 +20,15 @@ if TYPE_CHECKING:
 
 @contextlib.contextmanager
 def cmake_progress() -> Iterator:
-    """A rich bar on stderr fed by cmake's [ NN%] lines (on a terminal); else one line per 10 %."""
+    """A rich bar on stderr fed by cmake's [ NN%] lines (on a terminal); else a line every few seconds."""
     from edgepilot.shown import shown
 
     err = err_console()
     if not err.is_terminal:
-        last = [-10]
+        from edgepilot.cli.progress import PipeProgress, percent
 
-        def plain(percent: int, what: str) -> None:
-            if percent >= last[0] + 10 or percent == 0:
-                last[0] = percent
-                err.print(f"[{percent:3d}%] {shown(what)}", style="dim", soft_wrap=True, markup=False)
-
-        yield plain
+        with PipeProgress("build", percent) as plain:
+            yield lambda done, what: plain.update(what.rsplit("/", 1)[-1], done, 100)
         return
     from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 

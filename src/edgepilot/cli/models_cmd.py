@@ -78,11 +78,13 @@ class _Bar:
         self.progress = None
         self.task = None
         self.label = ""
+        self.message = ""  # the stage as said (PipeProgress escapes it itself)
+        self.plain = None  # off a terminal: a line every few seconds (cli/progress.py)
 
     def stage(self, message: str) -> None:
         from edgepilot.shown import shown
 
-        self.label = shown(message)  # names a file of the hub's
+        self.label, self.message = shown(message), message  # names a file of the hub's
         if message.startswith("downloading"):
             self.stop()
         elif err_console().is_terminal:
@@ -95,8 +97,13 @@ class _Bar:
         err_console().print(shown(message), style="yellow", markup=False, soft_wrap=True)
 
     def __call__(self, done: int, total: int) -> None:
-        if self.progress is None and not err_console().is_terminal:
-            return  # a log or a pipe gets the result line, not a bar redrawn in it
+        if self.progress is None and not err_console().is_terminal:  # a log or a pipe: no bar redrawn in it
+            if self.plain is None:
+                from edgepilot.cli.progress import PipeProgress, mebibytes
+
+                self.plain = PipeProgress("pull", mebibytes).__enter__()
+            self.plain.update(self.message or "downloading", done, total)
+            return
         if self.progress is None:
             from rich.progress import DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
 
@@ -114,6 +121,9 @@ class _Bar:
         if self.progress is not None:
             self.progress.stop()
             self.progress = None
+        if self.plain is not None:
+            self.plain.__exit__(None, None, None)
+            self.plain = None
 
 
 @app.command()

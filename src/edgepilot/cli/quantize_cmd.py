@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 import click
@@ -23,6 +25,26 @@ def _progress(message: str) -> None:
 
     sys.stderr.write(shown(message) + "\n")
     sys.stderr.flush()
+
+
+@contextlib.contextmanager
+def _steps(title: str) -> Iterator[Callable[[str], None]]:
+    """Each step as a line on stderr; off a terminal also the current one every few seconds, as one
+    quantization is a single silent call into llama.cpp (cli/progress.py)."""
+    from edgepilot.cli.app import err_console
+
+    if err_console().is_terminal:
+        yield _progress
+        return
+    from edgepilot.cli.progress import PipeProgress
+
+    with PipeProgress(title) as plain:
+
+        def say(message: str) -> None:
+            _progress(message)
+            plain.update(message.strip())
+
+        yield say
 
 
 def render_quantize(result: QuantizeResult, out: Console) -> None:
@@ -146,9 +168,10 @@ def quantize(
     from edgepilot.store.quantize import quantize_model, split_types
 
     types = split_types(to)
-    result = quantize_model(
-        model, types, out_dir, imatrix, threads, force, on_progress=_progress, engine=engine
-    )
+    with _steps("quantize") as say:
+        result = quantize_model(
+            model, types, out_dir, imatrix, threads, force, on_progress=say, engine=engine
+        )
     emit(result, as_json, render_quantize)
 
 
@@ -204,16 +227,8 @@ def compare(
     precise file) of model files, each measured in a process of its own."""
     from edgepilot.store.compare import compare_models
 
-    result = compare_models(
-        list(files),
-        text_file,
-        ctx,
-        ppl_ctx,
-        chunks,
-        n_gen,
-        threads,
-        plot,
-        on_progress=_progress,
-        engine=engine,
-    )
+    with _steps("compare") as say:
+        result = compare_models(
+            list(files), text_file, ctx, ppl_ctx, chunks, n_gen, threads, plot, on_progress=say, engine=engine
+        )
     emit(result, as_json, render_compare)

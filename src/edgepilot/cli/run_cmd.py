@@ -27,7 +27,8 @@ def render_summary(result: RunResult, out: Console) -> None:
     from edgepilot.cli.narrow import print_items, say
 
     s = result.settings
-    out.print()
+    if not result.interrupted:  # else the line was ended before "(stopped)"
+        out.print()
     if result.plan is not None and result.plan.profile:
         say(out, result.plan.profile, style="dim")
     for note in result.notes:
@@ -203,7 +204,13 @@ def run(
         stream.flush()
         if status:
             status.stop()
+    if result.interrupted and not as_json:  # the line ends where Ctrl-C stopped it, as chat's answers do
+        sys.stdout.write("\n")
+        sys.stdout.flush()
+        err.print("(stopped)", markup=False)
     emit(result, as_json, render_summary)
+    if result.interrupted:  # what was made is shown; the status still says a Ctrl-C ended it
+        raise click.exceptions.Exit(130)
 
 
 def _run_rpc(

@@ -147,7 +147,10 @@ def _engine_kind(engine: str | None, gpu: bool) -> str:
 @flags.NO_PRELOAD
 @flags.NO_CACHE_REUSE
 @click.option("--watch-root", default="/", hidden=True, help="Device tree to watch", metavar="DIR")
-@click.option("--verbose", "-v", is_flag=True, help="Log each request and the worker's output")
+@click.option(
+    "--verbose", "-v", is_flag=True, help="Also log status-page and /health requests, and the worker's output"
+)
+@click.option("--quiet", "-q", is_flag=True, help="No line per request on stderr")
 @click.option("--json", "as_json", is_flag=True, help="One JSON line once the model answers")
 @click.option(
     "--engine",
@@ -210,6 +213,7 @@ def serve(
     no_cache_reuse: bool,
     watch_root: str,
     verbose: bool,
+    quiet: bool,
     as_json: bool,
     engine: str | None,
     rpc: str | None,
@@ -273,6 +277,7 @@ def serve(
         watch_root=Path(watch_root),
         cache_reuse=not no_cache_reuse,
         verbose=verbose,
+        quiet=quiet,
     )
     warning = key_file_warning(api_key_file)
     if warning:

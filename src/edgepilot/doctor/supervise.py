@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import threading
@@ -115,11 +116,26 @@ class Supervised:
     lines: list[str]
 
 
+def _not_found(display: str) -> UserError:
+    """`command not found`, with what provides it when it is one of llama.cpp's programs."""
+    from edgepilot.engine.native_tools import install_hint
+
+    hint = install_hint(os.path.basename(display))
+    return UserError(f"command not found: {display}" + (f" (llama.cpp's): {hint}" if hint else ""))
+
+
+def _check_program(program: str) -> None:
+    """A program named without a path must be on PATH: said now, as the direct spawn would, also when a
+    memory limit runs it through a shell (which would only exit 127)."""
+    if "/" not in program and shutil.which(program) is None:
+        raise _not_found(program)
+
+
 def _spawn(argv: list[str], display: str) -> subprocess.Popen[bytes]:
     try:
         return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     except FileNotFoundError:
-        raise UserError(f"command not found: {display}") from None
+        raise _not_found(display) from None
     except PermissionError:
         raise UserError(f"cannot execute {display}: permission denied") from None
     except OSError as exc:
@@ -234,6 +250,7 @@ def _supervise(
     progress: ProgressSink | None,
     term: _PassOnTerm,
 ) -> Supervised:
+    _check_program(argv[0])
     notes: list[str] = []
     limit = MemoryLimit(memory_limit) if memory_limit else None
     if limit is not None:

@@ -60,6 +60,28 @@ def deferred() -> Iterator[Callable[[], bool]]:
     raise_pending()
 
 
+@contextlib.contextmanager
+def stops_generation() -> Iterator[Callable[[], bool]]:
+    """Around a generation whose output is worth keeping (run): Ctrl-C sets a flag, which the caller's
+    per-token callback returns to end the generation where it is (as chat's answers do); no exception can
+    leave llama.cpp half-way. Only where Ctrl-C would raise KeyboardInterrupt (the main thread, SIGINT at
+    Python's default): elsewhere the flag stays False and SIGINT is left as it was."""
+    hit = [False]
+
+    def handler(_sig: int, _frame: object) -> None:
+        hit[0] = True
+
+    old = None
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        with contextlib.suppress(ValueError):  # not the main thread
+            old = signal.signal(signal.SIGINT, handler)
+    try:
+        yield lambda: hit[0]
+    finally:
+        if old is not None:
+            signal.signal(signal.SIGINT, old)
+
+
 def guard_callback(func: Callable[..., object], default: object) -> Callable[..., object]:
     """`func` for use as a ctypes callback: it never raises into C. A KeyboardInterrupt is recorded (raised
     by the next `deferred` block or `raise_pending`); anything else gives `default`."""

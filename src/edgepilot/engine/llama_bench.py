@@ -16,6 +16,7 @@ import contextlib
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -265,17 +266,27 @@ def run_llama_bench(
         timer.start()
     out: list[str] = []
     records: list[LlamaBenchRecord] = []
+
+    def take(line: str) -> None:
+        out.append(line)
+        if line.strip().startswith("{") and line.strip().endswith("}"):  # jsonl; json spans lines
+            with contextlib.suppress(ValueError):
+                record = parse_record(json.loads(line))
+                records.append(record)
+                if on_record:
+                    on_record(record)
+
+    assert proc.stdout is not None
     try:
-        assert proc.stdout is not None
         for line in proc.stdout:
-            out.append(line)
-            if line.strip().startswith("{") and line.strip().endswith("}"):  # jsonl; json spans lines
-                with contextlib.suppress(ValueError):
-                    record = parse_record(json.loads(line))
-                    records.append(record)
-                    if on_record:
-                        on_record(record)
+            take(line)
         rc = proc.wait()
+    except KeyboardInterrupt:
+        proc.kill()
+        for line in proc.stdout:  # results it printed before Ctrl-C are kept (bench keeps finished tests)
+            take(line)
+        proc.wait()
+        raise
     except BaseException:
         proc.kill()
         proc.wait()
@@ -287,6 +298,8 @@ def run_llama_bench(
     seconds = time.perf_counter() - t0
     if expired.is_set():
         return BenchRun(records, argv, seconds, timed_out=True, log=list(log))
+    if rc == -signal.SIGINT:  # the terminal's Ctrl-C reached llama-bench too: ours, not its failure
+        raise KeyboardInterrupt
     if rc != 0:
         raise EngineError(_failure(tool, rc, list(log)))
     if not records:  # `-o json`: one array at the end

@@ -17,6 +17,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -133,6 +134,33 @@ def where_to_get(name: str) -> str:
     return (
         f"{PACKAGES['termux']} (Termux), {PACKAGES['debian']}, {PACKAGES['homebrew']}, or `edgepilot build`"
     )
+
+
+def packager() -> str | None:
+    """This system's package manager among PACKAGES (None: none we know to carry llama.cpp)."""
+    if os.environ.get("TERMUX_VERSION") or "com.termux" in os.environ.get("PREFIX", ""):
+        return "termux"
+    if sys.platform == "darwin":
+        return "homebrew"
+    if os.path.exists("/etc/debian_version"):
+        return "debian"
+    return None
+
+
+def install_hint(name: str) -> str | None:
+    """How to get llama.cpp's program `name` here, in one clause: this system's package, and `edgepilot build`
+    for what it builds (it makes llama-completion, not llama-cli). None: not a llama.cpp program."""
+    built = name in TOOL_NAMES
+    if not built and name != "llama-cli":
+        return None
+    how = packager()
+    package = PACKAGES[how] if how and not (how == "termux" and name in NOT_IN_TERMUX) else None
+    if package and how == "debian" and name in NOT_IN_TERMUX:
+        package += "-extra"  # Debian's rpc-server (ggml-rpc-server) and llama-perplexity
+    packaged = f"`{package}` installs it, or " if package else ""
+    if built:
+        return f"{packaged}`edgepilot build` makes it"
+    return f"{packaged}`edgepilot build` makes llama-completion (the same one-shot completion)"
 
 
 def find_tool(name: str, target: str = "native", built_only: bool = False) -> Path:

@@ -272,6 +272,8 @@ class ServerEngine:
             )
         chosen = (sampler or SamplerSettings()).validate()
         budget = min(n_predict, n_ctx - len(prompt_tokens))
+        if budget == 0:  # llama-server samples one token even at n_predict 0: none of it was asked for
+            on_text = None
         body: dict[str, Any] = {
             "prompt": prompt_tokens,
             "n_predict": budget,
@@ -328,6 +330,8 @@ class ServerEngine:
             prompt_seconds = first or elapsed
             gen_seconds = max(0.0, elapsed - prompt_seconds)
             n_gen = len(generated)
+        if budget == 0:
+            n_gen, gen_seconds, generated, first = 0, 0.0, [], None
         return GenerationStats(
             n_prompt=len(prompt_tokens),
             n_gen=n_gen,

@@ -29,6 +29,11 @@ def open_model(arg: str | os.PathLike[str]) -> tuple[Path, BinaryIO]:
         path = find_in_store(str(arg)) or path
     try:
         f = open_regular(path)  # a FIFO or a device would block or never end
+    except FileNotFoundError as exc:
+        hint = _where_to_get(str(arg))
+        if hint is None:
+            raise failure(exc, "model file", path) from None
+        raise UserError(f"model file not found: {path}; {hint}") from None
     except OSError as exc:
         raise failure(exc, "model file", path) from None
     try:
@@ -48,3 +53,17 @@ def open_model(arg: str | os.PathLike[str]) -> tuple[Path, BinaryIO]:
             "llama.cpp only loads .gguf files — convert it with llama.cpp's convert_hf_to_gguf.py"
         )
     return path, f
+
+
+def _where_to_get(arg: str) -> str | None:
+    """The next step for a model name that is neither a file nor in the store: the exact `edgepilot pull`
+    for owner/repo:file, the store's listing for a bare file name (None for a path: a typo to fix there)."""
+    from edgepilot.shown import shell_word
+
+    head, sep, file = arg.partition(":")
+    owner, slash, repo = head.partition("/")
+    if sep and slash and owner and repo and "/" not in repo and file:
+        return f"download it with `edgepilot pull {shell_word(head)} {shell_word(file)}`"
+    if "/" not in arg and os.sep not in arg:
+        return "`edgepilot models` lists the models you have; `edgepilot pull OWNER/REPO` downloads one"
+    return None

@@ -20,6 +20,7 @@ from edgepilot.plan.planner import (
     THREADS_PER_CPU,
     DeviceFacts,
     Planner,
+    check_thread_count,
     load_model_facts,
     read_device,
 )
@@ -111,11 +112,7 @@ def fit_model(
     )
     settings.validate()
     cpus = device.cpu.cores or device.allowed_cpus or 1
-    if settings.n_threads > THREADS_PER_CPU * cpus:  # oversubscribed this far, llama.cpp only thrashes
-        raise UserError(
-            f"--threads {settings.n_threads} on a device with {cpus} CPUs: use at most {cpus} "
-            "(one per big core is fastest)"
-        )
+    check_thread_count(settings.n_threads, cpus)
     limit = budget.budget_bytes
     found = search(planner, settings, req, limit)
     settings, max_ctx = found.settings, found.max_ctx

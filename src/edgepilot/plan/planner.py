@@ -13,6 +13,7 @@ from edgepilot.device.cpu import CpuFacts, read_cpu
 from edgepilot.device.memory import MemoryFacts, read_memory
 from edgepilot.device.probe import open_root
 from edgepilot.device.process import allowed_cpus
+from edgepilot.errors import UserError
 from edgepilot.gguf.arch import ArchParams, arch_params
 from edgepilot.gguf.gguf_records import GGUFHeader
 from edgepilot.gguf.verdict import model_verdict
@@ -24,6 +25,17 @@ from edgepilot.plan.settings import EngineSettings
 CTX_STEP = 256  # llama.cpp pads the context to 256 cells
 DEFAULT_UBATCH = 512
 THREADS_PER_CPU = 4  # beyond this a thread count is a typo, not an experiment
+
+
+def check_thread_count(n_threads: int, cpus: int, flag: str = "--threads") -> None:
+    """A UserError for a thread count no device of `cpus` CPUs can use (oversubscribed this far, llama.cpp
+    only thrashes): run, serve, bench and tune refuse it before any work."""
+    cpus = max(1, cpus)
+    if n_threads > THREADS_PER_CPU * cpus:
+        raise UserError(
+            f"{flag} {n_threads} on a device with {cpus} CPUs: use at most {cpus} "
+            "(one per big core is fastest)"
+        )
 
 
 @dataclass

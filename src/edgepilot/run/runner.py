@@ -6,6 +6,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from edgepilot.defaults import DEFAULT_PROMPT
+from edgepilot.engine import interrupts
+from edgepilot.engine.base import GenerationStats
 from edgepilot.engine.choice import EngineInfo, choose_engine, open_engine
 from edgepilot.engine.preload import Preload, preload, skip_reason
 from edgepilot.engine.sampling import SamplerSettings
@@ -47,6 +49,7 @@ class RunResult:
     llama_log: list[str] = field(default_factory=list, repr=False, metadata={"json": False})
     notes: list[str] = field(default_factory=list)  # the GPU decision and what the engine had to do
     warnings: list[str] = field(default_factory=list)  # the context's limits, said before the run
+    interrupted: bool = False  # Ctrl-C ended the generation: text and figures are what it made until then
 
 
 def read_prompt(prompt: str | None, prompt_file: str | None) -> str:
@@ -105,16 +108,20 @@ def run_model(
     stage(f"loading {path.name}")
     pieces: list[str] = []
 
-    def collect(text: str) -> None:
-        pieces.append(text)
-        if on_text is not None:
-            on_text(text)
-
     with open_engine(info, path, settings, verbose, decision.cpus, decision.prompt_cpus) as llama:
         formatted = None if raw_prompt else llama.chat_prompt(prompt)
         tokens = llama.tokenize(formatted if formatted is not None else prompt)
         stage("generating")
-        stats = llama.generate(tokens, n_predict, sampler=sampler, on_text=collect, on_phase=on_phase)
+        with interrupts.stops_generation() as stopped:  # Ctrl-C keeps what was generated
+
+            def collect(text: str) -> bool:
+                pieces.append(text)
+                if on_text is not None:
+                    on_text(text)
+                return stopped()  # True ends the generation here
+
+            stats = llama.generate(tokens, n_predict, sampler=sampler, on_text=collect, on_phase=on_phase)
+            interrupted = stopped()
         peak = llama.peak_rss_bytes()
         if llama.kind == "tools":
             learn_from_run(info, path, plan, llama, peak, stats.n_prompt + stats.n_gen)
@@ -148,6 +155,40 @@ def run_model(
             preload_skipped=skipped,
             engine=info,
             llama_log=llama.load.log,
-            notes=plan.gpu_notes + list(getattr(llama, "notes", [])),
+            notes=plan.gpu_notes
+            + list(getattr(llama, "notes", []))
+            + nothing_generated(
+                stats, "".join(pieces), n_predict, raw_prompt, formatted is not None, interrupted
+            ),
             warnings=list(plan.warnings),
+            interrupted=interrupted,
         )
+
+
+def nothing_generated(
+    stats: GenerationStats, text: str, n_predict: int, raw: bool, templated: bool, interrupted: bool
+) -> list[str]:
+    """Why a run made no text, as a note (none when it made some). llama-server counts an end-of-generation
+    token it stopped at: one token and no text is the same as none."""
+    if text:
+        return []
+    if n_predict == 0:
+        return ["no text generated: -n 0 asks for none (the prompt was processed and timed)"]
+    if interrupted:
+        return ["no text generated: stopped by Ctrl-C before the first token"]
+    if stats.stopped_by == "eog":
+        other = (
+            "without --raw (the chat template)" if raw else "--raw (plain continuation)" if templated else ""
+        )
+        return [
+            "no text generated: the model's first token was end-of-generation (to it the text reads as "
+            f"finished): rephrase the prompt{', or try ' + other if other else ''}"
+        ]
+    if stats.stopped_by == "context":
+        return [
+            f"no text generated: the prompt's {stats.n_prompt} tokens fill the context; use a larger --ctx "
+            "or a shorter prompt"
+        ]
+    if stats.n_gen:
+        return [f"no text generated: the {stats.n_gen} tokens generated have no text (special tokens)"]
+    return [f"no text generated (llama.cpp stopped: {stats.stopped_by})"]

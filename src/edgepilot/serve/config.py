@@ -51,7 +51,8 @@ class ServeConfig:
     max_idle_connections: int = 128  # connections with no request under way; past this the oldest is closed
     cache_reuse: bool = True  # keep the last request's KV cache for the next one's common prefix
     watch_root: Path = Path("/")  # the device whose memory is watched (a device tree in tests)
-    verbose: bool = False
+    verbose: bool = False  # also log the polled requests (status page, /health) and the worker's output
+    quiet: bool = False  # no line per request
 
     def validate(self) -> ServeConfig:
         if not 0 <= self.port <= 65535:

@@ -23,6 +23,7 @@ from edgepilot.serve import proxy, status_page
 from edgepilot.serve.admission import Admitted, Caps, admit_request, derived_max_chars
 from edgepilot.serve.config import ServeConfig, is_loopback
 from edgepilot.serve.request_body import InvalidRequest
+from edgepilot.serve.request_log import Exchange, StreamTokens, logged, request_line
 from edgepilot.serve.short_lane import LANE_HEADER, SHORT, short_enough
 from edgepilot.serve.state import FAILED, STARTING, STOPPING, ServerState
 from edgepilot.serve.wire import NOTE_HEADER, error_body, note_header, sse, with_notes, worker_error
@@ -100,12 +101,20 @@ class Front:
             return
         t0 = time.perf_counter()
         headers = {k.lower(): v for k, v in scope.get("headers", [])}
-        status = await self.route(scope["method"], scope["path"], headers, receive, send)
-        if self.config.verbose:  # the path only: no query string, no headers, no body
-            self.log(f"{scope['method']} {scope['path']} {status} {time.perf_counter() - t0:.2f}s")
+        seen = Exchange()
+        method, path = scope["method"], scope["path"]
+        status = await self.route(method, path, headers, receive, send, seen)
+        if logged(path, self.config.verbose, self.config.quiet):
+            self.log(request_line(method, path, status, time.perf_counter() - t0, seen))
 
     async def route(
-        self, method: str, path: str, headers: dict[bytes, bytes], receive: Receive, send: Send
+        self,
+        method: str,
+        path: str,
+        headers: dict[bytes, bytes],
+        receive: Receive,
+        send: Send,
+        seen: Exchange | None = None,
     ) -> int:
         host = headers.get(b"host", b"").decode("latin-1")
         if self.check_host and host and not loopback_host_header(host, self.config.host):
@@ -134,7 +143,7 @@ class Front:
         if path in GENERATE:
             if method != "POST":
                 return await self.error(send, 405, f"use POST for {path}", extra=[(b"allow", b"POST")])
-            status = await self.generate(path, headers, receive, send)
+            status = await self.generate(path, headers, receive, send, seen or Exchange())
             self.count(status)
             return status
         return await self.error(send, 404, f"no such endpoint: {method} {path}", code="not_found")
@@ -188,7 +197,9 @@ class Front:
         return None
 
     # -- generation ------------------------------------------------------------------------------------
-    async def generate(self, path: str, headers: dict[bytes, bytes], receive: Receive, send: Send) -> int:
+    async def generate(
+        self, path: str, headers: dict[bytes, bytes], receive: Receive, send: Send, seen: Exchange
+    ) -> int:
         ctype = headers.get(b"content-type", b"").split(b";")[0].strip().lower()
         if ctype != b"application/json":
             return await self.error(send, 415, "send the request as JSON (Content-Type: application/json)")
@@ -226,7 +237,7 @@ class Front:
                 s.counts["restarting"] += 1
                 return await self.busy(send, self.unavailable() or "the model server is restarting")
             lane = [(LANE_HEADER, SHORT)] if slot is self.short_slot else []
-            return await self.relay(path, admitted.body, receive, send, admitted.notes, lane)
+            return await self.relay(path, admitted.body, receive, send, admitted.notes, lane, seen)
         finally:
             s.in_flight -= 1
             slot.release()
@@ -246,8 +257,10 @@ class Front:
         send: Send,
         notes: list[str],
         lane: list[tuple[str, str]] | None = None,
+        seen: Exchange | None = None,
     ) -> int:
         timeout = self.config.request_timeout
+        seen = seen or Exchange()
         gone = asyncio.Event()
         upstream: proxy.Upstream | None = None
 
@@ -283,11 +296,14 @@ class Front:
                     payload, ctype = worker_error(upstream.status, payload), b"application/json"
                 else:
                     payload = with_notes(payload, notes)
+                    seen.reply(payload)
                 return await self.reply(send, upstream.status, payload, ctype, said)
             head = [(b"content-type", ctype), (b"cache-control", b"no-cache"), *COMMON_HEADERS, *said]
             await send({"type": "http.response.start", "status": upstream.status, "headers": head})
+            tokens = StreamTokens(seen)
             try:
                 async for chunk in upstream.body(timeout):
+                    tokens.feed(chunk)
                     await send({"type": "http.response.body", "body": chunk, "more_body": True})
             except (proxy.WorkerGone, asyncio.TimeoutError) as exc:
                 if not gone.is_set():  # headers are out: the error goes in the stream, then it ends

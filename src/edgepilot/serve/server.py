@@ -362,11 +362,12 @@ def serve(
     short_ctx = config.short_lane_ctx
     if native is not None and (rpc or not takes_short_slot(str(find_tool("llama-server")))):
         short_ctx = 0  # the helpers' memory is the cluster plan's; an older llama-server: one slot
-    plan = prepare(model, requested, budget_bytes, force, rpc=rpc, engine=engine, short_ctx=short_ctx)
-    if warm:
-        warm_page_cache(plan, log)
+    # the port first: a port in use is one line at once, not after planning and reading the model
     sock = bind_front(config.host, config.port)
     try:
+        plan = prepare(model, requested, budget_bytes, force, rpc=rpc, engine=engine, short_ctx=short_ctx)
+        if warm:
+            warm_page_cache(plan, log)
         return Supervisor(plan, config, on_ready, log, native).run(sock)
     finally:
         sock.close()
