@@ -158,6 +158,10 @@ def test_a_refusal_under_150mib_adds_up_and_its_checked_fix_completes(smollm_pat
     top = data["causes"][0]
     assert top["id"] == "context-too-large", [c["id"] for c in data["causes"]]
     assert account in top["evidence"]  # the doctor quotes the figures it planned the fix with
+    # the shortfall the doctor names is the refusal's, against the same printed budget
+    said = re.search(r"\(([\d.]+) MiB over at context", " ".join(shown))
+    named = re.search(r"([\d.]+) MiB over", top["fix"])
+    assert said and named and said.group(1) == named.group(1), (said, top["fix"])
     fix = top["fix_commands"][-1]
     assert fix != run
     program = parse_command(fix).tool == "llama.cpp"

@@ -80,7 +80,8 @@ def _fix_text(fix: str, commands: list[list[str]]) -> str:
     from edgepilot.doctor.command import shell_join
 
     for n, argv in enumerate(commands, 1):
-        fix = fix.replace(f"`{shell_join(argv)}`", f"(command {n} below)" if len(commands) > 1 else "(below)")
+        where = f"command {n} below" if len(commands) > 1 else "the command below"
+        fix = fix.replace(f"`{shell_join(argv)}`", where)
     return fix
 
 

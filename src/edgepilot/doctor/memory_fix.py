@@ -67,8 +67,9 @@ def _describe(s: EngineSettings) -> str:
 class _Planning:
     """The planner under one budget, for one model, in the failed command's engine."""
 
-    def __init__(self, ev: Evidence, budget: int) -> None:
+    def __init__(self, ev: Evidence, budget: int, stated: int | None = None) -> None:
         self.ev, self.budget = ev, budget
+        self.stated = budget if stated is None else stated  # the budget the fix's text names
         self.model = Path(str(ev.model_local))
         self.program = ev.cmd is not None and ev.cmd.tool == "llama.cpp"
 
@@ -134,17 +135,18 @@ def _memory_fix(ev: Evidence) -> MemoryFix | None:
         return None
     failed: FitResult = plan.fit
     budget, label = plan.budget_bytes, plan.budget_source
+    stated = budget
     within = f"{mib(budget)} ({label})"
     if failed.fits:  # killed all the same: plan under the memory it really had, when that is known
         peak = ev.run.peak_rss_bytes if ev.run is not None else None
         if not peak or peak >= budget:
             return None
-        budget = peak
+        budget = stated = peak
         within = f"{mib(budget)} (its peak when it was killed)"
     elif label == "edgepilot run's own budget":
         budget = max(0, budget - RERUN_SLACK)  # planned under it: checked against what the next run measures
     try:
-        return _fix(_Planning(ev, budget), failed.settings, within)
+        return _fix(_Planning(ev, budget, stated), failed.settings, within)
     except Exception as exc:  # a planner error must not take the diagnosis down
         ev.checked.append(f"memory fix: failed ({type(exc).__name__}: {exc})")
         return None
@@ -173,13 +175,13 @@ def _fix(p: _Planning, failed: EngineSettings, within: str) -> MemoryFix:
 def _nearest(p: _Planning, failed: EngineSettings, smallest: FitResult, within: str) -> MemoryFix:
     """Nothing fits at any context: say so and by how much, and give the nearest thing that fits."""
     peak = smallest.memory.peak_rss_bytes
-    over = max(0, peak - p.budget)
+    over = max(0, peak - p.stated)  # against the budget the text names, as the refusal counts it
     text = (
         f"nothing fits in {within} at any context: the smallest plan ({_describe(smallest.settings)}) "
         f"peaks at {mib(peak)}, {mib(over)} over"
     )
     options = [o for o in (_program(p, failed), _quantized(p, smallest)) if o is not None]
-    more = _more_memory(p, over)
+    more = _more_memory(p, max(0, peak - p.budget))  # with the slack a re-run is planned under
     if not options:
         return MemoryFix(f"{text}; {more}", [], p.budget, None)
     best = options[0]
@@ -275,5 +277,6 @@ def _more_memory(p: _Planning, over: int) -> str:
         # edgepilot run keeps a share of a cgroup's limit free; llama.cpp's programs use all of it
         grow = over / (1 - CGROUP_FLOOR_SHARE) if not p.program else over
         limit = -(-(run.memory_limit_bytes + int(grow)) // MIB)
-        return f"give it {need} MiB more: `--memory-limit {limit}MiB`"
+        kept = "" if p.program else " (edgepilot run keeps part of a limit free)"
+        return f"give it a larger limit: `--memory-limit {limit}MiB`{kept}"
     return f"free {need} MiB more (close other apps) or use a smaller model"
