@@ -157,6 +157,7 @@ def test_a_refusal_under_150mib_adds_up_and_its_checked_fix_completes(smollm_pat
     data = json.loads(res.stdout)
     top = data["causes"][0]
     assert top["id"] == "context-too-large", [c["id"] for c in data["causes"]]
+    assert top["title"] == "The model does not fit this memory at any context"  # not the context's fault
     assert account in top["evidence"]  # the doctor quotes the figures it planned the fix with
     # the shortfall the doctor names is the refusal's, against the same printed budget
     said = re.search(r"\(([\d.]+) MiB over at context", " ".join(shown))

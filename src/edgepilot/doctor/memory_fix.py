@@ -47,6 +47,7 @@ class MemoryFix:
     commands: list[list[str]] = field(default_factory=list)  # to run in order; [] when none (more memory)
     budget_bytes: int = 0  # the budget the commands were planned and checked against
     peak_bytes: int | None = None  # the planner's peak for the last command
+    nothing_fits: bool = False  # not even the smallest context fits: the model, not the context, is too large
 
 
 def mib(n: int | float) -> str:
@@ -183,12 +184,12 @@ def _nearest(p: _Planning, failed: EngineSettings, smallest: FitResult, within: 
     options = [o for o in (_program(p, failed), _quantized(p, smallest)) if o is not None]
     more = _more_memory(p, max(0, peak - p.budget))  # with the slack a re-run is planned under
     if not options:
-        return MemoryFix(f"{text}; {more}", [], p.budget, None)
+        return MemoryFix(f"{text}; {more}", [], p.budget, None, nothing_fits=True)
     best = options[0]
     text += f". Nearest that fits: {best.text}"
     if len(options) > 1:
         text += f"; or {options[1].text}"
-    return MemoryFix(f"{text}; or {more}", best.commands, p.budget, best.peak_bytes)
+    return MemoryFix(f"{text}; or {more}", best.commands, p.budget, best.peak_bytes, nothing_fits=True)
 
 
 def _program(p: _Planning, failed: EngineSettings) -> MemoryFix | None:

@@ -26,6 +26,7 @@ from edgepilot.doctor.types import LIKELY, Cause, PlanCheck, cause
 
 REFUSAL = re.compile(upto("exceeds the budget of ", "the system would kill this run"))
 GPU_ALLOC = re.compile(r"cudaMalloc|ErrorOutOfDeviceMemory|Vulkan\d* buffer|" + upto("opencl", "alloc"), re.I)
+NOTHING_FITS_TITLE = "The model does not fit this memory at any context"
 OUTSIDE_KILL_TITLE = "Killed by a SIGKILL from outside, with no sign of memory pressure"
 PRESSURE_TITLE = "Memory ran short on the device: other apps were killed (this run's end is not in the log)"
 FIND_KILLER = (
@@ -66,10 +67,13 @@ def _plan_lines(plan: PlanCheck) -> list[str]:
     return [plan_evidence(plan), *([plan.budget_account] if plan.budget_account else [])]
 
 
-def _checked_fix(ev: Evidence) -> tuple[str, list[list[str]]] | None:
-    """The planner's fix (doctor/memory_fix.py): it fits the failed command's budget and differs from it."""
+def _checked_fix(ev: Evidence) -> tuple[str, list[list[str]], str | None] | None:
+    """The planner's fix (doctor/memory_fix.py): it fits the failed command's budget and differs from it;
+    with the title to give the cause when no context fits (then the model is what is too large)."""
     fix = memory_fix(ev) if ev.plan is not None else None
-    return (fix.text, fix.commands) if fix is not None else None
+    if fix is None:
+        return None
+    return fix.text, fix.commands, NOTHING_FITS_TITLE if fix.nothing_fits else None
 
 
 def _already(ev: Evidence) -> tuple[int | None, bool]:
@@ -137,7 +141,7 @@ def killed_by_system(ev: Evidence) -> list[Cause]:
     checked = _checked_fix(ev)
     commands: list[list[str]] = []
     if checked is not None:
-        fix, commands = checked
+        fix, commands, _ = checked
         if plan is not None and plan.fits:
             fix += f"; its plan fitted, so look for what else took the memory: {FIND_KILLER}"
     elif plan is not None and plan.fits:
@@ -181,7 +185,7 @@ def out_of_memory_alloc(ev: Evidence) -> list[Cause]:
     checked = _checked_fix(ev)
     commands: list[list[str]] = []
     if checked is not None:
-        fix, commands = checked
+        fix, commands, _ = checked
     elif plan is not None and plan.fits:
         fix = _plan_fits_fix(plan)
     else:
@@ -225,8 +229,8 @@ def context_too_large(ev: Evidence) -> list[Cause]:
         return []
     checked = _checked_fix(ev) if plan is not None else None
     if checked is not None:
-        fix, commands = checked
-        return [cause("context-too-large", min(score, 95), evidence, fix, fix_commands=commands)]
+        fix, commands, title = checked
+        return [cause("context-too-large", min(score, 95), evidence, fix, title, fix_commands=commands)]
     if refusal and plan is not None and plan.fits:
         fix = (
             f"`edgepilot run` refused at its own budget while the doctor's plan fits "
