@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 from dataclasses import dataclass, fields, replace
-
-import psutil
+from pathlib import Path
 
 from edgepilot.device.cpu import CpuFacts
 from edgepilot.errors import UserError
@@ -127,5 +127,21 @@ def default_threads(cpu: CpuFacts, allowed_cpus: int | None) -> int:
     big = len(cpu.big_cores) or cpu.cores or 1
     if allowed_cpus is None:
         return max(1, big)
-    physical = psutil.cpu_count(logical=False) or allowed_cpus
+    physical = physical_cores() or allowed_cpus
     return max(1, min(big, physical, allowed_cpus))
+
+
+def physical_cores(root: Path = Path("/")) -> int | None:
+    """Cores, not hardware threads: CPUs that share a core (SMT siblings) count once. From sysfs, as
+    psutil.cpu_count(logical=False) reads it on Linux, without importing psutil (fit's start-up budget)."""
+    base = root / "sys/devices/system/cpu"
+    cores: set[str] = set()
+    try:
+        for cpu in base.glob("cpu[0-9]*/topology"):
+            for name in ("core_cpus_list", "thread_siblings_list"):
+                with contextlib.suppress(OSError, UnicodeDecodeError):
+                    cores.add((cpu / name).read_text()[:256].strip())
+                    break
+    except OSError:
+        return None
+    return len(cores) or None
