@@ -85,3 +85,5 @@ class BenchReport:
     db_path: str | None = None
     plot_png: str | None = None
     engine: EngineInfo | None = None  # which llama.cpp measured: in-process, or llama-bench with its version
+    kv_bytes_per_cell: int | None = None  # what a token of context adds to each generated token's reads
+    bandwidth_how: str | None = None  # how the memory read bandwidth was measured (bench/bandwidth.py)

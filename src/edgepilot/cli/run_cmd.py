@@ -16,6 +16,7 @@ from edgepilot.errors import UserError
 
 if TYPE_CHECKING:
     from rich.console import Console
+    from rich.text import Text
 
     from edgepilot.plan.requested import RequestedSettings
     from edgepilot.run.runner import RunResult
@@ -38,6 +39,7 @@ def render_summary(result: RunResult, out: Console) -> None:
     items += [
         Text.assemble(("prompt", "bold"), f" {result.n_prompt} tok @ {result.prompt_tps:.1f} t/s"),
         Text.assemble(("generation", "bold"), f" {result.n_gen} tok @ {result.gen_tps:.1f} t/s"),
+        *_bandwidth_item(result),
         Text.assemble(("peak memory", "bold"), f" {mib(result.peak_rss_bytes)}"),
         Text(f"ctx {s.n_ctx}"),
         Text(f"threads {s.n_threads}"),
@@ -48,6 +50,15 @@ def render_summary(result: RunResult, out: Console) -> None:
     if _engine_note(result):
         items.append(Text(_engine_note(result).removeprefix(" · ")))
     print_items(out, items, style="dim")
+
+
+def _bandwidth_item(result: RunResult) -> list[Text]:
+    """Generation as a share of what the memory can read (bench says what a share means)."""
+    from rich.text import Text
+
+    if result.roofline is None:
+        return []
+    return [Text.assemble(("bandwidth", "bold"), f" {result.roofline:.0%} of limit")]
 
 
 def _engine_note(result: RunResult) -> str:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from edgepilot.bench.bandwidth_cache import machine_bandwidth
+from edgepilot.bench.roofline import generation_share
 from edgepilot.defaults import DEFAULT_PROMPT
 from edgepilot.engine.choice import EngineInfo, choose_engine, open_engine
 from edgepilot.engine.preload import Preload, preload, skip_reason
@@ -46,6 +48,9 @@ class RunResult:
     engine: EngineInfo | None = None  # which llama.cpp ran it (in-process or its own programs)
     llama_log: list[str] = field(default_factory=list, repr=False, metadata={"json": False})
     notes: list[str] = field(default_factory=list)  # the GPU decision and what the engine had to do
+    # generation as a share of the memory's read bandwidth limit (on the CPU; None when not known)
+    roofline: float | None = None
+    bandwidth_gbs: float | None = None
 
 
 def read_prompt(prompt: str | None, prompt_file: str | None) -> str:
@@ -92,6 +97,8 @@ def run_model(
     if not plan.fits and not force:
         raise DoesNotFit(plan)
     settings = plan.settings
+    # before pinning (the kept figure is for every CPU this process may use): measured once per device
+    bandwidth = machine_bandwidth() if settings.on_cpu else None
     on_phase = decision.pin()  # before llama.cpp starts threads: they inherit the set
     warmed, skipped = None, skip_reason(plan.fits, settings.use_mmap) if warm else None
     if warm and skipped is None:
@@ -144,4 +151,6 @@ def run_model(
             engine=info,
             llama_log=llama.load.log,
             notes=plan.gpu_notes + list(getattr(llama, "notes", [])),
+            roofline=generation_share(path, settings, stats, bandwidth),
+            bandwidth_gbs=round(bandwidth.gb_per_s, 2) if bandwidth else None,
         )
