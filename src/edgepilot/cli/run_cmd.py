@@ -166,6 +166,14 @@ def run(
                 status = None
             stream.write(piece)
 
+        def background(note: str) -> None:  # from the watch's thread, while tokens stream: its own lines
+            from edgepilot.cli.narrow import say
+
+            stream.flush()
+            if sys.stdout.isatty():  # the streamed line ends first
+                err.print()
+            say(err, note, style="yellow")
+
         def preloading(done: int, total: int) -> None:
             if status:
                 status.update(f"preloading into the page cache: {mib(done)} of {mib(total)}")
@@ -187,6 +195,7 @@ def run(
             warm=not no_preload,
             on_preload=preloading,
             engine=engine,
+            on_background=background,
         )
     except DoesNotFit as refusal:
         if status:

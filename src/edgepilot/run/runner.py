@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, replace
 from edgepilot.bench.bandwidth_cache import machine_bandwidth
 from edgepilot.bench.roofline import generation_share
 from edgepilot.defaults import DEFAULT_PROMPT
+from edgepilot.device.background_watch import BackgroundWatch
 from edgepilot.engine.choice import EngineInfo, choose_engine, open_engine
 from edgepilot.engine.preload import Preload, preload, skip_reason
 from edgepilot.engine.sampling import SamplerSettings
@@ -51,6 +52,7 @@ class RunResult:
     # generation as a share of the memory's read bandwidth limit (on the CPU; None when not known)
     roofline: float | None = None
     bandwidth_gbs: float | None = None
+    background: list[str] = field(default_factory=list)  # said while it ran: Android moved it (once a class)
 
 
 def read_prompt(prompt: str | None, prompt_file: str | None) -> str:
@@ -80,9 +82,11 @@ def run_model(
     warm: bool = True,
     on_preload: Callable[[int, int], None] | None = None,
     engine: str | None = None,
+    on_background: Callable[[str], None] | None = None,
 ) -> RunResult:
     """warm: read the model into the page cache before loading it, when it fits memory (engine.preload).
-    engine: "auto", "inprocess" or "tools" (engine.choice)."""
+    engine: "auto", "inprocess" or "tools" (engine.choice). on_background: told, while it runs, when Android
+    moves the process to a class it kills first (device/background_watch.py)."""
     if n_predict < 0:
         raise UserError("-n must be 0 or more")
     info = choose_engine(engine, gpu=requested is not None and requested.wants_gpu)
@@ -112,7 +116,8 @@ def run_model(
         if on_text is not None:
             on_text(text)
 
-    with open_engine(info, path, settings, verbose, decision.cpus, decision.prompt_cpus) as llama:
+    watch = BackgroundWatch(on_background)
+    with watch, open_engine(info, path, settings, verbose, decision.cpus, decision.prompt_cpus) as llama:
         formatted = None if raw_prompt else llama.chat_prompt(prompt)
         tokens = llama.tokenize(formatted if formatted is not None else prompt)
         stage("generating")
@@ -153,4 +158,5 @@ def run_model(
             notes=plan.gpu_notes + list(getattr(llama, "notes", [])),
             roofline=generation_share(path, settings, stats, bandwidth),
             bandwidth_gbs=round(bandwidth.gb_per_s, 2) if bandwidth else None,
+            background=watch.notes,
         )
