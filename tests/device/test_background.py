@@ -108,3 +108,15 @@ def test_an_unreadable_score_is_no_warning(tmp_path):
     s = read_standing(root)
     assert s.oom_score_adj is None and s.klass == "kept" and "oom_score_adj" in (s.reason or "")
     assert BackgroundWatch(root=root).check() is None
+
+
+def test_hostile_process_files_are_no_error(tmp_path, devices):
+    root = _tree(tmp_path, devices, "sd8gen2-xiaomi13pro")
+    (root / "proc/self/stat").write_text("4242 (a) b) (c) S 4100 1 1\n")  # a name with parentheses
+    _process(root, 4100, "loop", 4101, 100)
+    _process(root, 4101, "loop", 4100, 300)  # parents in a cycle: the walk is bounded
+    (root / "proc/self/oom_score_adj").write_text("nine hundred\n")
+    s = read_standing(root)
+    assert (s.oom_score_adj, s.pid, s.own, s.klass) == (300, 4101, False, "kept")
+    (root / "proc/4101/stat").write_text("4101 (x) S " + "9" * 4000 + "\n")  # a parent no pid can be
+    assert read_standing(root).klass == "kept"
