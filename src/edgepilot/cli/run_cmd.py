@@ -39,8 +39,8 @@ def render_summary(result: RunResult, out: Console) -> None:
     items += [
         Text.assemble(("prompt", "bold"), f" {result.n_prompt} tok @ {result.prompt_tps:.1f} t/s"),
         Text.assemble(("generation", "bold"), f" {result.n_gen} tok @ {result.gen_tps:.1f} t/s"),
-        *_bandwidth_item(result),
         Text.assemble(("peak memory", "bold"), f" {mib(result.peak_rss_bytes)}"),
+        *_bandwidth_item(result),
         Text(f"ctx {s.n_ctx}"),
         Text(f"threads {s.n_threads}"),
         Text(f"kv {s.type_k}/{s.type_v}"),
