@@ -127,3 +127,30 @@ def test_probe_measures_only_when_asked_and_bench_uses_the_kept_figure(tmp_path,
     assert re.search(r"\bbandwidth \d+% of limit\b", summary), summary  # run's summary line
     tree = _edgepilot(data, "probe", "--bandwidth", "--root", str(devices / "sd8gen2-xiaomi13pro"))
     assert tree.returncode == 2 and tree.stderr.count("\n") == 1 and "--bandwidth" in tree.stderr
+
+
+def _keep(data: Path, bytes_per_s: float) -> None:
+    from edgepilot.bench.bandwidth_cache import CACHE_NAME, FORMAT, cache_key
+
+    entry = {"bytes_per_s": bytes_per_s, "threads": 1, "buffer_bytes": 64 * MIB, "seconds": 0.1, "passes": 2}
+    data.mkdir(parents=True, exist_ok=True)
+    (data / CACHE_NAME).write_text(json.dumps({"format": FORMAT, "devices": {cache_key(): entry}}))
+
+
+def test_measuring_again_keeps_the_best_figure(tmp_path):
+    data = tmp_path / "data"
+    _keep(data, 1e15)  # higher than any memory: a new measurement does not replace it
+    probe = ["probe", "--json", "--no-gpu-check", "--bandwidth"]
+    kept = json.loads(_edgepilot(data, *probe).stdout)["memory_bandwidth"]
+    assert kept["bytes_per_s"] == 1e15 and kept["cached"] is True and 1e8 < kept["latest_bytes_per_s"] < 1e15
+    text = " ".join(_edgepilot(data, "probe", "--no-gpu-check", "--bandwidth").stdout.split())
+    assert "1000000.0 GB/s read (kept)" in text and "GB/s now: the best is kept" in text
+    _keep(data, 1e6)  # lower than any memory: replaced
+    measured = json.loads(_edgepilot(data, *probe).stdout)["memory_bandwidth"]
+    assert (
+        measured["bytes_per_s"] > 1e8
+        and measured["cached"] is False
+        and measured["latest_bytes_per_s"] is None
+    )
+    again = json.loads(_edgepilot(data, "probe", "--json", "--no-gpu-check").stdout)["memory_bandwidth"]
+    assert again["bytes_per_s"] == measured["bytes_per_s"] and again["cached"] is True

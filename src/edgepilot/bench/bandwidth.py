@@ -25,7 +25,7 @@ MAX_BUFFER = 512 << 20
 SMALLEST = 16 << 20  # below this the cache would be measured, not the memory
 MEMORY_SHARE = 8  # at most 1/8 of the available memory
 ASSUMED_LLC = 8 << 20  # when sysfs lists no cache
-PASSES = 5
+PASSES = 8
 MIN_PASSES = 2
 BUDGET_S = 0.12  # per thread count, once MIN_PASSES are done
 METHOD = "read"  # what the figure counts: bytes read per second (a copy would count reads and writes)
@@ -43,6 +43,7 @@ class Bandwidth:
     method: str = METHOD
     measured_at: str = ""  # local time, ISO 8601
     cached: bool = False  # read from the data dir, not measured by this command
+    latest_bytes_per_s: float | None = None  # measured again just now, lower than this kept best
 
     @property
     def gb_per_s(self) -> float:
@@ -51,8 +52,9 @@ class Bandwidth:
     def how(self) -> str:
         """How it was measured, in words."""
         counts = ", ".join(str(t) for t in sorted(self.by_threads)) or str(self.threads)
-        llc = f", {self.buffer_bytes // self.llc_bytes}x the {self.llc_bytes >> 20} MiB last-level cache"
-        size = f"{self.buffer_bytes >> 20} MiB" + (llc if self.llc_bytes else "")
+        size, llc = f"{self.buffer_bytes >> 20} MiB", self.llc_bytes
+        if llc:
+            size += f", {self.buffer_bytes // llc}x the {llc >> 20} MiB last-level cache"
         when = f", {self.measured_at[:10]}" if self.measured_at else ""
         return (
             f"{self.threads} thread{'s' if self.threads != 1 else ''} reading {size} (best of {counts} "

@@ -102,6 +102,8 @@ def render_probe(p: Probe, out: Console) -> None:
         kept = " (kept)" if bw.get("cached") else ""
         _row(facts, "bandwidth", f"{bw['gb_per_s']:.1f} GB/s read{kept}" if bw.get("bytes_per_s") else "-")
         _row(facts, "", str(bw.get("how") or bw.get("why")))
+        if bw.get("latest_bytes_per_s"):
+            _row(facts, "", f"measured {bw['latest_bytes_per_s'] / 1e9:.1f} GB/s now: the best is kept")
     if p.android is not None:
         a = p.android
         device = " ".join(x for x in (a.manufacturer, a.model) if x) or "?"
