@@ -62,13 +62,13 @@ class BackgroundWatch:
     def check(self) -> str | None:
         """Read the standing once; the message when it reached a class not said before."""
         s = read_standing(self.root)
-        self.latest = s
         rank = RANK[s.klass]
         if rank <= self._said:
+            self.latest = s
             return None
-        self._said = rank
-        note = background_note(s, self.root)
+        note = background_note(s, self.root)  # before the reading shows: status() never has one without it
         self.notes.append(note)
+        self._said, self.latest = rank, s
         if self.on_note is not None:
             self.on_note(note)
         return note
