@@ -7,7 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from edgepilot.bench.roofline import bytes_per_token, measure_bandwidth
+from edgepilot.bench.bandwidth_cache import machine_bandwidth
+from edgepilot.bench.roofline import bytes_per_token
 from edgepilot.bench.store import connect, db_path, readable_history
 from edgepilot.errors import UserError
 from edgepilot.tuned.identity import device_id, model_id
@@ -54,7 +55,22 @@ def _stored_bandwidth(root: Path, db: Path) -> float | None:
     return row[0] * 1e9 if row and row[0] else None
 
 
-def known_speed(model: Path, threads: int, root: Path = Path("/"), db: Path | None = None) -> KnownSpeed:
+def _bandwidth(root: Path, db: Path) -> tuple[float, str]:
+    """(bytes/s, where it comes from): this memory's kept read bandwidth (measured once when none is kept),
+    else one a past bench stored for the device at `root`."""
+    kept = machine_bandwidth() if root == Path("/") else None
+    if kept is not None:
+        return kept.bytes_per_s, f"this memory's read bandwidth: {kept.how()}"
+    stored = _stored_bandwidth(root, db)
+    if stored is not None:
+        return stored, "the bandwidth a past `edgepilot bench` measured there"
+    kept = machine_bandwidth() if root != Path("/") else None
+    if kept is None:
+        raise UserError("no memory bandwidth known for this device; give --speed GEN,PROMPT")
+    return kept.bytes_per_s, f"this machine's read bandwidth, for want of that device's: {kept.how()}"
+
+
+def known_speed(model: Path, root: Path = Path("/"), db: Path | None = None) -> KnownSpeed:
     """The model's generation and prompt t/s on this device (root: the device whose history counts)."""
     db = db or db_path()
     found = _from_history(model, root, db)
@@ -65,10 +81,7 @@ def known_speed(model: Path, threads: int, root: Path = Path("/"), db: Path | No
         raise UserError(
             f"{model}: cannot read its weight sizes; give --speed GEN,PROMPT (edgepilot bench MODEL)"
         )
-    bw = _stored_bandwidth(root, db)
-    where = "the bandwidth a past `edgepilot bench` measured here"
-    if bw is None:
-        bw, where = measure_bandwidth(threads).bytes_per_s, f"a {threads}-thread copy measured now"
+    bw, where = _bandwidth(root, db)
     gen = bw / per_token
     detail = (
         f"roofline: {bw / 1e9:.1f} GB/s ({where}) / {per_token / 2**20:.0f} MiB per token, an upper bound; "

@@ -1,68 +1,34 @@
-"""The generation speed ceiling: every token reads (about) all the weights once, so t/s <= bandwidth / bytes.
+"""The generation speed ceiling: every token reads (about) all the weights once, plus the KV cache of the
+context so far, so t/s <= memory read bandwidth / bytes read per token.
 
-Memory bandwidth is measured with a short streaming copy (numpy, one chunk per thread; numpy releases the
-GIL while copying), larger than any phone's caches. A copy moves each byte twice (read + write), which is
-what the figure counts. Generation at a small context reads the weights plus a little KV cache, so the bound
-is slightly optimistic: a fraction near 1 means more tuning cannot help, well below 1 means threads/cores or
-per-token overhead are the limit.
+The bandwidth is this device's measured read bandwidth (bench/bandwidth.py, kept per device by
+bandwidth_cache.py). A share near 1 means the memory is the limit and more tuning cannot help; well below 1
+means threads, cores or per-token overhead are.
 """
 
 from __future__ import annotations
 
-import threading
-import time
-from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from edgepilot.bench.bandwidth import Bandwidth
 from edgepilot.errors import UserError
 
-COPY_MIB = 64  # source buffer per measurement, split across threads; the destination is as large
-REPS = 5
+if TYPE_CHECKING:
+    from edgepilot.engine.base import GenerationStats
+    from edgepilot.plan.settings import EngineSettings
 
+__all__ = [
+    "Bandwidth",
+    "bytes_per_token",
+    "generation_share",
+    "kv_bytes_per_cell",
+    "roofline_fraction",
+    "share_words",
+]
 
-@dataclass
-class Bandwidth:
-    bytes_per_s: float
-    threads: int
-    buffer_mib: int
-    seconds: float  # time the measurement took
-
-    @property
-    def gb_per_s(self) -> float:
-        return self.bytes_per_s / 1e9
-
-
-def measure_bandwidth(threads: int, buffer_mib: int = COPY_MIB, reps: int = REPS) -> Bandwidth:
-    """Best of `reps` parallel copies of `buffer_mib` MiB (bytes read + written per second)."""
-    import numpy as np
-
-    threads = max(1, threads)
-    t_start = time.perf_counter()
-    n = (buffer_mib << 20) // 8 // threads * threads
-    src = np.ones(n, dtype=np.float64)
-    dst = np.empty_like(src)
-    bounds = [(k * n // threads, (k + 1) * n // threads) for k in range(threads)]
-    chunks = [(src[a:b], dst[a:b]) for a, b in bounds]
-    for s, d in chunks:  # touch the pages first: the first copy would measure page faults
-        np.copyto(d, s)
-    best = float("inf")
-    for _ in range(reps):
-        barrier = threading.Barrier(threads + 1)
-
-        def work(s, d, barrier=barrier):
-            barrier.wait()
-            np.copyto(d, s)
-
-        pool = [threading.Thread(target=work, args=c) for c in chunks]
-        for t in pool:
-            t.start()
-        barrier.wait()
-        t0 = time.perf_counter()
-        for t in pool:
-            t.join()
-        best = min(best, time.perf_counter() - t0)
-    moved = 2 * src.nbytes
-    return Bandwidth(moved / best, threads, buffer_mib, time.perf_counter() - t_start)
+MEMORY_BOUND = 0.8  # at or above: the memory is the limit
+FAR = 0.5  # below: something else is
 
 
 def bytes_per_token(model_path: Path) -> int | None:
@@ -83,7 +49,51 @@ def bytes_per_token(model_path: Path) -> int | None:
     return total
 
 
+def kv_bytes_per_cell(model_path: Path, type_k: str = "f16", type_v: str = "f16") -> int | None:
+    """KV cache bytes one token of context adds to what each generated token reads (K and V of every
+    attention layer; llama.cpp's graph reads the used cells of sliding-window layers too)."""
+    from edgepilot.gguf.arch import arch_params
+    from edgepilot.gguf.kv_cache import kv_cache_bytes
+    from edgepilot.gguf.verdict import header_of
+
+    cells = 256
+    try:
+        arch = arch_params(header_of(model_path).metadata)
+        kv = kv_cache_bytes(arch, cells, type_k, type_v, flash_attn=True)
+    except (UserError, OSError, ValueError):
+        return None
+    return (kv.full_bytes + kv.swa_bytes) // (cells * kv.n_stream)
+
+
+def read_per_token(weights: int | None, kv_cell: int | None, mean_cells: float) -> int | None:
+    """Bytes a generated token reads when the context holds `mean_cells` tokens on average."""
+    if not weights:
+        return None
+    return weights + round((kv_cell or 0) * max(0.0, mean_cells))
+
+
 def roofline_fraction(tg_ts: float, bytes_token: int | None, bandwidth: Bandwidth | None) -> float | None:
     if not bytes_token or bandwidth is None or bandwidth.bytes_per_s <= 0 or tg_ts <= 0:
         return None
     return round(tg_ts * bytes_token / bandwidth.bytes_per_s, 3)
+
+
+def generation_share(
+    model: Path, settings: EngineSettings, stats: GenerationStats, bandwidth: Bandwidth | None
+) -> float | None:
+    """A run's generation as a share of the limit: its t/s x (weights + the KV cache of its context, on
+    average the prompt and half the reply) / bandwidth."""
+    if bandwidth is None or not stats.n_gen:
+        return None
+    kv = kv_bytes_per_cell(model, settings.type_k, settings.type_v)
+    read = read_per_token(bytes_per_token(model), kv, stats.n_prompt + stats.n_gen / 2)
+    return roofline_fraction(stats.gen_tps, read, bandwidth)
+
+
+def share_words(fraction: float) -> str:
+    """What a share of the bandwidth limit says, for people."""
+    if fraction >= MEMORY_BOUND:
+        return "memory-bound: more tuning cannot help much"
+    if fraction < FAR:
+        return "far from the limit: look at threads and cores (edgepilot tune)"
+    return "some headroom: edgepilot tune may find it"

@@ -10,10 +10,11 @@ import itertools
 import time
 from pathlib import Path
 
+from edgepilot.bench.bandwidth_cache import machine_bandwidth
 from edgepilot.bench.monitor import Recording, Sensors, cool_down
 from edgepilot.bench.request import BenchRequest, Progress, with_reading
 from edgepilot.bench.results import BenchReport, BenchRow
-from edgepilot.bench.roofline import bytes_per_token, measure_bandwidth, roofline_fraction
+from edgepilot.bench.roofline import bytes_per_token, kv_bytes_per_cell, read_per_token, roofline_fraction
 from edgepilot.bench.store import save_report
 from edgepilot.device.cpu import read_cpu
 from edgepilot.device.cpusets import cpu_mask, cpulist
@@ -67,7 +68,7 @@ def run_bench(
             f"{count(max(req.threads), 'thread')} but this process may use only {count(len(allowed), 'CPU')}"
         )
 
-    bandwidth = measure_bandwidth(len(allowed)) if req.roofline else None
+    bandwidth = machine_bandwidth(cpu=cpu) if req.roofline else None
     bpt = bytes_per_token(path) if req.roofline else None
 
     build = versions()
@@ -93,9 +94,11 @@ def run_bench(
             build.update(build_facts(Path(str(info.path)), []))
         warnings.append(f"stopped by Ctrl-C: {len(rows)} of {planned_tests(req)} tests finished")
     report_progress("done", 1, 1)
+    kv_cell = kv_bytes_per_cell(path) if req.roofline else None  # bench's cache is f16 (measure.py)
     for row in rows:
-        if row.kind == "tg":
-            row.roofline = roofline_fraction(row.avg_ts, bpt, bandwidth)
+        if row.kind == "tg":  # the context grows from n_depth: on average half the new tokens are in it
+            read = read_per_token(bpt, kv_cell, row.n_depth + row.n_gen / 2)
+            row.roofline = roofline_fraction(row.avg_ts, read, bandwidth)
     report = BenchReport(
         rows=rows,
         model=MeasuredModel.of(
@@ -106,6 +109,8 @@ def run_bench(
         bandwidth_gbs=round(bandwidth.gb_per_s, 2) if bandwidth else None,
         bandwidth_threads=bandwidth.threads if bandwidth else None,
         bytes_per_token=bpt,
+        kv_bytes_per_cell=kv_cell,
+        bandwidth_how=bandwidth.how() if bandwidth else None,
         started=started,
         seconds=round(time.perf_counter() - t_start, 2),
         sensors=sensors.notes,

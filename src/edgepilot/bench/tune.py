@@ -10,6 +10,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from edgepilot.bench.bandwidth_cache import machine_bandwidth
 from edgepilot.bench.coresets import device_sets
 from edgepilot.bench.gpu_trial import DEFAULT_DEADLINE_S, GpuPoint, GpuTrial, trial_gpu, trial_note
 from edgepilot.bench.lab import EngineLab
@@ -18,7 +19,7 @@ from edgepilot.bench.monitor import Sensors
 from edgepilot.bench.repack_trial import ROUNDS, RepackTrial, trial_repack
 from edgepilot.bench.request import Progress
 from edgepilot.bench.results import BenchReport, BenchRow
-from edgepilot.bench.roofline import bytes_per_token, measure_bandwidth, roofline_fraction
+from edgepilot.bench.roofline import bytes_per_token, kv_bytes_per_cell, read_per_token, roofline_fraction
 from edgepilot.bench.search import Search, SearchConfig, Trial, ubatch_candidates
 from edgepilot.bench.store import save_report
 from edgepilot.bench.tool_lab import ToolLab
@@ -148,7 +149,7 @@ def run_tune(
     sensors = Sensors.find()
     temp_start = sensors.temperature()
 
-    bandwidth = measure_bandwidth(len(allowed))
+    bandwidth = machine_bandwidth(cpu=cpu)
     bpt = bytes_per_token(path)
 
     lab: EngineLab | ToolLab
@@ -281,9 +282,11 @@ def run_tune(
         measurements=measurements,
         loads=loads,
         seconds=round(time.perf_counter() - t0, 1),
-        bandwidth_gbs=round(bandwidth.gb_per_s, 2),
+        bandwidth_gbs=round(bandwidth.gb_per_s, 2) if bandwidth else None,
         bytes_per_token=bpt,
-        roofline=roofline_fraction(result.gen_tps, bpt, bandwidth),
+        roofline=roofline_fraction(
+            result.gen_tps, read_per_token(bpt, kv_bytes_per_cell(path), req.n_gen / 2), bandwidth
+        ),
         profile=asdict(profile),
         profile_path=profile_path,
         started=started,

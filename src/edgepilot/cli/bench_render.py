@@ -51,17 +51,20 @@ def _engine_line(info: EngineInfo | None) -> str:
 def _roofline_line(
     gbs: float | None, bpt: int | None, tg: float | None, fraction: float | None
 ) -> str | None:
+    """Generation as a share of the memory's limit (fraction counts the weights and the KV cache read)."""
+    from edgepilot.bench.roofline import share_words
+
     if gbs is None or not bpt:
         return None
-    bound = gbs * 1e9 / bpt
-    line = f"roofline: {human_bytes(bpt)} read per token, memory {gbs:.1f} GB/s → at most {bound:.0f} t/s"
-    if tg and fraction is not None:
-        line += f"; generation reaches {fraction:.0%} of it"
-        if fraction >= 0.8:
-            line += " (memory-bound: more tuning cannot help much)"
-        elif fraction < 0.5:
-            line += " (far from the bound: threads, cores or per-token overhead limit it)"
-    return line
+    if not tg or not fraction:
+        bound = f"at most {gbs * 1e9 / bpt:.0f} t/s"
+        return f"bandwidth: {human_bytes(bpt)} read per token, memory {gbs:.1f} GB/s → {bound}"
+    read = fraction * gbs * 1e9 / tg  # bytes per token
+    return (
+        f"bandwidth: generation at {fraction:.0%} of what this memory can do: {tg:.1f} t/s × "
+        f"{human_bytes(read)} read per token = {fraction * gbs:.1f} of {gbs:.1f} GB/s (at most "
+        f"{gbs * 1e9 / read:.0f} t/s); {share_words(fraction)}"
+    )
 
 
 def render_bench(report: BenchReport, out: Console) -> None:

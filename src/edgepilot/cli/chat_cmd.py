@@ -100,8 +100,10 @@ def chat(
         raise
     except EngineError as failure:
         raise report_engine_failure(failure, model, requested) from None
+    from edgepilot.device.background_watch import BackgroundWatch
+
     term = Terminal(out=sys.stdout, err=sys.stderr, interactive=sys.stdin.isatty(), stream=not as_json)
-    with session:
+    with session, BackgroundWatch(term.say):  # Android moving it to a class it kills first: said once
         result = chat_loop(session, term)
     if as_json or term.interactive:
         emit(result, as_json, render_end)

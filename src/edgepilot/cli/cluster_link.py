@@ -36,9 +36,8 @@ def predict_link(
     source, detail = "given", ""
     if speed is None:
         from edgepilot.bench.known_speed import known_speed
-        from edgepilot.device.process import allowed_cpus
 
-        known = known_speed(Path(plan.model), len(allowed_cpus()), Path(root))
+        known = known_speed(Path(plan.model), Path(root))
         speed, source, detail = (known.gen_tps, known.prompt_tps), known.source, known.detail
     shares = [
         (s.name, s.first_layer, s.end_layer)

@@ -44,6 +44,14 @@ CHECK_ENGINE = click.option(
 )
 
 
+BANDWIDTH = click.option(
+    "--bandwidth",
+    is_flag=True,
+    help="Measure the memory read bandwidth now (a few hundred ms) and keep it; without it a kept figure "
+    "shows (bench, tune and run measure it when they first need it)",
+)
+
+
 def _progress(message: str) -> None:
     from edgepilot.shown import shown
 
@@ -61,9 +69,12 @@ def _llama_tool() -> Path | None:
 @flags.ENGINE
 @NO_GPU_CHECK
 @CHECK_ENGINE
+@BANDWIDTH
 @flags.JSON
 @user_errors
-def probe(root: Path, engine: str | None, no_gpu_check: bool, check_engine: bool, as_json: bool) -> None:
+def probe(
+    root: Path, engine: str | None, no_gpu_check: bool, check_engine: bool, bandwidth: bool, as_json: bool
+) -> None:
     """What this device is: CPU clusters and ISA, memory, Android/Termux, GPUs as llama.cpp sees them (with a
     crash-isolated driver check), thermal, battery, storage, and the llama.cpp engine edgepilot runs here"""
     from edgepilot.cli.probe_render import render_probe
@@ -73,12 +84,16 @@ def probe(root: Path, engine: str | None, no_gpu_check: bool, check_engine: bool
     live = root == Path("/")
     if check_engine and not live:
         raise UserError("--check-engine loads this machine's llama.cpp: leave out --root to check it")
+    if bandwidth and not live:
+        raise UserError("--bandwidth measures this machine's memory: leave out --root to measure it")
     tool = _llama_tool() if live else None
     facts = probe_device(root, llama_tool=tool)
     if live:
+        from edgepilot.bench.bandwidth_cache import bandwidth_facts
         from edgepilot.engine.gpu_check import judge_gpus
 
         facts.engine = engine_facts(engine, check=check_engine)
+        facts.memory_bandwidth = bandwidth_facts(measure=bandwidth, cpu=facts.cpu)
         judge_gpus(facts.gpus, tool, run=not no_gpu_check, progress=_progress)
     emit(facts, as_json, render_probe)
 

@@ -89,6 +89,13 @@ def render_probe(p: Probe, out: Console) -> None:
     if mem.cgroup_limit_bytes is not None:
         extra.append(f"cgroup limit {human_bytes(mem.cgroup_limit_bytes)}")
     _row(facts, "", " · ".join(extra))
+    bw = p.memory_bandwidth
+    if bw is not None:
+        kept = " (kept)" if bw.get("cached") else ""
+        _row(facts, "bandwidth", f"{bw['gb_per_s']:.1f} GB/s read{kept}" if bw.get("bytes_per_s") else "-")
+        _row(facts, "", str(bw.get("how") or bw.get("why")))
+        if bw.get("latest_bytes_per_s"):
+            _row(facts, "", f"measured {bw['latest_bytes_per_s'] / 1e9:.1f} GB/s now: the best is kept")
     if p.android is not None:
         a = p.android
         device = " ".join(x for x in (a.manufacturer, a.model) if x) or "?"

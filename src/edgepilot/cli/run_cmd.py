@@ -16,6 +16,7 @@ from edgepilot.errors import UserError
 
 if TYPE_CHECKING:
     from rich.console import Console
+    from rich.text import Text
 
     from edgepilot.plan.requested import RequestedSettings
     from edgepilot.run.runner import RunResult
@@ -40,6 +41,7 @@ def render_summary(result: RunResult, out: Console) -> None:
         Text.assemble(("prompt", "bold"), f" {result.n_prompt} tok @ {result.prompt_tps:.1f} t/s"),
         Text.assemble(("generation", "bold"), f" {result.n_gen} tok @ {result.gen_tps:.1f} t/s"),
         Text.assemble(("peak memory", "bold"), f" {mib(result.peak_rss_bytes)}"),
+        *_bandwidth_item(result),
         Text(f"ctx {s.n_ctx}"),
         Text(f"threads {s.n_threads}"),
         Text(f"kv {s.type_k}/{s.type_v}"),
@@ -49,6 +51,15 @@ def render_summary(result: RunResult, out: Console) -> None:
     if _engine_note(result):
         items.append(Text(_engine_note(result).removeprefix(" · ")))
     print_items(out, items, style="dim")
+
+
+def _bandwidth_item(result: RunResult) -> list[Text]:
+    """Generation as a share of what the memory can read (bench says what a share means)."""
+    from rich.text import Text
+
+    if result.roofline is None:
+        return []
+    return [Text.assemble(("bandwidth", "bold"), f" {result.roofline:.0%} of limit")]
 
 
 def _engine_note(result: RunResult) -> str:
@@ -168,6 +179,14 @@ def run(
             if not as_json:
                 say(err, f"warning: {text}", style="yellow")
 
+        def background(note: str) -> None:  # from the watch's thread, while tokens stream: its own lines
+            from edgepilot.cli.narrow import say
+
+            stream.flush()
+            if sys.stdout.isatty():  # the streamed line ends first
+                err.print()
+            say(err, note, style="yellow")
+
         def preloading(done: int, total: int) -> None:
             if status:
                 status.update(f"preloading into the page cache: {mib(done)} of {mib(total)}")
@@ -190,6 +209,7 @@ def run(
             on_preload=preloading,
             engine=engine,
             on_warning=warn,
+            on_background=background,
         )
     except DoesNotFit as refusal:
         if status:

@@ -5,7 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from edgepilot.bench.bandwidth_cache import machine_bandwidth
+from edgepilot.bench.roofline import generation_share
 from edgepilot.defaults import DEFAULT_PROMPT
+from edgepilot.device.background_watch import BackgroundWatch
 from edgepilot.engine import interrupts
 from edgepilot.engine.base import GenerationStats
 from edgepilot.engine.choice import EngineInfo, choose_engine, open_engine
@@ -50,6 +53,10 @@ class RunResult:
     notes: list[str] = field(default_factory=list)  # the GPU decision and what the engine had to do
     warnings: list[str] = field(default_factory=list)  # the context's limits, said before the run
     interrupted: bool = False  # Ctrl-C ended the generation: text and figures are what it made until then
+    # generation as a share of the memory's read bandwidth limit (on the CPU; None when not known)
+    roofline: float | None = None
+    bandwidth_gbs: float | None = None
+    background: list[str] = field(default_factory=list)  # said while it ran: Android moved it (once a class)
 
 
 def read_prompt(prompt: str | None, prompt_file: str | None) -> str:
@@ -80,10 +87,12 @@ def run_model(
     on_preload: Callable[[int, int], None] | None = None,
     engine: str | None = None,
     on_warning: Callable[[str], None] | None = None,
+    on_background: Callable[[str], None] | None = None,
 ) -> RunResult:
     """warm: read the model into the page cache before loading it, when it fits memory (engine.preload).
     engine: "auto", "inprocess" or "tools" (engine.choice). on_warning: told each of the plan's warnings
-    (a context above the trained one, a rounded one) before the model loads."""
+    (a context above the trained one, a rounded one) before the model loads. on_background: told, while it
+    runs, when Android moves the process to a class it kills first (device/background_watch.py)."""
     if n_predict < 0:
         raise UserError("-n must be 0 or more")
     info = choose_engine(engine, gpu=requested is not None and requested.wants_gpu)
@@ -100,6 +109,8 @@ def run_model(
     for warning in plan.warnings if on_warning is not None else []:
         on_warning(warning)
     settings = plan.settings
+    # before pinning (the kept figure is for every CPU this process may use): measured once per device
+    bandwidth = machine_bandwidth() if settings.on_cpu else None
     on_phase = decision.pin()  # before llama.cpp starts threads: they inherit the set
     warmed, skipped = None, skip_reason(plan.fits, settings.use_mmap) if warm else None
     if warm and skipped is None:
@@ -108,7 +119,8 @@ def run_model(
     stage(f"loading {path.name}")
     pieces: list[str] = []
 
-    with open_engine(info, path, settings, verbose, decision.cpus, decision.prompt_cpus) as llama:
+    watch = BackgroundWatch(on_background)
+    with watch, open_engine(info, path, settings, verbose, decision.cpus, decision.prompt_cpus) as llama:
         formatted = None if raw_prompt else llama.chat_prompt(prompt)
         tokens = llama.tokenize(formatted if formatted is not None else prompt)
         stage("generating")
@@ -162,6 +174,9 @@ def run_model(
             ),
             warnings=list(plan.warnings),
             interrupted=interrupted,
+            roofline=generation_share(path, settings, stats, bandwidth),
+            bandwidth_gbs=round(bandwidth.gb_per_s, 2) if bandwidth else None,
+            background=watch.notes,
         )
 
 

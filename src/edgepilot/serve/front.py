@@ -333,6 +333,9 @@ class Front:
         s = self.state
         why = self.unavailable()
         body = {"status": "ok" if why is None else s.phase, "model": s.model_name}
+        background = s.background_status()  # a class Android kills first, and what to do, when it is one
+        if background is not None:
+            body["background"] = {k: background[k] for k in ("class", "oom_score_adj", "warning")}
         if why is None:
             return await self.reply_json(send, 200, body)
         body["reason"] = why

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from edgepilot.device.background_watch import BackgroundWatch
 from edgepilot.engine.choice import EngineInfo, choose_engine
 from edgepilot.engine.native_tools import find_tool
 from edgepilot.errors import UserError
@@ -293,6 +294,8 @@ class Supervisor:
             root=config.watch_root,
         )
         watch = self.memory_watch()
+        background = BackgroundWatch(self.log)  # said once a class in the log, shown on /health and /
+        self.state.background = background.status
         front = Front(
             config,
             self.state,
@@ -313,7 +316,8 @@ class Supervisor:
             self.wake.acquire()
             watch.start()
             watchdog.start()
-            self.server.run(sockets=[sock])
+            with background:
+                self.server.run(sockets=[sock])
         finally:
             self.state.set_stopping()
             if watchdog.ident is not None:

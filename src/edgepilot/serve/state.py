@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -74,6 +75,11 @@ class ServerState:
         self.connections: Counter[str] = Counter()  # idle now, evicted, timed_out (serve/connections.py)
         self.in_flight = 0
         self.waiting = 0
+        # where Android ranks the server for killing (device/background_watch.py's status), once it is watched
+        self.background: Callable[[], dict[str, Any]] | None = None
+
+    def background_status(self) -> dict[str, Any] | None:
+        return self.background() if self.background is not None else None
 
     def set_starting(self, info: WorkerInfo, restarting: bool) -> None:
         with self._lock:
@@ -128,4 +134,5 @@ class ServerState:
                 "pressure": asdict(self.pressure),
                 "requests": {**self.counts, "in_flight": self.in_flight, "waiting": self.waiting},
                 "connections": {"idle": 0, "evicted": 0, "timed_out": 0, **self.connections},
+                "background": self.background_status(),
             }

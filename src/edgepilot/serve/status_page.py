@@ -77,7 +77,9 @@ HTML = """<!doctype html>
       <dt>threads · KV cache</dt><dd id="threads">–</dd>
       <dt>process</dt><dd id="pid">–</dd>
       <dt>uptime · restarts</dt><dd id="uptime">–</dd>
+      <dt>kill class · oom_score_adj</dt><dd id="background">–</dd>
     </dl>
+    <p id="background_note" class="death" hidden></p>
     <p id="death" class="death" hidden></p>
   </section>
 </main>
@@ -191,6 +193,10 @@ function render(s) {
   set("threads", (st.n_threads || "–") + " · " + (st.type_k || "–") + "/" + (st.type_v || "–"));
   set("pid", w.pid ? "pid " + w.pid : "–");
   set("uptime", duration(s.uptime_seconds || 0) + " · " + s.restarts);
+  const b = s.background || {};
+  set("background", b.class == null ? "–" : b.class + " · " + (b.oom_score_adj ?? "unknown"));
+  $("background_note").hidden = !b.warning;
+  if (b.warning) set("background_note", b.warning);
   const d = (s.deaths || []).slice(-1)[0];
   $("death").hidden = !d;
   if (d) {
