@@ -115,13 +115,17 @@ with LlamaEngine(path, s) as engine:
 """
 
 
+MERGED_NEIGHBOUR = 4 * MIB
+
+
 @pytest.mark.parametrize("ctx, ubatch", [(1024, 512), (1024, 128)])
 def test_the_work_buffer_is_a_real_runs_own_mapping_of_the_predicted_size(smollm_path, ctx, ubatch):
     """Why touched > reserved could read true: a real run's CPU backend allocates, outside the compute
     buffer, one work buffer of the largest chunk's scores as f16, all of it resident. The planner's formula
     for each chunk of a context-filling prompt (n_kv = the cells used so far, padded) gives its size."""
     n = ctx - 8  # room for the one token generated
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    # a fixed mmap threshold: glibc's grows after a large free, and the buffer would come from the heap
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "MALLOC_MMAP_THRESHOLD_": "131072"}
     done = subprocess.run(
         [sys.executable, "-c", _RUN, str(smollm_path), str(ctx), str(ubatch), str(n)],
         capture_output=True, text=True, env=env, timeout=300,
@@ -132,5 +136,8 @@ def test_the_work_buffer_is_a_real_runs_own_mapping_of_the_predicted_size(smollm
     chunks = [(min(ubatch, n - start), padded_ctx(min(start + ubatch, n))) for start in range(0, n, ubatch)]
     work = max(compute_buffer(arch, ctx, t, False, kv, kv).work_bytes for t, kv in chunks)
     assert work == max(t * kv for t, kv in chunks) * 9 * 2
-    match = [m for m in mappings if work <= m[0] <= work + 8192]  # malloc adds a page for its header
-    assert match and match[0][1] == match[0][0], (work / MIB, [(a / MIB, b / MIB) for a, b in mappings[:8]])
+    # its own mapping (malloc adds a page for its header), or one the kernel merged with an adjacent anonymous
+    # neighbour of the same flags (seen on a loaded machine: 2.25 MiB inside a 3.25 MiB mapping): either way
+    # every page of it resident
+    match = [m for m in mappings if work <= m[0] <= work + MERGED_NEIGHBOUR and m[1] >= work]
+    assert match, (work / MIB, [(a / MIB, b / MIB) for a, b in mappings[:8]])
