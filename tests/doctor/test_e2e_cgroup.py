@@ -185,3 +185,17 @@ def test_a_refusal_under_150mib_adds_up_and_its_checked_fix_completes(smollm_pat
     report = json.loads(done.stdout)
     assert report["run"]["exit_code"] == 0, (fix, report["causes"][:1], done.stderr[-2000:])
     assert report["causes"][0]["id"] == "succeeded"
+
+    # the other way out it names, a larger limit, holds the command as it was typed
+    larger = re.search(r"`--memory-limit (\d+)MiB`", top["fix"])
+    assert larger, top["fix"]
+    drop_page_cache()
+    done = subprocess.run(
+        [EDGEPILOT, "doctor", "--json", "--memory-limit", f"{larger.group(1)}MiB", "--", *run],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    report = json.loads(done.stdout)
+    assert report["run"]["exit_code"] == 0, (larger.group(0), done.stderr[-2000:])

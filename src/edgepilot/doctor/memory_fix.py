@@ -182,7 +182,9 @@ def _nearest(p: _Planning, failed: EngineSettings, smallest: FitResult, within: 
         f"peaks at {mib(peak)}, {mib(over)} over"
     )
     options = [o for o in (_program(p, failed), _quantized(p, smallest)) if o is not None]
-    more = _more_memory(p, max(0, peak - p.budget))  # with the slack a re-run is planned under
+    # the limit for the command as typed (its own plan's peak), with the slack a re-run is planned under
+    typed = p.ev.plan.fit.memory.peak_rss_bytes if p.ev.plan and p.ev.plan.fit else peak
+    more = _more_memory(p, max(0, max(peak, typed) - p.budget))
     if not options:
         return MemoryFix(f"{text}; {more}", [], p.budget, None, nothing_fits=True)
     best = options[0]
@@ -197,7 +199,16 @@ def _program(p: _Planning, failed: EngineSettings) -> MemoryFix | None:
     ev = p.ev
     if p.program or (ev.cmd is not None and ev.cmd.tool != "edgepilot"):
         return None
-    opened = replace(ev.requested, n_ctx=None, n_ubatch=None, type_k=None, type_v=None, flash_attn=None)
+    # the failed plan's leaner settings (KV type, ubatch) kept: the program is what differs, and the fix then
+    # names the same plan as run's refusal ("nearest that fits")
+    opened = replace(
+        ev.requested,
+        n_ctx=None,
+        n_ubatch=failed.n_ubatch,
+        type_k=failed.type_k,
+        type_v=failed.type_v,
+        flash_attn=failed.flash_attn,
+    )
     lean = p.fit(opened, ctx_target=failed.n_ctx, program=True)
     if not lean.fits:
         lean = p.fit(replace(opened, n_ctx=CTX_STEP), program=True)

@@ -118,8 +118,32 @@ def mib(n: int | float | None) -> str:
 def plan_evidence(plan: PlanCheck) -> str:
     verdict = "fits" if plan.fits else "does not fit"
     return (
-        f"memory plan: ctx {plan.n_ctx} needs ~{mib(plan.peak_rss_bytes)} resident (weights "
-        f"{mib(plan.weights_bytes)}, KV {mib(plan.kv_bytes)}, compute {mib(plan.compute_reserved_bytes)} "
-        f"reserved); budget {mib(plan.budget_bytes)} ({plan.budget_source or 'planner'}): {verdict}; "
-        f"largest context that fits: {plan.max_ctx or 'none'}"
+        f"memory plan: ctx {plan.n_ctx} needs ~{_peak_sum(plan)}; budget {mib(plan.budget_bytes)} "
+        f"({plan.budget_source or 'planner'}): {verdict}; largest context that fits: {plan.max_ctx or 'none'}"
     )
+
+
+def _peak_sum(plan: PlanCheck) -> str:
+    """The peak as a sum that adds up on screen (0.1 MiB): what the process holds, by part; `other` is the
+    rest (output buffer, the loading moment's extra pages). Without the planner's breakdown: the main ones."""
+    memory = plan.fit.memory if plan.fit is not None else None
+    if memory is None:
+        return (
+            f"{mib(plan.peak_rss_bytes)} resident (weights {mib(plan.weights_bytes)}, "
+            f"KV {mib(plan.kv_bytes)}, compute {mib(plan.compute_reserved_bytes)} reserved)"
+        )
+    parts = {
+        "runtime": memory.runtime_bytes,
+        "weights": memory.weights_bytes + memory.repack_bytes,
+        "KV": memory.kv_bytes,
+        "compute touched": memory.compute_touched_bytes + getattr(memory, "compute_work_bytes", 0),
+    }
+    shown = {name: round(n / 1048576, 1) for name, n in parts.items()}
+    total = round(plan.peak_rss_bytes / 1048576, 1)
+    rest = round(total - sum(shown.values()), 1)
+    if rest < 0:  # rounding only: the largest part absorbs it
+        largest = max(shown, key=lambda k: shown[k])
+        shown[largest] = round(shown[largest] + rest, 1)
+        rest = 0.0
+    terms = [f"{name} {value:.1f}" for name, value in shown.items()] + ([f"other {rest:.1f}"] if rest else [])
+    return f"{total:.1f} MiB at its peak = " + " + ".join(terms)
