@@ -92,3 +92,13 @@ def test_chat_says_it_once(smollm_path):
     err = " ".join(res.stderr.split())
     assert err.count("warning: ctx 8300 is above the 8192 tokens") == 1
     assert err.count("warning: ctx 8300 is rounded up to 8448") == 1
+
+
+def test_the_largest_context_says_it_stops_at_the_trained_one(smollm_path):
+    """issue 31 review: 'fits at ctx 100000' then 'largest context that fits: 8192' read as a contradiction."""
+    data = json.loads(_cli("fit", str(smollm_path), "--ctx", "100000", "--json").stdout)
+    assert data["fits"] and data["max_ctx"] == data["n_ctx_train"] == 8192
+    said = " ".join(_cli("fit", str(smollm_path), "--ctx", "100000").stdout.split())
+    assert "largest context that fits: 8192 (the model's trained context: the search goes no higher)" in said
+    small = " ".join(_cli("fit", str(smollm_path), "--budget", "200MiB").stdout.split())
+    assert "largest context that fits:" in small and "trained context: the search" not in small

@@ -112,7 +112,7 @@ def render_fit(plan: FitResult, out: Console) -> None:
         say(out, f"engine: {where} · {e.get('version') or 'version unknown'}")
     for trade in plan.trade_offs:
         say(out, f"{'to fit' if plan.fits else 'tried, still over'}: {trade}", style="yellow")
-    say(out, f"largest context that fits: {plan.max_ctx or 'none'}")
+    say(out, f"largest context that fits: {plan.max_ctx or 'none'}{_at_trained(plan)}")
     print_command(out, "llama.cpp:", plan.llama_cpp_args)
     print_command(out, "edgepilot:", plan.edgepilot_args)
     if plan.alternatives:
@@ -131,3 +131,11 @@ def render_fit(plan: FitResult, out: Console) -> None:
     for note in plan.notes:
         if note not in plan.warnings:
             say(out, f"note: {note}", style="dim")
+
+
+def _at_trained(plan: FitResult) -> str:
+    """The search stops at the trained context: said, so a larger --ctx that fits is no contradiction."""
+    trained = plan.n_ctx_train
+    if not (trained and plan.max_ctx and plan.max_ctx >= trained // 256 * 256):
+        return ""
+    return " (the model's trained context: the search goes no higher)"

@@ -139,6 +139,7 @@ def fit_model(
         settings=settings,
         memory=prediction.memory,
         max_ctx=max_ctx,
+        n_ctx_train=arch.n_ctx_train or None,
         llama_cpp_args=llama_cpp_command(path, settings),
         edgepilot_args=edgepilot_command(path, settings),
         alternatives=find_alternatives(planner, header, settings, limit, path, fits),
