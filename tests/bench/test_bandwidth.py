@@ -173,3 +173,12 @@ def test_measuring_again_keeps_the_best_figure(tmp_path):
     )
     again = json.loads(_edgepilot(data, "probe", "--json", "--no-gpu-check").stdout)["memory_bandwidth"]
     assert again["bytes_per_s"] == measured["bytes_per_s"] and again["cached"] is True
+
+
+def test_tunes_own_summary_does_not_send_the_user_to_tune():
+    """issue 31 review: tune's bandwidth line ended with "look at threads and cores (edgepilot tune)"."""
+    from edgepilot.bench.roofline import share_words
+
+    for share in (0.1, 0.5):
+        assert "edgepilot tune" in share_words(share)
+        assert "edgepilot tune" not in share_words(share, tuned=True)

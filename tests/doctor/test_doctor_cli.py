@@ -114,9 +114,18 @@ def test_a_missing_llama_cpp_program_names_what_provides_it(cli_app, tmp_path, m
     Termux here: its package; `edgepilot build` makes llama-completion, not llama-cli."""
     monkeypatch.setenv("PATH", str(tmp_path))  # no llama.cpp program on it
     monkeypatch.setenv("TERMUX_VERSION", "0.118.1")
+    built = tmp_path / "tools"
+    monkeypatch.setenv("EDGEPILOT_TOOLS_DIR", str(built))  # nothing built yet
     err = _one_error_line(runner.invoke(cli_app, ["doctor", *limit, "--", "llama-cli", "-m", "m.gguf"]))
     assert "command not found: llama-cli" in err and "`pkg install llama-cpp` installs it" in err, err
     assert "`edgepilot build` makes llama-completion" in err, err
+    # once built, the llama-completion there is named (the review: "build" was proposed with one at hand)
+    program = built / "native" / "bin" / "llama-completion"
+    program.parent.mkdir(parents=True)
+    program.write_text("#!/bin/sh\n")
+    program.chmod(0o755)
+    err = _one_error_line(runner.invoke(cli_app, ["doctor", *limit, "--", "llama-cli", "-m", "m.gguf"]))
+    assert f"use llama-completion (the same one-shot completion): {program}" in err, err
     err = _one_error_line(runner.invoke(cli_app, ["doctor", *limit, "--", "rpc-server", "-p", "50052"]))
     assert "`edgepilot build` makes it" in err and "pkg install" not in err, err  # not in Termux's package
     assert "(llama.cpp's)" not in _one_error_line(runner.invoke(cli_app, ["doctor", "--", "no-such-xyz"]))

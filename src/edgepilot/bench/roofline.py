@@ -90,10 +90,15 @@ def generation_share(
     return roofline_fraction(stats.gen_tps, read, bandwidth)
 
 
-def share_words(fraction: float) -> str:
-    """What a share of the bandwidth limit says, for people."""
+def share_words(fraction: float, tuned: bool = False) -> str:
+    """What a share of the bandwidth limit says, for people. tuned: said of tune's own pick, which has no
+    `edgepilot tune` left to suggest."""
     if fraction >= MEMORY_BOUND:
         return "memory-bound: more tuning cannot help much"
+    if tuned:
+        if fraction < FAR:
+            return "far from the limit even tuned: per-token overhead or a busy CPU holds it back"
+        return "some headroom left"
     if fraction < FAR:
         return "far from the limit: look at threads and cores (edgepilot tune)"
     return "some headroom: edgepilot tune may find it"

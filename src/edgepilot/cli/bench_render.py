@@ -49,7 +49,7 @@ def _engine_line(info: EngineInfo | None) -> str:
 
 
 def _roofline_line(
-    gbs: float | None, bpt: int | None, tg: float | None, fraction: float | None
+    gbs: float | None, bpt: int | None, tg: float | None, fraction: float | None, tuned: bool = False
 ) -> str | None:
     """Generation as a share of the memory's limit (fraction counts the weights and the KV cache read)."""
     from edgepilot.bench.roofline import share_words
@@ -63,7 +63,7 @@ def _roofline_line(
     return (
         f"bandwidth: generation at {fraction:.0%} of what this memory can do: {tg:.1f} t/s × "
         f"{human_bytes(read)} read per token = {fraction * gbs:.1f} of {gbs:.1f} GB/s (at most "
-        f"{gbs * 1e9 / read:.0f} t/s); {share_words(fraction)}"
+        f"{gbs * 1e9 / read:.0f} t/s); {share_words(fraction, tuned)}"
     )
 
 
@@ -234,7 +234,7 @@ def render_tune(r: TuneReport, out: Console) -> None:
     elif r.default_tg_ts is not None:  # one run is no ground for a ratio (it may be an outlier)
         runs = count(r.default_tg_reps, "run")
         say(out, f"{default}: {r.default_tg_ts:.2f} t/s in {runs}: too few for a speed-up", style="dim")
-    line = _roofline_line(r.bandwidth_gbs, r.bytes_per_token, g["tg_ts"], r.roofline)
+    line = _roofline_line(r.bandwidth_gbs, r.bytes_per_token, g["tg_ts"], r.roofline, tuned=True)
     if line:
         say(out, line, style="dim")
     for note in r.notes:

@@ -160,7 +160,11 @@ def install_hint(name: str) -> str | None:
     packaged = f"`{package}` installs it, or " if package else ""
     if built:
         return f"{packaged}`edgepilot build` makes it"
-    return f"{packaged}`edgepilot build` makes llama-completion (the same one-shot completion)"
+    try:  # already built: name it, not the build
+        built_one = find_tool("llama-completion")
+        return f"{packaged}use llama-completion (the same one-shot completion): {built_one}"
+    except ToolMissing:
+        return f"{packaged}`edgepilot build` makes llama-completion (the same one-shot completion)"
 
 
 def find_tool(name: str, target: str = "native", built_only: bool = False) -> Path:
