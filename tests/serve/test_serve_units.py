@@ -19,7 +19,8 @@ from edgepilot.serve.config import (
     is_loopback,
     read_api_key,
 )
-from edgepilot.serve.front import Front, loopback_host_header
+from edgepilot.serve.front import Front
+from edgepilot.serve.incoming import loopback_host_header
 from edgepilot.serve.planning import MIN_CTX, after_memory_kill, shrink_ctx
 from edgepilot.serve.pressure import gate
 from edgepilot.serve.state import FAILED, Pressure, ServerState

@@ -309,7 +309,8 @@ def tune(
     verbose: bool,
 ) -> None:
     """Find the fastest threads x cores, flash attention and ubatch here; save them for `run` and `serve`."""
-    from edgepilot.bench.tune import TuneRequest, run_tune, sweep_points
+    from edgepilot.bench.tune import TuneRequest, run_tune
+    from edgepilot.bench.tune_report import sweep_points
     from edgepilot.cli.bench_render import render_tune
     from edgepilot.gguf.resolve import resolve_model
 

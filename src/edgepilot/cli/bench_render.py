@@ -14,7 +14,7 @@ from edgepilot.words import count
 if TYPE_CHECKING:
     from edgepilot.bench.results import BenchReport
     from edgepilot.bench.store import History
-    from edgepilot.bench.tune import TuneReport
+    from edgepilot.bench.tune_report import TuneReport
     from edgepilot.engine.choice import EngineInfo
     from edgepilot.tuned.profiles import ProfileView
 
@@ -177,7 +177,7 @@ def render_history(h: History, out: Console) -> None:
 
 
 def render_tune(r: TuneReport, out: Console) -> None:
-    from edgepilot.bench.tune import sweep_points
+    from edgepilot.bench.tune_report import sweep_points
     from edgepilot.cli.narrow import Column, print_command, print_records, say
 
     heads = ("#", "phase", "test", "threads", "cores", "ub", "fa", "t/s", "")

@@ -218,6 +218,6 @@ def open_session(engine: Engine, reuse: bool = True) -> Any:
         from edgepilot.engine.session import KVSession
 
         return KVSession(engine, reuse=reuse)  # type: ignore[arg-type]
-    from edgepilot.engine.server_engine import ServerSession
+    from edgepilot.engine.server_session import ServerSession
 
     return ServerSession(engine, reuse=reuse)  # type: ignore[arg-type]

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from edgepilot.device.process import rss_bytes
-from edgepilot.engine.base import EngineError, GenerationStats, LoadInfo, TurnStats
+from edgepilot.engine.base import EngineError, GenerationStats, LoadInfo
 from edgepilot.engine.child_env import DRIVER_CRASH_STATUSES, llama_env
 from edgepilot.engine.native_tools import find_tool, tool_version
 from edgepilot.engine.sampling import SamplerSettings
@@ -365,40 +365,3 @@ def _stop(proc: subprocess.Popen[bytes], grace: float = 10.0) -> Any:
         return None
     proc.returncode = os.waitstatus_to_exitcode(status)
     return usage
-
-
-class ServerSession:
-    """A conversation's KV cache in llama-server's slot: the server keeps the longest common prefix of each
-    prompt with its last sequence (cache_prompt) and processes only the rest; the turn's figures come from
-    its timings (cache_n: the prompt tokens it kept)."""
-
-    def __init__(self, engine: ServerEngine, reuse: bool = True) -> None:
-        self.engine = engine
-        self.reuse = reuse
-        self.cached: list[int] = []
-
-    @property
-    def n_ctx(self) -> int:
-        return self.engine.load.n_ctx
-
-    def reset(self) -> None:
-        self.cached = []
-
-    def generate(
-        self,
-        tokens: list[int],
-        n_predict: int,
-        sampler: SamplerSettings | None = None,
-        on_text: Callable[[str], bool | None] | None = None,
-        on_phase: Callable[[str], None] | None = None,
-        stop_at_eog: bool = True,
-    ) -> tuple[GenerationStats, TurnStats]:
-        t0 = time.perf_counter()
-        self.cached = []
-        gen = self.engine.generate(
-            tokens, n_predict, sampler=sampler, on_text=on_text, stop_at_eog=stop_at_eog,
-            cache_prompt=self.reuse,
-        )  # fmt: skip
-        self.cached = [*tokens, *gen.tokens]
-        ttft = gen.first_token_seconds if gen.first_token_seconds is not None else time.perf_counter() - t0
-        return gen, TurnStats.of(gen, ttft)

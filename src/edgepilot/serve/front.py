@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-import ipaddress
 import json
 import time
 from collections.abc import Awaitable, Callable
@@ -22,6 +21,7 @@ from edgepilot.device.process import rss_bytes
 from edgepilot.serve import proxy, status_page
 from edgepilot.serve.admission import Admitted, Caps, admit_request, derived_max_chars
 from edgepilot.serve.config import ServeConfig, is_loopback
+from edgepilot.serve.incoming import ClientGone, Receive, TooLarge, loopback_host_header, read_body
 from edgepilot.serve.request_body import InvalidRequest
 from edgepilot.serve.request_log import Exchange, StreamTokens, logged, request_line
 from edgepilot.serve.short_lane import LANE_HEADER, SHORT, short_enough
@@ -29,7 +29,6 @@ from edgepilot.serve.state import FAILED, STARTING, STOPPING, ServerState
 from edgepilot.serve.wire import NOTE_HEADER, error_body, note_header, sse, with_notes, worker_error
 
 Send = Callable[[dict[str, Any]], Awaitable[None]]
-Receive = Callable[[], Awaitable[dict[str, Any]]]
 
 GENERATE = ("/v1/chat/completions", "/v1/completions")
 COMMON_HEADERS = [(b"x-content-type-options", b"nosniff"), (b"referrer-policy", b"no-referrer")]
@@ -39,32 +38,6 @@ ASSETS = {
     "/status.js": ("text/javascript; charset=utf-8", status_page.JS),
 }
 STATS_TTL = 1.0
-LOOPBACK_NAMES = {"localhost", "localhost.localdomain"}
-
-
-class TooLarge(Exception):
-    pass
-
-
-class ClientGone(Exception):
-    pass
-
-
-def _host_name(value: str) -> str:
-    value = value.strip().lower()
-    if value.startswith("["):
-        return value[1 : value.find("]")] if "]" in value else value
-    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
-
-
-def loopback_host_header(value: str, bound: str) -> bool:
-    name = _host_name(value)
-    if name in LOOPBACK_NAMES or name == bound.strip("[]").lower():
-        return True
-    try:
-        return ipaddress.ip_address(name).is_loopback
-    except ValueError:
-        return False
 
 
 class Front:
@@ -162,24 +135,6 @@ class Front:
         good = hmac.compare_digest(token.strip(), self.key)
         return good and scheme.lower() == b"bearer"
 
-    async def read_body(self, headers: dict[bytes, bytes], receive: Receive) -> bytes:
-        limit = self.config.max_body_bytes
-        declared = headers.get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > limit:
-            raise TooLarge
-        chunks, total = [], 0
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                raise ClientGone
-            chunk = message.get("body", b"")
-            total += len(chunk)
-            if total > limit:
-                raise TooLarge
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                return b"".join(chunks)
-
     def unavailable(self) -> str | None:
         """Why a new request cannot be taken now (None: it can)."""
         s = self.state
@@ -204,7 +159,7 @@ class Front:
         if ctype != b"application/json":
             return await self.error(send, 415, "send the request as JSON (Content-Type: application/json)")
         try:
-            body = await self.read_body(headers, receive)
+            body = await read_body(headers, receive, self.config.max_body_bytes)
         except TooLarge:
             limit = self.config.max_body_bytes
             return await self.error(send, 413, f"request body over the limit of {limit} bytes (--max-body)")
