@@ -17,15 +17,15 @@ import numpy as np
 import pytest
 
 import edgepilot
-from edgepilot.bench.bandwidth import (
+from edgepilot.device.bandwidth import (
     Bandwidth,
     buffer_size,
     last_level_cache,
     measure_read_bandwidth,
     thread_counts,
 )
-from edgepilot.bench.roofline import kv_bytes_per_cell, read_per_token
 from edgepilot.errors import UserError
+from edgepilot.plan.roofline import kv_bytes_per_cell, read_per_token
 
 MIB = 1 << 20
 SRC = str(Path(edgepilot.__file__).resolve().parent.parent)
@@ -149,7 +149,7 @@ def test_probe_measures_only_when_asked_and_bench_uses_the_kept_figure(tmp_path,
 
 
 def _keep(data: Path, bytes_per_s: float) -> None:
-    from edgepilot.bench.bandwidth_cache import CACHE_NAME, FORMAT, cache_key
+    from edgepilot.tuned.bandwidth_cache import CACHE_NAME, FORMAT, cache_key
 
     entry = {"bytes_per_s": bytes_per_s, "threads": 1, "buffer_bytes": 64 * MIB, "seconds": 0.1, "passes": 2}
     data.mkdir(parents=True, exist_ok=True)
@@ -177,7 +177,7 @@ def test_measuring_again_keeps_the_best_figure(tmp_path):
 
 def test_tunes_own_summary_does_not_send_the_user_to_tune():
     """issue 31 review: tune's bandwidth line ended with "look at threads and cores (edgepilot tune)"."""
-    from edgepilot.bench.roofline import share_words
+    from edgepilot.plan.roofline import share_words
 
     for share in (0.1, 0.5):
         assert "edgepilot tune" in share_words(share)

@@ -10,9 +10,9 @@ import pytest
 
 from edgepilot.bench.monitor import Reading, Sensors, cool_down, throttle_verdict
 from edgepilot.bench.ranges import parse_bool_list, parse_int_list
-from edgepilot.bench.roofline import Bandwidth, bytes_per_token, roofline_fraction
 from edgepilot.device.cpusets import cpu_mask, cpulist, parse_cpulist
 from edgepilot.errors import UserError
+from edgepilot.plan.roofline import Bandwidth, bytes_per_token, roofline_fraction
 from edgepilot.tuned.pinning import allowed_cpus, pin_process, pinned, thread_affinities
 
 

@@ -95,7 +95,7 @@ def test_chat_says_it_once(smollm_path):
 
 
 def test_the_largest_context_says_it_stops_at_the_trained_one(smollm_path):
-    """issue 31 review: 'fits at ctx 100000' then 'largest context that fits: 8192' read as a contradiction."""
+    """issue 31 review: 'fits at ctx 100000', then 'largest context that fits: 8192': a contradiction."""
     data = json.loads(_cli("fit", str(smollm_path), "--ctx", "100000", "--json").stdout)
     assert data["fits"] and data["max_ctx"] == data["n_ctx_train"] == 8192
     said = " ".join(_cli("fit", str(smollm_path), "--ctx", "100000").stdout.split())

@@ -7,10 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from edgepilot.bench.bandwidth_cache import machine_bandwidth
-from edgepilot.bench.roofline import bytes_per_token
 from edgepilot.bench.store import connect, db_path, readable_history
 from edgepilot.errors import UserError
+from edgepilot.plan.roofline import bytes_per_token
+from edgepilot.tuned.bandwidth_cache import machine_bandwidth
 from edgepilot.tuned.identity import device_id, model_id
 
 

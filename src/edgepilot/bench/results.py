@@ -87,4 +87,4 @@ class BenchReport:
     engine: EngineInfo | None = None  # which llama.cpp measured: in-process, or llama-bench with its version
     partial: bool = False  # stopped (Ctrl-C) before every test ran: `rows` are the ones that finished
     kv_bytes_per_cell: int | None = None  # what a token of context adds to each generated token's reads
-    bandwidth_how: str | None = None  # how the memory read bandwidth was measured (bench/bandwidth.py)
+    bandwidth_how: str | None = None  # how the memory read bandwidth was measured (device/bandwidth.py)

@@ -10,15 +10,15 @@ import itertools
 import time
 from pathlib import Path
 
-from edgepilot.bench.bandwidth_cache import machine_bandwidth
 from edgepilot.bench.monitor import Recording, Sensors, cool_down
 from edgepilot.bench.request import BenchRequest, Progress, with_reading
 from edgepilot.bench.results import BenchReport, BenchRow
-from edgepilot.bench.roofline import bytes_per_token, kv_bytes_per_cell, read_per_token, roofline_fraction
 from edgepilot.bench.store import save_report
 from edgepilot.device.cpu import read_cpu
 from edgepilot.device.cpusets import cpu_mask, cpulist
 from edgepilot.engine.choice import choose_engine
+from edgepilot.plan.roofline import bytes_per_token, kv_bytes_per_cell, read_per_token, roofline_fraction
+from edgepilot.tuned.bandwidth_cache import machine_bandwidth
 from edgepilot.tuned.identity import MeasuredModel, device_id, model_id, versions
 from edgepilot.tuned.pinning import allowed_cpus, pinned
 from edgepilot.words import count

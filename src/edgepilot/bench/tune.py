@@ -10,7 +10,6 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from edgepilot.bench.bandwidth_cache import machine_bandwidth
 from edgepilot.bench.coresets import device_sets
 from edgepilot.bench.gpu_trial import DEFAULT_DEADLINE_S, GpuPoint, GpuTrial, trial_gpu, trial_note
 from edgepilot.bench.lab import EngineLab
@@ -18,7 +17,6 @@ from edgepilot.bench.measure import LLAMA_BENCH_BATCH
 from edgepilot.bench.monitor import Sensors
 from edgepilot.bench.repack_trial import ROUNDS, trial_repack
 from edgepilot.bench.request import Progress
-from edgepilot.bench.roofline import bytes_per_token, kv_bytes_per_cell, read_per_token, roofline_fraction
 from edgepilot.bench.search import Search, SearchConfig, ubatch_candidates
 from edgepilot.bench.store import save_report
 from edgepilot.bench.tool_lab import ToolLab
@@ -27,6 +25,8 @@ from edgepilot.device.cpu import read_cpu
 from edgepilot.device.cpusets import cpulist
 from edgepilot.engine.choice import choose_engine
 from edgepilot.errors import UserError
+from edgepilot.plan.roofline import bytes_per_token, kv_bytes_per_cell, read_per_token, roofline_fraction
+from edgepilot.tuned.bandwidth_cache import machine_bandwidth
 from edgepilot.tuned.decide import decide
 from edgepilot.tuned.identity import MeasuredModel, device_id, model_id
 from edgepilot.tuned.pinning import allowed_cpus

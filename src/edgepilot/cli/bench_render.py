@@ -52,7 +52,7 @@ def _roofline_line(
     gbs: float | None, bpt: int | None, tg: float | None, fraction: float | None, tuned: bool = False
 ) -> str | None:
     """Generation as a share of the memory's limit (fraction counts the weights and the KV cache read)."""
-    from edgepilot.bench.roofline import share_words
+    from edgepilot.plan.roofline import share_words
 
     if gbs is None or not bpt:
         return None

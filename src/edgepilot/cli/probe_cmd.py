@@ -89,8 +89,8 @@ def probe(
     tool = _llama_tool() if live else None
     facts = probe_device(root, llama_tool=tool)
     if live:
-        from edgepilot.bench.bandwidth_cache import bandwidth_facts
         from edgepilot.engine.gpu_check import judge_gpus
+        from edgepilot.tuned.bandwidth_cache import bandwidth_facts
 
         facts.engine = engine_facts(engine, check=check_engine)
         facts.memory_bandwidth = bandwidth_facts(measure=bandwidth, cpu=facts.cpu)

@@ -127,3 +127,23 @@ def _phantom(root: Path, sdk: int | None, props: dict[str, str]) -> tuple[int | 
         "developer option 'Disable child process restrictions' or "
         "`device_config put activity_manager max_phantom_processes 2147483647`"
     )
+
+
+def keep_alive_fix(a: AndroidFacts | None) -> str:
+    """What keeps a Termux process alive in the background, for this Android version (said by the doctor's
+    background-killed cause, and by run, chat and serve when Android moves them to a class it kills first)."""
+    if a is not None and a.sdk == 31:
+        disable = (
+            'Android 12: `adb shell "/system/bin/device_config set_sync_disabled_for_tests persistent; '
+            '/system/bin/device_config put activity_manager max_phantom_processes 2147483647"`'
+        )
+    else:
+        disable = (
+            "Android 12L+: `adb shell settings put global settings_enable_monitor_phantom_procs false` "
+            "(or Developer options > Disable child process restrictions); Android 12: "
+            "`adb shell /system/bin/device_config put activity_manager max_phantom_processes 2147483647`"
+        )
+    return (
+        "keep the process alive in the background: run `termux-wake-lock` first and let Termux ignore "
+        f"battery optimisation; stop Android's phantom-process killer: {disable} (termux/termux-app#2366)"
+    )

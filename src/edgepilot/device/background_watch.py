@@ -33,8 +33,7 @@ def background_note(s: Standing, root: Path = fs.LIVE_ROOT) -> str:
             f"{head} (Android's {s.klass} class): the kernel's OOM killer picks it first; whatever raised it "
             "decides (a session manager, a parent's setting); as root `choom -n 0 -p PID` lowers it"
         )
-    from edgepilot.device.android import read_android
-    from edgepilot.doctor.rules_android import keep_alive_fix
+    from edgepilot.device.android import keep_alive_fix, read_android
 
     env, _ = fs.read_env(root)
     android, _ = read_android(root, env)

@@ -62,7 +62,7 @@ class Probe:
     # The llama.cpp engine edgepilot would run here: {kind, path, version, ...} (engine/choice.py fills it for
     # this machine; None for a replayed device tree, whose programs are not here).
     engine: dict[str, Any] | None = None
-    # This machine's memory read bandwidth as bench/bandwidth_cache.py keeps it (None for a replayed tree).
+    # This machine's memory read bandwidth as tuned/bandwidth_cache.py keeps it (None for a replayed tree).
     memory_bandwidth: dict[str, Any] | None = None
 
     @property

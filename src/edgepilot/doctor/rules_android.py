@@ -6,7 +6,7 @@ import os
 import re
 
 from edgepilot.device import fs
-from edgepilot.device.android import AndroidFacts
+from edgepilot.device.android import keep_alive_fix
 from edgepilot.doctor.evidence import Evidence
 from edgepilot.doctor.rulekit import (
     ALLOC_FAIL,
@@ -56,26 +56,6 @@ def background_killed(ev: Evidence) -> list[Cause]:
         limit = a.phantom_process_limit if a.phantom_process_limit is not None else "off"
         evidence.append(f"Android {a.release or '?'} (SDK {a.sdk}), phantom-process limit: {limit}")
     return [cause("background-killed", score, evidence, keep_alive_fix(a))]
-
-
-def keep_alive_fix(a: AndroidFacts | None) -> str:
-    """What keeps a Termux process alive in the background, for this Android version (also said by run,
-    chat and serve when Android moves them to a class it kills first: device/background_watch.py)."""
-    if a is not None and a.sdk == 31:
-        disable = (
-            'Android 12: `adb shell "/system/bin/device_config set_sync_disabled_for_tests persistent; '
-            '/system/bin/device_config put activity_manager max_phantom_processes 2147483647"`'
-        )
-    else:
-        disable = (
-            "Android 12L+: `adb shell settings put global settings_enable_monitor_phantom_procs false` "
-            "(or Developer options > Disable child process restrictions); Android 12: "
-            "`adb shell /system/bin/device_config put activity_manager max_phantom_processes 2147483647`"
-        )
-    return (
-        "keep the process alive in the background: run `termux-wake-lock` first and let Termux ignore "
-        f"battery optimisation; stop Android's phantom-process killer: {disable} (termux/termux-app#2366)"
-    )
 
 
 def _model_paths(ev: Evidence) -> list[str]:

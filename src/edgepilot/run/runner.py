@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from edgepilot.bench.bandwidth_cache import machine_bandwidth
-from edgepilot.bench.roofline import generation_share
 from edgepilot.defaults import DEFAULT_PROMPT
 from edgepilot.device.background_watch import BackgroundWatch
 from edgepilot.engine import interrupts
@@ -18,8 +16,10 @@ from edgepilot.errors import UserError
 from edgepilot.gguf.resolve import resolve_model
 from edgepilot.plan.commands import llama_cpp_command
 from edgepilot.plan.requested import RequestedSettings
+from edgepilot.plan.roofline import generation_share
 from edgepilot.plan.settings import EngineSettings
 from edgepilot.plan.types import DoesNotFit, FitResult
+from edgepilot.tuned.bandwidth_cache import machine_bandwidth
 from edgepilot.tuned.calibrate import learn_from_run
 from edgepilot.tuned.decide import decide
 from edgepilot.untrusted import read_user_file
@@ -174,7 +174,9 @@ def run_model(
             ),
             warnings=list(plan.warnings),
             interrupted=interrupted,
-            roofline=generation_share(path, settings, stats, bandwidth),
+            roofline=generation_share(
+                path, settings, stats.n_prompt, stats.n_gen, stats.gen_tps, bandwidth
+            ),
             bandwidth_gbs=round(bandwidth.gb_per_s, 2) if bandwidth else None,
             background=watch.notes,
         )

@@ -1,9 +1,9 @@
 """The generation speed ceiling: every token reads (about) all the weights once, plus the KV cache of the
 context so far, so t/s <= memory read bandwidth / bytes read per token.
 
-The bandwidth is this device's measured read bandwidth (bench/bandwidth.py, kept per device by
-bandwidth_cache.py). A share near 1 means the memory is the limit and more tuning cannot help; well below 1
-means threads, cores or per-token overhead are.
+The bandwidth is this device's measured read bandwidth (device/bandwidth.py, kept per device by
+tuned/bandwidth_cache.py). A share near 1 means the memory is the limit and more tuning cannot help; well
+below 1 means threads, cores or per-token overhead are.
 """
 
 from __future__ import annotations
@@ -11,11 +11,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from edgepilot.bench.bandwidth import Bandwidth
+from edgepilot.device.bandwidth import Bandwidth
 from edgepilot.errors import UserError
 
 if TYPE_CHECKING:
-    from edgepilot.engine.base import GenerationStats
     from edgepilot.plan.settings import EngineSettings
 
 __all__ = [
@@ -79,15 +78,20 @@ def roofline_fraction(tg_ts: float, bytes_token: int | None, bandwidth: Bandwidt
 
 
 def generation_share(
-    model: Path, settings: EngineSettings, stats: GenerationStats, bandwidth: Bandwidth | None
+    model: Path,
+    settings: EngineSettings,
+    n_prompt: int,
+    n_gen: int,
+    gen_tps: float,
+    bandwidth: Bandwidth | None,
 ) -> float | None:
     """A run's generation as a share of the limit: its t/s x (weights + the KV cache of its context, on
     average the prompt and half the reply) / bandwidth."""
-    if bandwidth is None or not stats.n_gen:
+    if bandwidth is None or not n_gen:
         return None
     kv = kv_bytes_per_cell(model, settings.type_k, settings.type_v)
-    read = read_per_token(bytes_per_token(model), kv, stats.n_prompt + stats.n_gen / 2)
-    return roofline_fraction(stats.gen_tps, read, bandwidth)
+    read = read_per_token(bytes_per_token(model), kv, n_prompt + n_gen / 2)
+    return roofline_fraction(gen_tps, read, bandwidth)
 
 
 def share_words(fraction: float, tuned: bool = False) -> str:

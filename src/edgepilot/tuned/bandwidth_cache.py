@@ -24,7 +24,7 @@ from edgepilot.file_errors import escaped, is_denied, note_once, refused_where
 from edgepilot.untrusted import loads_json, read_capped
 
 if TYPE_CHECKING:
-    from edgepilot.bench.bandwidth import Bandwidth
+    from edgepilot.device.bandwidth import Bandwidth
     from edgepilot.device.cpu import CpuFacts
 
 CACHE_NAME = "memory-bandwidth.json"
@@ -69,7 +69,7 @@ def _read() -> dict[str, dict[str, Any]] | None:
 
 
 def _from_entry(entry: dict[str, Any]) -> Bandwidth | None:
-    from edgepilot.bench.bandwidth import Bandwidth
+    from edgepilot.device.bandwidth import Bandwidth
 
     known = {f.name for f in fields(Bandwidth)}
     try:
@@ -120,7 +120,7 @@ def machine_bandwidth(
     kept = load(key)
     if (kept is not None and not again) or (kept is None and not (measure or again)):
         return kept
-    from edgepilot.bench.bandwidth import measure_read_bandwidth
+    from edgepilot.device.bandwidth import measure_read_bandwidth
 
     try:
         bw = measure_read_bandwidth()
