@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import socket
 import subprocess
 
@@ -57,6 +58,8 @@ def test_a_busy_port_is_found_before_the_model_is_read(smollm_path):
         proc = _run(str(smollm_path), "--port", str(port), "--ctx", "256")
     _one_line_error(proc, f"port {port}", "in use")
     assert len(proc.stderr.strip().splitlines()) == 1 and "preload" not in proc.stderr, proc.stderr
+    free = re.search(r"--port (\d+) is free now", proc.stderr)  # a value to paste, not "choose another"
+    assert free and int(free.group(1)) != port, proc.stderr
 
 
 def test_plan_that_does_not_fit_is_refused_with_the_plan(smollm_path):

@@ -76,6 +76,16 @@ class ServeStopped:
     deaths: list[Death]
 
 
+def _free_port(family: int, address: tuple) -> int | None:
+    """A port free on this address right now (the kernel's pick), to name in the error."""
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.bind((address[0], 0, *address[2:]))
+            return int(probe.getsockname()[1])
+    except OSError:
+        return None
+
+
 def bind_front(host: str, port: int) -> socket.socket:
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
@@ -90,7 +100,9 @@ def bind_front(host: str, port: int) -> socket.socket:
     except OSError as exc:
         sock.close()
         if exc.errno == errno.EADDRINUSE:
-            raise UserError(f"port {port} on {host} is already in use: choose another --port") from None
+            free = _free_port(family, address)
+            other = f"--port {free} is free now" if free else "choose another --port"
+            raise UserError(f"port {port} on {host} is in use: {other} (--port 0 picks one)") from None
         if exc.errno == errno.EACCES:
             raise UserError(f"no permission to listen on port {port}: use a port above 1023") from None
         raise UserError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
