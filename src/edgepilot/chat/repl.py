@@ -55,6 +55,15 @@ class Terminal:
         self.err.write(shown_lines(text) + "\n")
         self.err.flush()
 
+    def prose(self, text: str) -> None:
+        """A sentence of ours wrapped at spaces for the screen's width ($COLUMNS when not a terminal), as
+        the other commands' notes are: a word wider than the screen (a path) is printed whole."""
+        from edgepilot.cli.narrow import say
+        from edgepilot.cli.safe_console import SafeConsole
+
+        say(SafeConsole(file=self.err, highlight=False), text)
+        self.err.flush()
+
 
 def _readline_ready() -> None:
     with contextlib.suppress(ImportError):  # importing it gives input() line editing and history
@@ -141,9 +150,9 @@ def _command(chat: ChatSession, term: Terminal, line: str) -> bool:
         n = chat.load(path)
         term.say(f"loaded {count(n, 'message')} and {count(len(chat.kv.cached), 'cached token')} from {path}")
     elif name in ("/help", "/?"):
-        term.say(HELP)
+        term.prose(HELP)
     else:
-        term.say(f"unknown command {name}; {HELP}")
+        term.prose(f"unknown command {name}; {HELP}")
     return True
 
 
@@ -161,7 +170,7 @@ def _answer(chat: ChatSession, term: Terminal, text: str) -> None:
     if interrupted:
         term.say("(stopped)")
     for note in turn.notes:
-        term.say(f"note: {note}")
+        term.prose(f"note: {note}")
     term.say(status_line(turn))
 
 
@@ -170,13 +179,13 @@ def chat_loop(chat: ChatSession, term: Terminal, read: Callable[[str], str] | No
     limit = line_limit(chat.n_ctx)
     if term.interactive:
         _readline_ready()
-        term.say(f"chatting with {chat.path.name} (ctx {chat.n_ctx}); /help for commands")
+        term.prose(f"chatting with {chat.path.name} (ctx {chat.n_ctx}); /help for commands")
     if chat.plan.profile:
-        term.say(chat.plan.profile)
+        term.prose(chat.plan.profile)
     for warning in chat.plan.warnings:
-        term.say(f"warning: {warning}")
+        term.prose(f"warning: {warning}")
     if chat.template_note:
-        term.say(f"note: {chat.template_note}")
+        term.prose(f"note: {chat.template_note}")
     if read is None:
         read = _terminal_reader(limit) if term.interactive else _stdin_reader(limit)
     for line in _lines(term, read):

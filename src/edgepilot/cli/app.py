@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from edgepilot.cli.help_format import Group
 from edgepilot.errors import UserError
 
 if TYPE_CHECKING:
@@ -38,10 +39,11 @@ def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> 
     ctx.exit()
 
 
-# Inherited by every command: -h as well as --help, and each option's default shown in its help.
+# Inherited by every command: -h as well as --help, and each option's default shown in its help. Group
+# makes each command's help wrap without splitting a word (help_format.py).
 CONTEXT = {"help_option_names": ["-h", "--help"], "show_default": True}
 
-app = click.Group(
+app = Group(
     name="edgepilot",
     help="Run local LLMs well on phones and small ARM boards (llama.cpp underneath).",
     no_args_is_help=True,

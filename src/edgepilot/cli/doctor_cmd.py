@@ -62,7 +62,7 @@ def render_diagnosis(d: Diagnosis, out: Console) -> None:
         limit = f" of a {mib(run.memory_limit_bytes)} limit" if run.memory_limit_bytes else ""
         command = " ".join(map(shell_word, run.command[:3])) + (" …" if len(run.command) > 3 else "")
         figures = f"{how} after {run.wall_seconds:.1f} s · peak RSS {mib(run.peak_rss_bytes)}{limit}"
-        out.print(Text.assemble(("doctor:", "bold"), f" {command}: {figures}"))
+        say(out, Text.assemble(("doctor:", "bold"), f" {command}: {figures}"))  # a path stays whole
     for i, c in enumerate(d.causes, 1):
         say(out, Text.assemble(f"{i}. ", (c.id, "bold"), f" — {shown(c.title)}"))
         if i > DETAILED:

@@ -32,11 +32,10 @@ def render_fit(plan: FitResult, out: Console) -> None:
     from edgepilot.cli.budget_line import print_account
     from edgepilot.cli.narrow import Column, print_command, print_items, print_records, say
     from edgepilot.plan.context_limits import padded_ctx
-    from edgepilot.shown import shown
 
     m, s = plan.memory, plan.settings
     verdict = Text("fits", style="green") if plan.fits else Text("does not fit", style="red")
-    out.print(Text(shown(plan.model), style="bold"))
+    say(out, plan.model, style="bold")  # a path wider than the screen stays whole
     peak = f": predicted peak {mib(m.peak_rss_bytes)}"
     of_budget = f" of a {mib(plan.budget_bytes)} budget"
     if verdict.cell_len + len(peak + of_budget) > out.width:

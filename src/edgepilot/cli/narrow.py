@@ -53,11 +53,11 @@ def say(out: Console, text: str | Text, style: str | None = None) -> None:
     head, body = line.divide([hang])
     pieces = [body[p] for p in _word_lines(body.plain, out.width - hang)]  # a word is never split
     blank = Text(" " * hang, style=line.style)
+    floor = len(_MARKER.match(line.plain).group(1))  # the item's own indentation
     if head.plain.strip() and pieces[0].cell_len > out.width - hang:  # a long word: not beside its marker
         head.rstrip()
         out.print(head)
-        head = blank
-    floor = len(_MARKER.match(line.plain).group(1))  # the item's own indentation
+        head = _lead(blank, pieces[0].cell_len, out.width, floor)
     for n, piece in enumerate(pieces):
         lead = head if n == 0 else _lead(blank, piece.cell_len, out.width, floor)
         out.print(Text.assemble(lead, piece), soft_wrap=True)

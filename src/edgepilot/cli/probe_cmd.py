@@ -20,12 +20,9 @@ ROOT = click.option(
 )
 
 
-@click.group(no_args_is_help=True)
+@app.group(no_args_is_help=True)
 def snapshot() -> None:
     """Save this device's relevant files and command outputs so `--root` can replay them."""
-
-
-app.add_command(snapshot)
 
 
 NO_GPU_CHECK = click.option(
