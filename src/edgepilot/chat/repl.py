@@ -49,6 +49,8 @@ class Terminal:
     err: TextIO
     interactive: bool  # stdin is a terminal: prompt, readline
     stream: bool = True  # False with --json: answers only in the JSON at the end
+    # how the CLI wraps a sentence for the screen (cli/narrow.py's say); None: one line, as say() prints
+    wrap: Callable[[str], None] | None = None
 
     def say(self, text: str) -> None:
         """A line of ours; a file name or an error in it is shown escaped (edgepilot.shown)."""
@@ -58,10 +60,10 @@ class Terminal:
     def prose(self, text: str) -> None:
         """A sentence of ours wrapped at spaces for the screen's width ($COLUMNS when not a terminal), as
         the other commands' notes are: a word wider than the screen (a path) is printed whole."""
-        from edgepilot.cli.narrow import say
-        from edgepilot.cli.safe_console import SafeConsole
-
-        say(SafeConsole(file=self.err, highlight=False), text)
+        if self.wrap is None:
+            self.say(text)
+            return
+        self.wrap(text)
         self.err.flush()
 
 

@@ -102,8 +102,18 @@ def chat(
         raise report_engine_failure(failure, model, requested) from None
     from edgepilot.device.background_watch import BackgroundWatch
 
-    term = Terminal(out=sys.stdout, err=sys.stderr, interactive=sys.stdin.isatty(), stream=not as_json)
+    term = Terminal(
+        out=sys.stdout, err=sys.stderr, interactive=sys.stdin.isatty(), stream=not as_json, wrap=_wrapped
+    )
     with session, BackgroundWatch(term.say):  # Android moving it to a class it kills first: said once
         result = chat_loop(session, term)
     if as_json or term.interactive:
         emit(result, as_json, render_end)
+
+
+def _wrapped(text: str) -> None:
+    """chat's notes wrapped at spaces for the screen, a path whole (cli/narrow.py)."""
+    from edgepilot.cli.narrow import say
+    from edgepilot.cli.safe_console import SafeConsole
+
+    say(SafeConsole(file=sys.stderr, highlight=False), text)
