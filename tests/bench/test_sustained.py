@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -59,7 +60,8 @@ def test_a_short_sustained_bench_reports_windows_and_steady_speed_and_is_kept(cl
 @pytest.mark.parametrize("bad", ["soon", "1s", "5 weeks"])
 def test_a_bad_duration_is_one_line_and_exit_2(cli_app, smollm_path, bad):
     res = CliRunner().invoke(cli_app, ["bench", str(smollm_path), "--sustained", bad])
-    assert res.exit_code == 2 and "--sustained" in res.output and "Traceback" not in res.output
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    assert re.search(r"cannot read --sustained|--sustained '1s' is too short", res.output), res.output
 
 
 def _join_cgroup(group: Path) -> None:
@@ -110,3 +112,32 @@ def test_a_quota_tightened_half_way_shows_as_a_fall_in_the_second_half(smollm_pa
         for pid in (group / "cgroup.procs").read_text().split():
             (CPU_CGROUP / "cgroup.procs").write_text(pid)
         group.rmdir()
+
+
+def test_ctrl_c_keeps_the_windows_measured(smollm_path, data_dir):
+    env = {**os.environ, "EDGEPILOT_PROGRESS_SECONDS": "0.5", "PYTHONUNBUFFERED": "1"}
+    cmd = [
+        sys.executable,
+        "-m",
+        "edgepilot",
+        "bench",
+        str(smollm_path),
+        "--sustained",
+        "60s",
+        "--window",
+        "2",
+    ]
+    child = subprocess.Popen(
+        [*cmd, "-t", "1", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+    )
+    for line in child.stderr:
+        found = DONE.search(line.decode(errors="replace"))
+        if found and int(found.group(1)) >= 3:  # two windows done
+            child.send_signal(signal.SIGINT)
+            break
+    out, _ = child.communicate(timeout=300)
+    assert child.returncode == 130
+    report = json.loads(out)
+    assert report["partial"] and 2 <= len(report["windows"]) < 30 and report["steady_ts"] > 0
+    with sqlite3.connect(report["db_path"]) as con:
+        assert con.execute("SELECT partial FROM runs WHERE id = ?", (report["run_id"],)).fetchone() == (1,)
