@@ -73,3 +73,18 @@ def read_count(value: object, *, what: str, minimum: int = 0, maximum: int = MAX
     if not minimum <= value <= maximum:
         raise ValueError(f"{what} {value} is out of range ({minimum} to {maximum})")
     return value
+
+
+_DURATION = re.compile(r"(\d{1,9}(?:\.\d{1,6})?) ?(s|sec|m|min|h)?")
+_SECONDS = {None: 1, "s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600}
+
+
+def parse_duration(text: str, *, what: str = "duration", minimum: float = 1.0) -> float:
+    """Seconds from '90', '90s', '5m', '1.5h'; one clear line (UserError) for anything else."""
+    match = _DURATION.fullmatch(str(text).strip().lower())
+    if match is None:
+        raise UserError(f"cannot read {what} '{str(text)[:40]}': use seconds or a unit, e.g. 90s, 5m, 1h")
+    seconds = float(match.group(1)) * _SECONDS[match.group(2)]
+    if seconds < minimum:
+        raise UserError(f"{what} '{text}' is too short: at least {minimum:g} s")
+    return seconds

@@ -30,12 +30,13 @@ from edgepilot.safe_write import check_target
 from edgepilot.tuned.identity import DeviceId
 
 DB_NAME = "bench.sqlite"
-SCHEMA_VERSION = 4  # 2: results.repack; 3: results.device, results.n_gpu_layers; 4: runs.partial
+SCHEMA_VERSION = 5  # 2: results.repack; 3: results.device, results.n_gpu_layers; 4: runs.partial;
+# 5: results.windows, fell_at_s, drop_pct (bench --sustained)
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
     id INTEGER PRIMARY KEY,
     started TEXT NOT NULL,
-    kind TEXT NOT NULL,                 -- bench | tune
+    kind TEXT NOT NULL,                 -- bench | tune | sustained
     device_fp TEXT NOT NULL,
     device TEXT,
     model_key TEXT NOT NULL,
@@ -59,7 +60,8 @@ CREATE TABLE IF NOT EXISTS results (
     device TEXT DEFAULT 'none', n_gpu_layers INTEGER DEFAULT 0,
     avg_ts REAL, stddev_ts REAL, samples_ts TEXT,
     temp_start_c REAL, temp_max_c REAL, watts REAL, joules_per_token REAL, throttled INTEGER, roofline REAL,
-    test_time TEXT
+    test_time TEXT,
+    windows TEXT, fell_at_s REAL, drop_pct REAL  -- sustained: JSON windows, when and how far speed fell
 );
 CREATE INDEX IF NOT EXISTS results_run ON results(run_id);
 CREATE INDEX IF NOT EXISTS runs_device_model ON runs(device_fp, model_key);
@@ -72,6 +74,9 @@ ADDED_COLUMNS = (
     ("repack", "INTEGER", "1"),
     ("device", "TEXT", "'none'"),
     ("n_gpu_layers", "INTEGER", "0"),
+    ("windows", "TEXT", "NULL"),
+    ("fell_at_s", "REAL", "NULL"),
+    ("drop_pct", "REAL", "NULL"),
 )
 # ... and to `runs`: older runs ran to the end.
 ADDED_RUN_COLUMNS = (("partial", "INTEGER", "0"),)

@@ -93,6 +93,17 @@ def _output_format(as_json: bool, as_csv: bool, as_md: bool) -> str:
     metavar="SECONDS",
 )
 @click.option("--no-warmup", is_flag=True, help="Skip the warm-up run before each test")
+@click.option(
+    "--sustained",
+    metavar="DURATION",
+    help="Generate back to back for DURATION (e.g. 90s, 5m) and report the speed it holds, per window",
+)
+@click.option(
+    "--window",
+    type=float,
+    help="With --sustained: seconds per window (default: a tenth, 2-10 s)",
+    metavar="S",
+)
 @PLOT
 @click.option("--history", is_flag=True, help="Show past results on this device and compare")
 @click.option("--last", default=40, help="With --history: how many results to show", metavar="N")
@@ -119,6 +130,8 @@ def bench(
     gpu_layers: str | None,
     cooldown: float,
     no_warmup: bool,
+    sustained: str | None,
+    window: float | None,
     plot: Path | None,
     history: bool,
     last: int,
@@ -144,6 +157,13 @@ def bench(
             raise UserError("--history prints a table or --json")
         _history(model, last, as_json)
         return
+    if sustained is not None:
+        if fmt in ("csv", "md") or plot is not None:
+            raise UserError("--sustained prints a table or --json")
+        _sustained(model, sustained, window, threads, no_save, as_json, engine, verbose)
+        return
+    if window is not None:
+        raise UserError("--window goes with --sustained")
     from edgepilot.bench.runner import BenchRequest
     from edgepilot.gguf.resolve import resolve_model
 
@@ -194,6 +214,44 @@ def bench(
         from edgepilot.cli.bench_render import render_bench
 
         emit(report, as_json, render_bench)
+    _exit_if_stopped(report.partial)
+
+
+def _sustained(
+    model: str | None,
+    duration_text: str,
+    window: float | None,
+    threads: str | None,
+    no_save: bool,
+    as_json: bool,
+    engine: str | None,
+    verbose: bool,
+) -> None:
+    from edgepilot.bench.ranges import parse_int_list
+    from edgepilot.bench.sustained import run_sustained
+    from edgepilot.cli.sustained_render import render_sustained
+    from edgepilot.gguf.resolve import resolve_model
+    from edgepilot.sizes import parse_duration
+
+    duration = parse_duration(duration_text, what="--sustained", minimum=2.0)
+    n_threads = None
+    if threads:
+        counts = parse_int_list(threads, "-t", minimum=1)
+        if len(counts) != 1:
+            raise UserError("--sustained measures one thread count: give -t N")
+        n_threads = counts[0]
+    window = window if window is not None else min(10.0, max(2.0, duration / 10))
+    path = resolve_model(model)
+    if not no_save:
+        from edgepilot.bench.store import check_writable
+
+        check_writable()
+    with progress_bar("sustained") as update:
+        report = run_sustained(
+            path, duration, window, n_threads, update, verbose=verbose, store=not no_save, engine=engine
+        )
+    _said_stopped(report.partial)
+    emit(report, as_json, render_sustained)
     _exit_if_stopped(report.partial)
 
 

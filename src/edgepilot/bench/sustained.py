@@ -1,0 +1,193 @@
+"""`edgepilot bench --sustained`: generation back to back for minutes, measured in windows, to see the speed a
+device holds once it is hot (or its CPU share is cut), not the speed of a burst.
+
+Each window decodes single tokens as llama-bench's tg test does, on a context reset when it would fill, and
+records tokens/s, the CPU temperature (monitor.py) and each cluster's current frequency (scaling_cur_freq).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import statistics
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from edgepilot.bench.monitor import Recording, Sensors
+from edgepilot.bench.request import Progress
+from edgepilot.device import fs
+from edgepilot.device.cpu import SYS_CPU, read_cpu
+from edgepilot.engine.choice import EngineInfo, choose_engine
+from edgepilot.errors import UserError
+from edgepilot.tuned.identity import DeviceId, MeasuredModel, device_id, model_id, versions
+
+# Tokens in the context before it is reset. Short, and the fills run on across windows: a token's cost grows
+# with the context, and a long fill would make the first window of each fill look fast.
+N_CTX = 128
+FALL = 0.10  # a window this much below the first windows' median counts as the speed having fallen
+MIN_WINDOW = 1.0
+
+
+@dataclass
+class SustainedWindow:
+    start_s: float  # seconds since the first window began
+    seconds: float  # time spent decoding in this window
+    tokens: int
+    tokens_per_s: float
+    temp_c: float | None = None  # the hottest CPU zone read during the window
+    freq_mhz: list[int | None] = field(default_factory=list)  # per cluster, as `clusters` lists them
+
+
+@dataclass
+class SustainedReport:
+    model: MeasuredModel
+    device: DeviceId
+    duration_s: float
+    window_s: float
+    n_threads: int
+    clusters: list[str]  # the CPUs of each cluster, e.g. "0-3"
+    windows: list[SustainedWindow] = field(default_factory=list)
+    first_ts: float | None = None  # median of the first third of the windows
+    steady_ts: float | None = None  # median of the last third
+    fell_at_s: float | None = None  # when speed fell >10 % below first_ts and stayed (None: it never did)
+    drop_pct: float | None = None  # how far steady_ts is below first_ts
+    started: str = ""
+    seconds: float = 0.0
+    kind: str = "sustained"
+    engine: EngineInfo | None = None
+    build: dict[str, str] = field(default_factory=dict)
+    sensors: list[str] = field(default_factory=list)
+    partial: bool = False  # stopped by Ctrl-C: `windows` are the ones measured
+    run_id: int | None = None
+    db_path: str | None = None
+
+
+def summarize(report: SustainedReport) -> None:
+    """Steady speed, the fall and when it came, from the windows measured."""
+    speeds = [w.tokens_per_s for w in report.windows]
+    if not speeds:
+        return
+    third = max(1, len(speeds) // 3)
+    first = statistics.median(speeds[:third])
+    steady = statistics.median(speeds[-third:])
+    report.first_ts, report.steady_ts = round(first, 3), round(steady, 3)
+    report.drop_pct = round((first - steady) / first * 100, 1) if first > 0 else None
+    # fallen: this window and the next (or the last window) >10 % below; one slow window is a hiccup (another
+    # program), not the device holding a lower speed
+    low = [s < first * (1 - FALL) for s in speeds] + [True]
+    fallen = next((i for i in range(len(speeds)) if low[i] and low[i + 1]), None)
+    report.fell_at_s = report.windows[fallen].start_s if fallen is not None else None
+
+
+def cluster_freqs(root: Path, clusters: list[list[int]]) -> list[int | None]:
+    """Each cluster's current frequency in MHz (its first online CPU that says), None where unreadable."""
+    out: list[int | None] = []
+    for cpus in clusters:
+        mhz = None
+        for cpu in cpus:
+            khz, _ = fs.read_int(root, f"{SYS_CPU}/cpu{cpu}/cpufreq/scaling_cur_freq")
+            if khz is not None:
+                mhz = khz // 1000
+                break
+        out.append(mhz)
+    return out
+
+
+def run_sustained(
+    path: Path,
+    duration: float,
+    window: float,
+    n_threads: int | None = None,
+    progress: Progress | None = None,
+    verbose: bool = False,
+    store: bool = True,
+    engine: str | None = None,
+    root: Path = fs.LIVE_ROOT,
+) -> SustainedReport:
+    if window < MIN_WINDOW or window > duration:
+        raise UserError(f"--window must be between {MIN_WINDOW:g} s and the duration ({duration:g} s)")
+    info = choose_engine(engine, tool="llama-bench")
+    if info.kind == "tools":
+        raise UserError("bench --sustained needs the in-process engine for now (llama-bench: not yet)")
+    if n_threads is None:
+        from edgepilot.tuned.decide import decide
+
+        n_threads = decide(path).settings.n_threads
+    cpu = read_cpu(root)
+    groups = [c.cpus for c in cpu.clusters]
+    from edgepilot.device.cpusets import cpulist
+
+    sensors = Sensors.find(root)
+    report = SustainedReport(
+        model=MeasuredModel.of(model_id(path)),
+        device=device_id(cpu=cpu),
+        duration_s=duration,
+        window_s=window,
+        n_threads=n_threads,
+        clusters=[cpulist(g) for g in groups],
+        started=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        engine=info,
+        build=versions(),
+        sensors=sensors.notes,
+    )
+    update = progress or (lambda _d, _n, _t: None)
+    t_start = time.perf_counter()
+    try:
+        _measure(path, report, sensors, groups, root, update, verbose)
+    except KeyboardInterrupt:
+        if not report.windows:
+            raise
+        report.partial = True
+    update("done", 1, 1)
+    report.seconds = round(time.perf_counter() - t_start, 2)
+    summarize(report)
+    if store and report.windows:
+        from edgepilot.bench.sustained_store import save_sustained
+
+        save_sustained(report)
+    return report
+
+
+def _measure(path, report, sensors, groups, root, update, verbose) -> None:
+    from edgepilot.bench.measure import Bencher, bench_settings, decode_each
+    from edgepilot.engine import interrupts
+    from edgepilot.engine.inprocess import LlamaEngine
+
+    n_windows = max(1, round(report.duration_s / report.window_s))
+    total = int(report.duration_s)
+    with LlamaEngine(path, bench_settings(0, N_CTX, report.n_threads), verbose=verbose) as engine:
+        bencher = Bencher(engine)
+        bencher.set_threads(report.n_threads)
+        report.model = MeasuredModel.of(model_id(path), engine.load.description, engine.load.n_params)
+        bencher.tg(1)  # warm-up
+        filled = 0  # tokens in the context
+        engine.reset()
+        t0 = time.perf_counter()
+        for i in range(n_windows):
+            start = time.perf_counter()
+            end = t0 + (i + 1) * report.window_s
+            recording = Recording(sensors).start()
+            tokens, seconds = 0, 0.0
+            while time.perf_counter() < end:
+                interrupts.raise_pending()
+                elapsed = int(time.perf_counter() - t0)
+                speed = f"{tokens / seconds:.1f} t/s" if seconds else "…"
+                update(f"window {i + 1}/{n_windows} {speed}", min(elapsed, total), total)
+                if filled >= N_CTX - 1:
+                    engine.reset()
+                    filled = 0
+                n, took = decode_each(engine, bencher._tokens(N_CTX - 1 - filled), end)
+                filled += n
+                tokens += n
+                seconds += took
+            reading = recording.stop()
+            report.windows.append(
+                SustainedWindow(
+                    start_s=round(start - t0, 2),
+                    seconds=round(seconds, 3),
+                    tokens=tokens,
+                    tokens_per_s=round(tokens / seconds, 3) if seconds else 0.0,
+                    temp_c=reading.temp_max_c,
+                    freq_mhz=cluster_freqs(root, groups),
+                )
+            )

@@ -1,0 +1,67 @@
+"""A sustained bench in the bench history: a run of kind `sustained` with one result, its steady speed, the
+windows kept as JSON beside it."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import statistics
+from pathlib import Path
+
+from edgepilot.bench.store import connect, db_path
+from edgepilot.bench.sustained import SustainedReport
+
+
+def save_sustained(report: SustainedReport, path: Path | None = None) -> int:
+    speeds = [w.tokens_per_s for w in report.windows]
+    temps = [w.temp_c for w in report.windows if w.temp_c is not None]
+    with connect(path) as con:
+        cur = con.execute(
+            "INSERT INTO runs (started, kind, device_fp, device, model_key, model_name, model_path,"
+            " model_size, model_type, seconds, build, partial) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                report.started,
+                "sustained",
+                report.device.fingerprint,
+                report.device.description,
+                report.model.key,
+                report.model.name,
+                report.model.path,
+                report.model.size,
+                report.model.type,
+                report.seconds,
+                json.dumps(report.build),
+                int(report.partial),
+            ),
+        )
+        run_id = int(cur.lastrowid)
+        con.execute(
+            "INSERT INTO results (run_id, test, n_prompt, n_gen, n_threads, n_batch, n_ubatch, flash_attn,"
+            " type_k, type_v, use_mmap, avg_ts, stddev_ts, samples_ts, temp_start_c, temp_max_c,"
+            " windows, fell_at_s, drop_pct, test_time) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                run_id,
+                "sustained",
+                0,
+                sum(w.tokens for w in report.windows),
+                report.n_threads,
+                2048,
+                512,
+                0,
+                "f16",
+                "f16",
+                1,
+                report.steady_ts,
+                round(statistics.stdev(speeds), 3) if len(speeds) > 1 else 0.0,
+                json.dumps(speeds),
+                temps[0] if temps else None,
+                max(temps) if temps else None,
+                json.dumps([dataclasses.asdict(w) for w in report.windows]),
+                report.fell_at_s,
+                report.drop_pct,
+                report.started,
+            ),
+        )
+    report.run_id = run_id
+    report.db_path = str(path or db_path())
+    return run_id
