@@ -100,7 +100,6 @@ def run_sustained(
     n_threads: int | None = None,
     progress: Progress | None = None,
     verbose: bool = False,
-    store: bool = True,
     engine: str | None = None,
     root: Path = fs.LIVE_ROOT,
 ) -> SustainedReport:
@@ -141,10 +140,6 @@ def run_sustained(
     update("done", 1, 1)
     report.seconds = round(time.perf_counter() - t_start, 2)
     summarize(report)
-    if store and report.windows:
-        from edgepilot.bench.sustained_store import save_sustained
-
-        save_sustained(report)
     return report
 
 

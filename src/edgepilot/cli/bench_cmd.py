@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -13,6 +11,7 @@ import click
 
 from edgepilot.cli import flags
 from edgepilot.cli.app import app, emit, err_console, user_errors
+from edgepilot.cli.bench_progress import exit_if_stopped, progress_bar, said_stopped
 from edgepilot.errors import UserError
 
 if TYPE_CHECKING:
@@ -28,32 +27,6 @@ PLOT = click.option(
     help="Also write the thread sweep as a PNG (needs matplotlib)",
     metavar="FILE",
 )
-
-
-@contextlib.contextmanager
-def progress_bar(title: str) -> Iterator:
-    """A rich progress bar on stderr; off a terminal a line every few seconds (--json/--csv stdout stays
-    clean either way)."""
-    if not err_console().is_terminal:
-        from edgepilot.cli.progress import PipeProgress
-
-        with PipeProgress(title) as plain:
-            yield plain.update
-        return
-    from rich.progress import MofNCompleteColumn, Progress, TimeElapsedColumn
-
-    from edgepilot.cli.narrow import progress_columns
-    from edgepilot.shown import shown
-
-    # the description can name a model or a device: text, never markup
-    columns = progress_columns(MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=err_console(), transient=True, expand=True) as bar:
-        task = bar.add_task(title, total=None)
-
-        def update(description: str, done: int, total: int) -> None:
-            bar.update(task, description=shown(f"{title}: {description}"), completed=done, total=total)
-
-        yield update
 
 
 def _output_format(as_json: bool, as_csv: bool, as_md: bool) -> str:
@@ -160,7 +133,9 @@ def bench(
     if sustained is not None:
         if fmt in ("csv", "md") or plot is not None:
             raise UserError("--sustained prints a table or --json")
-        _sustained(model, sustained, window, threads, no_save, as_json, engine, verbose)
+        from edgepilot.cli.sustained_cmd import sustained_bench
+
+        sustained_bench(model, sustained, window, threads, no_save, as_json, engine, verbose)
         return
     if window is not None:
         raise UserError("--window goes with --sustained")
@@ -196,7 +171,7 @@ def bench(
 
     with progress_bar("bench") as update:
         report = run_bench(path, request, progress=update, verbose=verbose, store=not no_save, engine=engine)
-    _said_stopped(report.partial)
+    said_stopped(report.partial)
     if plot is not None:
         from edgepilot.bench.plot import save_png, sweep_series
         from edgepilot.bench.runner import sweep_points
@@ -214,55 +189,7 @@ def bench(
         from edgepilot.cli.bench_render import render_bench
 
         emit(report, as_json, render_bench)
-    _exit_if_stopped(report.partial)
-
-
-def _sustained(
-    model: str | None,
-    duration_text: str,
-    window: float | None,
-    threads: str | None,
-    no_save: bool,
-    as_json: bool,
-    engine: str | None,
-    verbose: bool,
-) -> None:
-    from edgepilot.bench.ranges import parse_int_list
-    from edgepilot.bench.sustained import run_sustained
-    from edgepilot.cli.sustained_render import render_sustained
-    from edgepilot.gguf.resolve import resolve_model
-    from edgepilot.sizes import parse_duration
-
-    duration = parse_duration(duration_text, what="--sustained", minimum=2.0)
-    n_threads = None
-    if threads:
-        counts = parse_int_list(threads, "-t", minimum=1)
-        if len(counts) != 1:
-            raise UserError("--sustained measures one thread count: give -t N")
-        n_threads = counts[0]
-    window = window if window is not None else min(10.0, max(2.0, duration / 10))
-    path = resolve_model(model)
-    if not no_save:
-        from edgepilot.bench.store import check_writable
-
-        check_writable()
-    with progress_bar("sustained") as update:
-        report = run_sustained(
-            path, duration, window, n_threads, update, verbose=verbose, store=not no_save, engine=engine
-        )
-    _said_stopped(report.partial)
-    emit(report, as_json, render_sustained)
-    _exit_if_stopped(report.partial)
-
-
-def _said_stopped(partial: bool) -> None:
-    if partial:  # the tests that finished follow, as chat keeps a stopped answer
-        err_console().print("(stopped)", markup=False)
-
-
-def _exit_if_stopped(partial: bool) -> None:
-    if partial:  # what finished is shown and kept; the status still says a Ctrl-C ended it
-        raise click.exceptions.Exit(130)
+    exit_if_stopped(report.partial)
 
 
 def _offload(device: str | None, gpu_layers: str | None, path: Path) -> tuple[str, list[int]]:
@@ -402,10 +329,10 @@ def tune(
         check_writable()
     with progress_bar("tune") as update:
         report = run_tune(path, request, progress=update, verbose=verbose, engine=engine)
-    _said_stopped(report.partial)
+    said_stopped(report.partial)
     if plot is not None:
         from edgepilot.bench.plot import save_png, sweep_series
 
         report.plot_png = str(save_png(sweep_series(sweep_points(report)), plot, _title(report.model)))
     emit(report, as_json, render_tune)
-    _exit_if_stopped(report.partial)
+    exit_if_stopped(report.partial)
