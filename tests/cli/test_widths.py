@@ -195,7 +195,7 @@ def test_bench(benched):
 
 
 def test_history(benched):
-    from edgepilot.bench.store import history
+    from edgepilot.bench.history import history
     from edgepilot.cli.bench_render import render_history
 
     h = history(benched.device.fingerprint, benched.device.description, benched.model.key, "SmolLM2")

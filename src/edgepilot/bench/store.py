@@ -1,4 +1,5 @@
-"""Every bench/tune result in one SQLite file under the user's data directory, and the history view over it.
+"""Every bench/tune result in one SQLite file under the user's data directory (the history view over it:
+edgepilot.bench.history).
 
 Location: edgepilot.datadir.
 """
@@ -11,8 +12,8 @@ import json
 import os
 import sqlite3
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from edgepilot.bench.results import BenchReport, BenchRow
 from edgepilot.datadir import DATA_ELSEWHERE, DATA_FIX, data_dir, writable_data_folder
@@ -27,7 +28,6 @@ from edgepilot.file_errors import (
     read_only_file_fix,
 )
 from edgepilot.safe_write import check_target
-from edgepilot.tuned.identity import DeviceId
 
 DB_NAME = "bench.sqlite"
 SCHEMA_VERSION = 5  # 2: results.repack; 3: results.device, results.n_gpu_layers; 4: runs.partial;
@@ -94,7 +94,7 @@ def db_path() -> Path:
     return data_dir() / DB_NAME
 
 
-def _readable(path: Path) -> bool:
+def history_exists(path: Path) -> bool:
     """Whether the history file exists (False: none yet); a UserError when permissions keep it from us."""
     try:
         os.stat(path)
@@ -115,7 +115,7 @@ def readable_history(path: Path | None = None) -> bool:
     """Whether there is a history to read; one the permissions keep from us is left out with a note (for
     what only takes a hint from it)."""
     try:
-        return _readable(path or db_path())
+        return history_exists(path or db_path())
     except UserError as exc:
         note_once(f"{HISTORY} is left out: {exc}")
         return False
@@ -125,7 +125,7 @@ def check_writable(path: Path | None = None) -> None:
     """A UserError unless results can be added to the history (before bench or tune measures for minutes)."""
     path = path or db_path()
     writable_data_folder(path.parent, HISTORY, NO_SAVE)
-    if _readable(path) and not os.access(path, os.W_OK):
+    if history_exists(path) and not os.access(path, os.W_OK):
         fix = _write_fix(path)
         raise UserError(f"cannot write {HISTORY} {escaped(path)}: it is read-only for you; {fix}")
 
@@ -154,7 +154,7 @@ def connect(path: Path | None = None, create: bool = True) -> Iterator[sqlite3.C
     path = path or db_path()
     if create:
         writable_data_folder(path.parent, HISTORY, NO_SAVE)
-    _readable(path)
+    history_exists(path)
     check_target(path, what="results database")  # a FIFO or device there is not a database
     try:
         if create:
@@ -217,30 +217,42 @@ def _as_current_schema(con: sqlite3.Connection) -> None:
             con.execute(f"CREATE TEMP VIEW {table} AS SELECT *, {', '.join(added)} FROM main.{table}")
 
 
+def insert_run(
+    con: sqlite3.Connection,
+    report: Any,
+    kind: str,
+    bandwidth_gbs: float | None = None,
+    bytes_per_token: int | None = None,
+) -> int:
+    """The `runs` row of a report (bench, tune or sustained: each has started, device, model, seconds, build,
+    partial); its id."""
+    cur = con.execute(
+        "INSERT INTO runs (started, kind, device_fp, device, model_key, model_name, model_path,"
+        " model_size, model_type, bandwidth_gbs, bytes_per_token, seconds, build, partial)"
+        " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        (
+            report.started,
+            kind,
+            report.device.fingerprint,
+            report.device.description,
+            report.model.key,
+            report.model.name,
+            report.model.path,
+            report.model.size,
+            report.model.type,
+            bandwidth_gbs,
+            bytes_per_token,
+            report.seconds,
+            json.dumps(report.build),
+            int(report.partial),
+        ),
+    )
+    return int(cur.lastrowid)
+
+
 def save_report(report: BenchReport, kind: str = "bench", path: Path | None = None) -> int:
     with connect(path) as con:
-        cur = con.execute(
-            "INSERT INTO runs (started, kind, device_fp, device, model_key, model_name, model_path,"
-            " model_size, model_type, bandwidth_gbs, bytes_per_token, seconds, build, partial)"
-            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            (
-                report.started,
-                kind,
-                report.device.fingerprint,
-                report.device.description,
-                report.model.key,
-                report.model.name,
-                report.model.path,
-                report.model.size,
-                report.model.type,
-                report.bandwidth_gbs,
-                report.bytes_per_token,
-                report.seconds,
-                json.dumps(report.build),
-                int(report.partial),
-            ),
-        )
-        run_id = int(cur.lastrowid)
+        run_id = insert_run(con, report, kind, report.bandwidth_gbs, report.bytes_per_token)
         con.executemany(
             "INSERT INTO results (run_id, test, n_prompt, n_gen, n_threads, cores, n_batch, n_ubatch,"
             " flash_attn, type_k, type_v, use_mmap, repack, device, n_gpu_layers, avg_ts, stddev_ts,"
@@ -281,120 +293,3 @@ def _result_values(run_id: int, row: BenchRow) -> tuple:
         row.roofline,
         row.test_time,
     )
-
-
-def has_gpu_results(path: Path | None = None) -> bool:
-    """Whether any stored result was measured on a GPU (a cheap question before a per-model one)."""
-    path = path or db_path()
-    if not _readable(path):
-        return False
-    with connect(path, create=False) as con:
-        return con.execute("SELECT 1 FROM results WHERE device != 'none' LIMIT 1").fetchone() is not None
-
-
-@dataclass
-class HistoryEntry:
-    run_id: int
-    started: str
-    kind: str
-    model_name: str
-    test: str
-    n_threads: int
-    cores: str | None
-    n_ubatch: int
-    flash_attn: bool
-    avg_ts: float
-    stddev_ts: float
-    previous_ts: float | None  # the same test with the same settings, the run before
-    change: float | None  # avg_ts / previous_ts - 1
-    best_ts: float  # best ever for the same test and settings
-    throttled: bool | None
-    roofline: float | None
-    device: str = "none"  # llama.cpp's -dev the result was measured on
-    n_gpu_layers: int = 0
-    partial: bool = False  # its run was stopped (Ctrl-C) before every test ran
-
-
-@dataclass
-class History:
-    db_path: str
-    device: DeviceId
-    model: str | None
-    entries: list[HistoryEntry] = field(default_factory=list)
-    runs: int = 0
-    other_devices: int = 0  # runs stored for other device fingerprints (not shown)
-
-
-def history(
-    device_fp: str,
-    device_desc: str,
-    model_key: str | None = None,
-    model_label: str | None = None,
-    limit: int = 40,
-    path: Path | None = None,
-) -> History:
-    """The latest results on this device (optionally one model), each compared with its previous run."""
-    path = path or db_path()
-    result = History(str(path), DeviceId(device_fp, device_desc), model_label)
-    if not _readable(path):
-        return result
-    with connect(path, create=False) as con:
-        where, args = "r.device_fp = ?", [device_fp]
-        if model_key:
-            where += " AND r.model_key = ?"
-            args.append(model_key)
-        rows = con.execute(
-            "SELECT x.*, r.started, r.kind, r.model_name, r.model_key, r.partial"
-            f" FROM results x JOIN runs r ON r.id = x.run_id WHERE {where} ORDER BY x.run_id, x.id",
-            args,
-        ).fetchall()
-        result.runs = con.execute(f"SELECT COUNT(*) FROM runs r WHERE {where}", args).fetchone()[0]
-        result.other_devices = con.execute(
-            "SELECT COUNT(*) FROM runs WHERE device_fp != ?", (device_fp,)
-        ).fetchone()[0]
-    last_seen: dict[tuple, float] = {}
-    best: dict[tuple, float] = {}
-    entries: list[HistoryEntry] = []
-    for r in rows:
-        key = (
-            r["model_key"],
-            r["test"],
-            r["n_threads"],
-            r["cores"],
-            r["n_ubatch"],
-            r["flash_attn"],
-            r["type_k"],
-            r["type_v"],
-            r["n_batch"],
-            r["repack"],
-            r["device"],
-            r["n_gpu_layers"],
-        )
-        prev = last_seen.get(key)
-        best[key] = max(best.get(key, 0.0), r["avg_ts"])
-        entries.append(
-            HistoryEntry(
-                run_id=r["run_id"],
-                started=r["started"],
-                kind=r["kind"],
-                model_name=r["model_name"],
-                test=r["test"],
-                n_threads=r["n_threads"],
-                cores=r["cores"],
-                n_ubatch=r["n_ubatch"],
-                flash_attn=bool(r["flash_attn"]),
-                avg_ts=r["avg_ts"],
-                stddev_ts=r["stddev_ts"],
-                previous_ts=prev,
-                change=round(r["avg_ts"] / prev - 1, 4) if prev else None,
-                best_ts=best[key],
-                throttled=None if r["throttled"] is None else bool(r["throttled"]),
-                roofline=r["roofline"],
-                device=r["device"] or "none",
-                n_gpu_layers=r["n_gpu_layers"] or 0,
-                partial=bool(r["partial"]),
-            )
-        )
-        last_seen[key] = r["avg_ts"]
-    result.entries = entries[-limit:]
-    return result

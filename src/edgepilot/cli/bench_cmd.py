@@ -24,7 +24,8 @@ CORES_HELP = (
 PLOT = click.option(
     "--plot",
     type=click.Path(path_type=Path),
-    help="Also write the thread sweep as a PNG (needs matplotlib)",
+    help="Also write the thread sweep (with --sustained: speed and temperature over time) as a PNG (needs "
+    "matplotlib)",
     metavar="FILE",
 )
 
@@ -131,11 +132,13 @@ def bench(
         _history(model, last, as_json)
         return
     if sustained is not None:
-        if fmt in ("csv", "md") or plot is not None:
+        if fmt in ("csv", "md"):
             raise UserError("--sustained prints a table or --json")
+        if plot is not None:
+            _check_png(plot)
         from edgepilot.cli.sustained_cmd import sustained_bench
 
-        sustained_bench(model, sustained, window, threads, no_save, as_json, engine, verbose)
+        sustained_bench(model, sustained, window, threads, no_save, as_json, engine, verbose, plot)
         return
     if window is not None:
         raise UserError("--window goes with --sustained")
@@ -213,7 +216,7 @@ def _offload(device: str | None, gpu_layers: str | None, path: Path) -> tuple[st
 
 
 def _history(model: str | None, last: int, as_json: bool) -> None:
-    from edgepilot.bench.store import history
+    from edgepilot.bench.history import history
     from edgepilot.cli.bench_render import render_history
     from edgepilot.gguf.resolve import check_model_path
     from edgepilot.tuned.identity import device_id, model_id
@@ -243,6 +246,9 @@ def _check_png(path: Path) -> None:
             f"cannot write --plot {escaped(path)}: {refusal(refused)} in {escaped(path.parent)}; "
             "choose a folder you can write"
         )
+    from edgepilot.bench.plot import check_matplotlib
+
+    check_matplotlib()
 
 
 def _title(model: MeasuredModel) -> str:
@@ -271,6 +277,18 @@ def _title(model: MeasuredModel) -> str:
     help="A GPU to try against the tuned CPU settings (-dev NAME, several layer counts); none: the CPU "
     "only; auto (default): the GPUs llama.cpp lists that passed the driver check",
 )
+@click.option(
+    "--sustained",
+    metavar="DURATION",
+    help="Then compare the best settings over DURATION of generation in turns (e.g. 5m) and keep the one "
+    "with the best steady speed (serve prefers that profile)",
+)
+@click.option(
+    "--window",
+    type=float,
+    help="With --sustained: seconds per window (default: 2-10 s)",
+    metavar="S",
+)
 @click.option("--show", is_flag=True, help="Show the saved profile for this model here (nothing is measured)")
 @click.option("--forget", is_flag=True, help="Remove the saved profile: run, chat and serve plan without it")
 @flags.JSON
@@ -287,6 +305,8 @@ def tune(
     no_save: bool,
     no_repack: bool,
     device: str | None,
+    sustained: str | None,
+    window: float | None,
     show: bool,
     forget: bool,
     as_json: bool,
@@ -312,9 +332,21 @@ def tune(
     from edgepilot.bench.gpu_choice import devices_to_try
     from edgepilot.shown import shown
 
+    if window is not None and sustained is None:
+        raise UserError("--window goes with --sustained")
     request = TuneRequest(
         n_prompt, n_gen, reps, cooldown, save=not no_save, store=not no_save, repack=not no_repack
-    ).validate()
+    )
+    if sustained is not None:
+        from edgepilot.bench.tune import SUSTAINED_ENGINE
+        from edgepilot.engine.choice import requested_engine
+        from edgepilot.sizes import parse_duration
+
+        if requested_engine(engine) == "tools":  # before any driver check or measurement
+            raise UserError(SUSTAINED_ENGINE)
+        request.sustained_s = parse_duration(sustained, what="--sustained", minimum=2.0)
+        request.window_s = window
+    request.validate()
     request.devices, request.gpu_notes = devices_to_try(
         device, engine, lambda msg: err_console().print(shown(msg), style="dim", markup=False)
     )

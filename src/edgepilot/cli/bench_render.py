@@ -12,8 +12,8 @@ from edgepilot.shown import shown
 from edgepilot.words import count
 
 if TYPE_CHECKING:
+    from edgepilot.bench.history import History
     from edgepilot.bench.results import BenchReport
-    from edgepilot.bench.store import History
     from edgepilot.bench.tune_report import TuneReport
     from edgepilot.engine.choice import EngineInfo
     from edgepilot.tuned.profiles import ProfileView
@@ -206,6 +206,10 @@ def render_tune(r: TuneReport, out: Console) -> None:
     if r.gpu is not None:
         _render_gpu(r, out)
     _plot(sweep_points(r), r.model.name, out)
+    if r.sustained is not None:
+        from edgepilot.cli.tune_sustained_render import render_sustained_tune
+
+        render_sustained_tune(r.sustained, out)
     if r.partial:  # stopped: the settings measured so far, no choice made
         for note in r.notes:
             say(out, note, style="dim")
@@ -219,6 +223,7 @@ def render_tune(r: TuneReport, out: Console) -> None:
         Text.assemble(
             ("generation", "bold"),
             f" {threads} on CPUs {g['cores']}, flash attention {fa} → {g['tg_ts']:.2f} t/s",
+            *_held(r),
         )
     )
     cores = f" on CPUs {p['cores']}" if p["cores"] != g["cores"] else ""
@@ -230,7 +235,8 @@ def render_tune(r: TuneReport, out: Console) -> None:
     )
     default = f"vs all cores ({r.core_sets[-1]})"
     if r.speedup_vs_default:
-        say(out, f"{default}: {r.speedup_vs_default:.2f}× generation speed (medians)")
+        bursts = " in bursts" if r.chosen_by == "sustained" else ""
+        say(out, f"{default}: {r.speedup_vs_default:.2f}× generation speed{bursts} (medians)")
     elif r.default_tg_ts is not None:  # one run is no ground for a ratio (it may be an outlier)
         runs = count(r.default_tg_reps, "run")
         say(out, f"{default}: {r.default_tg_ts:.2f} t/s in {runs}: too few for a speed-up", style="dim")
@@ -243,17 +249,29 @@ def render_tune(r: TuneReport, out: Console) -> None:
         print_command(out, "llama.cpp:", r.llama_cpp_args)
     if r.profile_path:
         print_command(out, "edgepilot:", ["edgepilot", "run", r.model.path])
-        say(out, "(run and serve pick the profile up)", style="dim")
+        serve = "serve picks it up; run too, unless a plain tune saved one"
+        say(
+            out,
+            f"({serve})" if r.chosen_by == "sustained" else "(run and serve pick the profile up)",
+            style="dim",
+        )
     say(
         out,
         f"{count(len(r.trials), 'setting')}, {count(r.measurements, 'measurement')}, "
         f"{count(r.loads, 'model load')} in {r.seconds:.0f} s{_engine_line(r.engine)}",
         style="dim",
     )
-    if r.profile_path:
+    if r.profile_path and r.chosen_by == "sustained":
+        say(out, f"profile saved: {r.profile_path} (chosen by sustained speed: serve prefers it)")
+    elif r.profile_path:
         say(out, f"profile saved: {r.profile_path} (`edgepilot run` uses it when you give no --threads)")
     if r.plot_png:
         say(out, f"plot: {r.plot_png}", style="dim")
+
+
+def _held(r: TuneReport) -> tuple[str, ...]:
+    kept = r.sustained.kept if r.sustained is not None else None
+    return (f", holds {kept.steady_ts:.2f} t/s",) if kept is not None and kept.steady_ts is not None else ()
 
 
 def _render_gpu(r: TuneReport, out: Console) -> None:
@@ -295,15 +313,18 @@ def render_profile(view: ProfileView, out: Console) -> None:
     if view.forgotten:
         when = f" of {p.created[:10]}" if p else ""
         say(out, f"forgot the tuned profile{when} for {name}")
-        print_command(out, "removed:", [view.path], style="dim")
+        for removed in filter(None, (view.path, view.sustained_path)):
+            print_command(out, "removed:", [removed], style="dim")
         out.print("run, chat and serve now plan without it", style="dim")
         return
     if p is None:
         say(out, f"no tuned profile for {name} on this device")
         print_command(out, "make one:", ["edgepilot", "tune", view.model], style="dim")
         return
-    out.print(f"tuned profile of {p.created[:10]}", markup=False)
+    sustained = p.chosen_by == "sustained"
+    out.print(f"tuned profile of {p.created[:10]}" + (" (sustained)" if sustained else ""), markup=False)
     cpus = ",".join(str(c) for c in p.cpus)
+    held = f", held {p.sustained_tps:.1f}" if sustained and p.sustained_tps is not None else ""
     for label, value in (
         ("model", name),
         ("threads", f"{p.n_threads} on CPUs {cpus}"),
@@ -311,9 +332,11 @@ def render_profile(view: ProfileView, out: Console) -> None:
         ("ubatch", str(p.n_ubatch)),
         ("flash attention", "on" if p.flash_attn else "off"),
         ("weight repacking", "on" if p.repack else "off"),
-        ("measured", f"tg {p.gen_tps:.1f}, pp {p.prompt_tps:.1f} t/s"),
+        ("measured", f"tg {p.gen_tps:.1f}{held}, pp {p.prompt_tps:.1f} t/s"),
     ):
         say(out, f"  {label}: {value}")
     print_command(out, "file:", [view.path], style="dim")  # a long path on its own line, never cut
+    if view.sustained_path:  # run uses the burst profile; serve, running for hours, this one
+        print_command(out, "serve uses the one tuned --sustained:", [view.sustained_path], style="dim")
     out.print("--no-profile leaves it out", style="dim")
     out.print("tune --forget removes it", style="dim")

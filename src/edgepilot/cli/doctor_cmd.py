@@ -122,7 +122,8 @@ def report_engine_failure(
 def _gpu_history(model: str) -> list[str]:
     """This device's bench history of the model as llama-bench's table (dev, ngl, test, t/s), when any
     result was measured on a GPU: the doctor compares the CPU's and the GPU's (gpu-slower-than-cpu)."""
-    from edgepilot.bench.store import has_gpu_results, history, readable_history
+    from edgepilot.bench.history import has_gpu_results, history
+    from edgepilot.bench.store import readable_history
     from edgepilot.tuned.identity import device_id, model_id
 
     try:

@@ -1,0 +1,126 @@
+"""The history view over the bench store: the latest results on a device, each against its previous run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from edgepilot.bench.store import connect, db_path, history_exists
+from edgepilot.tuned.identity import DeviceId
+
+
+def has_gpu_results(path: Path | None = None) -> bool:
+    """Whether any stored result was measured on a GPU (a cheap question before a per-model one)."""
+    path = path or db_path()
+    if not history_exists(path):
+        return False
+    with connect(path, create=False) as con:
+        return con.execute("SELECT 1 FROM results WHERE device != 'none' LIMIT 1").fetchone() is not None
+
+
+@dataclass
+class HistoryEntry:
+    run_id: int
+    started: str
+    kind: str
+    model_name: str
+    test: str
+    n_threads: int
+    cores: str | None
+    n_ubatch: int
+    flash_attn: bool
+    avg_ts: float
+    stddev_ts: float
+    previous_ts: float | None  # the same test with the same settings, the run before
+    change: float | None  # avg_ts / previous_ts - 1
+    best_ts: float  # best ever for the same test and settings
+    throttled: bool | None
+    roofline: float | None
+    device: str = "none"  # llama.cpp's -dev the result was measured on
+    n_gpu_layers: int = 0
+    partial: bool = False  # its run was stopped (Ctrl-C) before every test ran
+
+
+@dataclass
+class History:
+    db_path: str
+    device: DeviceId
+    model: str | None
+    entries: list[HistoryEntry] = field(default_factory=list)
+    runs: int = 0
+    other_devices: int = 0  # runs stored for other device fingerprints (not shown)
+
+
+def history(
+    device_fp: str,
+    device_desc: str,
+    model_key: str | None = None,
+    model_label: str | None = None,
+    limit: int = 40,
+    path: Path | None = None,
+) -> History:
+    """The latest results on this device (optionally one model), each compared with its previous run."""
+    path = path or db_path()
+    result = History(str(path), DeviceId(device_fp, device_desc), model_label)
+    if not history_exists(path):
+        return result
+    with connect(path, create=False) as con:
+        where, args = "r.device_fp = ?", [device_fp]
+        if model_key:
+            where += " AND r.model_key = ?"
+            args.append(model_key)
+        rows = con.execute(
+            "SELECT x.*, r.started, r.kind, r.model_name, r.model_key, r.partial"
+            f" FROM results x JOIN runs r ON r.id = x.run_id WHERE {where} ORDER BY x.run_id, x.id",
+            args,
+        ).fetchall()
+        result.runs = con.execute(f"SELECT COUNT(*) FROM runs r WHERE {where}", args).fetchone()[0]
+        result.other_devices = con.execute(
+            "SELECT COUNT(*) FROM runs WHERE device_fp != ?", (device_fp,)
+        ).fetchone()[0]
+    last_seen: dict[tuple, float] = {}
+    best: dict[tuple, float] = {}
+    entries: list[HistoryEntry] = []
+    for r in rows:
+        key = (
+            r["model_key"],
+            r["test"],
+            r["n_threads"],
+            r["cores"],
+            r["n_ubatch"],
+            r["flash_attn"],
+            r["type_k"],
+            r["type_v"],
+            r["n_batch"],
+            r["repack"],
+            r["device"],
+            r["n_gpu_layers"],
+        )
+        prev = last_seen.get(key)
+        best[key] = max(best.get(key, 0.0), r["avg_ts"])
+        entries.append(
+            HistoryEntry(
+                run_id=r["run_id"],
+                started=r["started"],
+                kind=r["kind"],
+                model_name=r["model_name"],
+                test=r["test"],
+                n_threads=r["n_threads"],
+                cores=r["cores"],
+                n_ubatch=r["n_ubatch"],
+                flash_attn=bool(r["flash_attn"]),
+                avg_ts=r["avg_ts"],
+                stddev_ts=r["stddev_ts"],
+                previous_ts=prev,
+                change=round(r["avg_ts"] / prev - 1, 4) if prev else None,
+                best_ts=best[key],
+                throttled=None if r["throttled"] is None else bool(r["throttled"]),
+                roofline=r["roofline"],
+                device=r["device"] or "none",
+                n_gpu_layers=r["n_gpu_layers"] or 0,
+                partial=bool(r["partial"]),
+            )
+        )
+        last_seen[key] = r["avg_ts"]
+    result.entries = entries[-limit:]
+    return result
