@@ -135,15 +135,17 @@ def test_a_tree_with_llama_cpps_list_joins_it_without_running_anything(devices, 
     assert "gpus" not in p.reasons or not any("device list" in r for r in p.reasons["gpus"])
 
 
-def test_the_old_mali_is_known_bad_when_llama_cpp_lists_it(devices, tmp_path):
+def test_the_old_mali_needs_the_fix_when_llama_cpp_lists_it(devices, tmp_path):
+    """Device apiVersion 1.1 and nothing else against it: edgepilot's fixed build is what it takes."""
     listing = "Available devices:\n  Vulkan0: Mali-G77 (7000 MiB, 5000 MiB free)\n"
     (gpu,) = probe(_tree_with_list(devices, tmp_path, "exynos990-galaxy-s20", listing)).gpus
-    assert (gpu.llama_cpp_name, gpu.verdict) == ("Vulkan0", "known-bad")
+    assert (gpu.llama_cpp_name, gpu.verdict, gpu.vulkan_fix) == ("Vulkan0", "needs-fix", "needed")
+    assert any("`edgepilot build --vulkan`" in r for r in gpu.reasons), gpu.reasons
 
 
 def test_a_tree_without_the_list_says_so(devices):
     p = probe(devices / "exynos990-galaxy-s20")
-    assert p.gpus[0].llama_cpp_name is None and p.gpus[0].verdict == "known-bad"
+    assert p.gpus[0].llama_cpp_name is None and p.gpus[0].verdict == "needs-fix"
     assert any(LIST_FILE in r for r in p.reasons["gpus"])
 
 

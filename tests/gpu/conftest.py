@@ -17,6 +17,7 @@ if str(HERE.parent / "packaged") not in sys.path:
 
 import gpulane  # noqa: E402
 import sidlane as lane  # noqa: E402
+import vulkanfix  # noqa: E402
 
 REQUIRE_ENV = "EDGEPILOT_REQUIRE_PACKAGED_LANE"
 
@@ -61,3 +62,9 @@ def lying_layer(gpu_root: Path) -> str:
 @pytest.fixture(scope="session")
 def smollm_in_root(gpu_root: Path) -> str:
     return lane.model_in_root(gpu_root, "smollm")
+
+
+@pytest.fixture(scope="session")
+def fixed_build(gpu_root: Path) -> dict:
+    """`edgepilot build --vulkan` in the root (vulkanfix.py): its JSON, once per session."""
+    return vulkanfix.build_fixed(gpu_root)

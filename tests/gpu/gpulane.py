@@ -22,6 +22,10 @@ PIECES = {
     "libvulkan-dev": "usr/include/vulkan/vk_layer.h",
     "vulkan-tools": "usr/bin/vulkaninfo",
     "gcc": "usr/bin/gcc",
+    "spirv-headers": "usr/share/cmake/SPIRV-Headers",
+    "glslc": "usr/bin/glslc",
+    "cmake": "usr/bin/cmake",
+    "g++": "usr/bin/g++",
 }
 # Ways to keep the Vulkan driver from loading at all (the Khronos loader's and ggml's own).
 DRIVER_OFF = {

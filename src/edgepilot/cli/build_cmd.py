@@ -69,6 +69,13 @@ def render_build(result: BuildResult, out: Console) -> None:
         say(out, f"  · {reason}", style="dim")
     if result.smoke:
         say(out, f"  llama-completion --version: {result.smoke}")
+    if result.vulkan:
+        fix = (
+            f"with the old-Mali fix ({result.vulkan_fix})"
+            if result.vulkan_fix
+            else "without the old-Mali fix"
+        )
+        say(out, f"  Vulkan backend: {'built in' if result.built else 'to be built in'}, {fix}")
     out.print("Equivalent cmake lines:", style="bold")
     for line in result.cmake_lines:
         print_command(out, "", shlex.split(line), style="")
@@ -97,6 +104,11 @@ def render_build(result: BuildResult, out: Console) -> None:
 @click.option(
     "--arm-arch", help="GGML_CPU_ARM_ARCH, e.g. armv8.2-a+dotprod (default: from the probe)", metavar="ARCH"
 )
+@click.option(
+    "--vulkan/--no-vulkan",
+    default=None,
+    help="Add ggml's Vulkan backend with edgepilot's old-Mali fix (needs glslc; default: as last built)",
+)
 @click.option("--print-only", is_flag=True, help="Print the flags and cmake lines without building")
 @flags.JSON
 @user_errors
@@ -106,6 +118,7 @@ def build(
     tool_list: str | None,
     source: Path | None,
     arm_arch: str | None,
+    vulkan: bool | None,
     print_only: bool,
     as_json: bool,
 ) -> None:
@@ -116,6 +129,7 @@ def build(
     tools = [t.strip() for t in tool_list.split(",") if t.strip()] if tool_list else None
     with cmake_progress() as progress:
         result = build_tools(
-            target, jobs, tools, print_only=print_only, source=source, arm_arch=arm_arch, progress=progress
-        )
+            target, jobs, tools, print_only=print_only, source=source, arm_arch=arm_arch, progress=progress,
+            vulkan=vulkan,
+        )  # fmt: skip
     emit(result, as_json, render_build)

@@ -18,7 +18,8 @@ from typing import Any
 from edgepilot.device import commands
 from edgepilot.device.gpu_details import GpuDetails, from_json, parse_full
 from edgepilot.device.gpu_llama import LlamaDevice, read_llama_devices
-from edgepilot.device.gpu_verdict import final_verdict, judge, parse_version
+from edgepilot.device.gpu_verdict import final_verdict, fix_state, judge, parse_version
+from edgepilot.device.llama_build import vulkan_fix_of
 from edgepilot.untrusted import loads_json, valid_text
 
 VENDORS = {
@@ -62,13 +63,17 @@ class VulkanDevice:
     llama_cpp_name: str | None = None
     backend: str | None = None
     check: dict[str, Any] | None = None
-    verdict: str = "unknown"  # usable | known-bad | crashed | slow-software | not-listed | unknown
+    # usable | known-bad | needs-fix | crashed | failed | slow-software | not-listed | unknown
+    verdict: str = "unknown"
     # What decides offload, where vulkaninfo (full text) or a Vulkan JSON dump says it.
     buffer_device_address: bool | None = None
     subgroup_size: int | None = None
     memory_heaps: list[dict[str, Any]] = field(default_factory=list)  # [{bytes, device_local}]
     llama_total_bytes: int | None = None  # what llama.cpp's list says the device has, and free
     llama_free_bytes: int | None = None
+    # Added in turn 6: below Vulkan 1.2, edgepilot's old-Mali fix is "needed" (the llama.cpp here lacks it and
+    # nothing else blocks) or "applied" (the llama.cpp in use was built with it); None: not concerned.
+    vulkan_fix: str | None = None
     # llama.cpp's own description of the device (part of the driver check's cache key)
     llama_cpp_description: str | None = field(default=None, metadata={"json": False})
 
@@ -168,7 +173,7 @@ def parse_json_details(text: str) -> list[tuple[dict[str, str], GpuDetails]]:
 _DEVICE_TYPES = {"0": "OTHER", "1": "INTEGRATED_GPU", "2": "DISCRETE_GPU", "3": "VIRTUAL_GPU", "4": "CPU"}
 
 
-def to_device(raw: dict[str, str], instance: str | None) -> VulkanDevice:
+def to_device(raw: dict[str, str], instance: str | None, fixed: bool = False) -> VulkanDevice:
     vendor_id = _hex(raw.get("vendorID"))
     api = _clean_version(raw.get("apiVersion"))
     if api and api.isdigit():  # JSON dumps carry the packed VK_MAKE_API_VERSION integer
@@ -199,12 +204,25 @@ def to_device(raw: dict[str, str], instance: str | None) -> VulkanDevice:
         vulkan_usable=None,
         storage_16bit=storage16,
     )
-    usable, reasons, refs = judge(dev, parse_version(api), parse_version(instance), storage16)
-    dev.vulkan_usable, dev.reasons, dev.issues = usable, reasons, refs
+    _judge(dev, parse_version(api), parse_version(instance), storage16, fixed)
     return dev
 
 
-def with_details(dev: VulkanDevice, details: GpuDetails | None, instance: str | None) -> VulkanDevice:
+def _judge(
+    dev: VulkanDevice,
+    api: tuple[int, ...] | None,
+    instance: tuple[int, ...] | None,
+    storage16: bool | None,
+    fixed: bool,
+) -> None:
+    usable, reasons, refs = judge(dev, api, instance, storage16, fixed)
+    dev.vulkan_usable, dev.reasons, dev.issues = usable, reasons, refs
+    dev.vulkan_fix = fix_state(dev, api, instance, storage16, fixed)
+
+
+def with_details(
+    dev: VulkanDevice, details: GpuDetails | None, instance: str | None, fixed: bool = False
+) -> VulkanDevice:
     """Add the full-text facts; a 16-bit storage fact the summary lacked can change the verdict."""
     if details is None:
         return dev
@@ -213,13 +231,11 @@ def with_details(dev: VulkanDevice, details: GpuDetails | None, instance: str | 
     dev.memory_heaps = details.heaps
     if dev.storage_16bit is None and details.storage16 is not None:
         dev.storage_16bit = details.storage16
-        api = parse_version(dev.api_version)
-        usable, reasons, refs = judge(dev, api, parse_version(instance), details.storage16)
-        dev.vulkan_usable, dev.reasons, dev.issues = usable, reasons, refs
+        _judge(dev, parse_version(dev.api_version), parse_version(instance), details.storage16, fixed)
     return dev
 
 
-def _vulkan_devices(root: Path, android: bool) -> tuple[list[VulkanDevice], list[str]]:
+def _vulkan_devices(root: Path, android: bool, fixed: bool) -> tuple[list[VulkanDevice], list[str]]:
     """Devices as the Vulkan loader lists them (vulkaninfo, else Android's vkjson)."""
     reasons: list[str] = []
     text, why = commands.run_command(root, ["vulkaninfo", "--summary"], timeout=4.0)
@@ -231,7 +247,9 @@ def _vulkan_devices(root: Path, android: bool) -> tuple[list[VulkanDevice], list
             if full is None and not (full_why or "").startswith("not captured"):  # older snapshots lack it
                 reasons.append(f"no bufferDeviceAddress/subgroup/heap facts ({full_why})")
             return [
-                with_details(to_device(b, instance), details[i] if i < len(details) else None, instance)
+                with_details(
+                    to_device(b, instance, fixed), details[i] if i < len(details) else None, instance, fixed
+                )
                 for i, b in enumerate(blocks)
             ], reasons
         reasons.append("vulkaninfo --summary listed no GPU")
@@ -240,7 +258,10 @@ def _vulkan_devices(root: Path, android: bool) -> tuple[list[VulkanDevice], list
     if android:
         text, why = commands.run_command(root, ["cmd", "gpu", "vkjson"], timeout=4.0, limit=VKJSON_FILE)
         if text is not None:
-            devices = [with_details(to_device(raw, None), d, None) for raw, d in parse_json_details(text)]
+            devices = [
+                with_details(to_device(raw, None, fixed), d, None, fixed)
+                for raw, d in parse_json_details(text)
+            ]
             if devices:
                 return devices, []
             reasons.append("cmd gpu vkjson listed no GPU")
@@ -313,7 +334,7 @@ def read_gpus(
 ) -> tuple[list[VulkanDevice], list[str]]:
     """GPUs as the Vulkan loader and llama.cpp see them, and why a list is missing (no vulkaninfo, no
     llama.cpp program, ...). `llama_tool`: the program that lists llama.cpp's devices (live only)."""
-    devices, reasons = _vulkan_devices(root, android)
+    devices, reasons = _vulkan_devices(root, android, fixed=vulkan_fix_of(llama_tool) is not None)
     llama, why = read_llama_devices(root, llama_tool)
     if why is not None:
         reasons.append(why)

@@ -22,7 +22,12 @@ VENDOR_IMAGINATION = 0x1010
 # A check that ended like this makes the verdict (engine/gpu_check.py outcomes).
 CHECK_CRASHED = ("crashed", "hung")
 CHECK_FAILED = ("failed",)
-VERDICTS = ("usable", "known-bad", "crashed", "failed", "slow-software", "not-listed", "unknown")
+VERDICTS = (
+    "usable", "known-bad", "crashed", "failed", "slow-software", "not-listed", "unknown", "needs-fix",
+)  # fmt: skip
+FIX_COMMAND = "edgepilot build --vulkan"
+# vulkan_fix on a device: "needed" (below 1.2, this llama.cpp lacks edgepilot's fix, nothing else blocks),
+# "applied" (below 1.2, the llama.cpp in use carries it: toolchain/vulkan_fix.py)
 
 
 @dataclass(frozen=True)
@@ -193,31 +198,45 @@ def judge(
     api: tuple[int, ...] | None,
     instance: tuple[int, ...] | None,
     storage16: bool | None,
+    fixed: bool = False,
 ) -> tuple[bool | None, list[str], list[str]]:
-    """(usable, reasons, issue refs). usable None = cannot tell (apiVersion unknown)."""
+    """(usable, reasons, issue refs). usable None = cannot tell (apiVersion unknown). `fixed`: the llama.cpp
+    that will use the device carries edgepilot's old-Mali fix (`edgepilot build --vulkan`)."""
     reasons: list[str] = []
     refs: list[str] = []
     usable: bool | None = True
+    fixable: list[int] = []  # reasons the fix answers: they name it only when nothing else blocks
     if is_software(dev):
         return False, ["software rasterizer (runs on the CPU): slower than llama.cpp's own CPU backend"], []
     if instance is not None and instance[:2] < (1, 2):
-        usable = False
-        reasons.append(
-            f"Vulkan loader/instance {_fmt(instance)} < 1.2: llama.cpp refuses it ('Vulkan 1.2 required')"
-        )
+        if fixed:
+            reasons.append(f"Vulkan loader/instance {_fmt(instance)} < 1.2: accepted by edgepilot's fix")
+        else:
+            usable = False
+            fixable.append(len(reasons))
+            reasons.append(
+                f"Vulkan loader/instance {_fmt(instance)} < 1.2: llama.cpp refuses it ('Vulkan 1.2 required')"
+            )
     if api is None:
         usable = None if usable else usable
         reasons.append("device apiVersion unknown")
+    elif api[:2] < (1, 2) and fixed:
+        reasons.append(
+            f"device apiVersion {_fmt(api)} < 1.2: usable with edgepilot's fix (this llama.cpp, from "
+            f"`{FIX_COMMAND}`, leaves buffer device addresses off there)"
+        )
     elif api[:2] < (1, 2):
         usable = False
+        fixable.append(len(reasons))
         reasons.append(
             f"device apiVersion {_fmt(api)} < 1.2: the driver returns NULL for Vulkan 1.2 functions "
             "(vkGetBufferDeviceAddress) that llama.cpp calls -> SIGSEGV at 0x0 (llama.cpp PR #28593, "
             "whisper.cpp #3590)"
         )
         refs += ["llama.cpp#28593", "whisper.cpp#3590"]
+    blocked = False
     if storage16 is False:
-        usable = False
+        usable, blocked = False, True
         reasons.append("no storageBuffer16BitAccess: llama.cpp skips devices without 16-bit storage")
     for issue in KNOWN_ISSUES:
         if not issue.matches(dev):
@@ -229,8 +248,26 @@ def judge(
         reasons.append(("known bad: " if issue.blocking else "caveat: ") + issue.text)
         refs += list(issue.refs)
         if issue.blocking:
-            usable = False
+            usable, blocked = False, True
+    if fixable and not blocked:
+        reasons[fixable[-1]] += f"; `{FIX_COMMAND}` makes a llama.cpp that runs on it"
     return usable, reasons, refs
+
+
+def fix_state(
+    dev: VulkanDeviceLike,
+    api: tuple[int, ...] | None,
+    instance: tuple[int, ...] | None,
+    storage16: bool | None,
+    fixed: bool,
+) -> str | None:
+    """ "applied", "needed" or None (see FIX_COMMAND above): needed only when the fix would make it usable."""
+    below = any(v is not None and v[:2] < (1, 2) for v in (api, instance))
+    if not below or is_software(dev):
+        return None
+    if fixed:
+        return "applied"
+    return "needed" if judge(dev, api, instance, storage16, fixed=True)[0] is not False else None
 
 
 def is_software(dev: VulkanDeviceLike) -> bool:
@@ -251,7 +288,7 @@ def final_verdict(dev: VulkanDeviceLike, listed: bool = True) -> str:
     if is_software(dev):
         return "slow-software"
     if getattr(dev, "vulkan_usable", None) is False:
-        return "known-bad"
+        return "needs-fix" if getattr(dev, "vulkan_fix", None) == "needed" else "known-bad"
     if not listed:
         return "not-listed"
     if check.get("ok") is True:

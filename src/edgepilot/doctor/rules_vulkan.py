@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import signal
 
+from edgepilot.device.gpu_verdict import FIX_COMMAND
 from edgepilot.doctor import rules_gpu
 from edgepilot.doctor.evidence import Evidence
 from edgepilot.doctor.rulekit import SEGV
@@ -61,8 +62,8 @@ def vulkan_api_too_old(ev: Evidence) -> list[Cause]:
         evidence = lines + ev.grep(NO_GPU, limit=1) + _gpu_facts(ev, "old")
         fix = (
             f"{CPU_INSTEAD}; the Vulkan loader or driver reports a version below 1.2: in Termux install a "
-            "newer loader (`pkg install vulkan-loader-android`), or use a llama.cpp built without "
-            "-DGGML_VULKAN=ON"
+            "newer loader (`pkg install vulkan-loader-generic`, the Khronos one), or "
+            f"`{FIX_COMMAND}` (edgepilot's fix accepts a Vulkan 1.1 loader)"
         )
         return [cause("vulkan-api-too-old", 95, evidence, fix)]
     old = _old_api(ev)
@@ -72,8 +73,8 @@ def vulkan_api_too_old(ev: Evidence) -> list[Cause]:
     evidence = [*old, *[d.line for d in g.vk.devices[:1]], ev.status_line() or ""]
     fix = (
         f"run on the CPU: {cpu_command(ev)}; llama.cpp checks only the loader's Vulkan version (1.2+), not "
-        "the device's, and calls 1.2 functions this driver does not have; a GPU driver with Vulkan 1.2 "
-        "fixes it"
+        "the device's, and calls 1.2 functions this driver does not have; to use the GPU: "
+        f"`{FIX_COMMAND}` builds llama.cpp with edgepilot's old-Mali fix"
     )
     return [cause("vulkan-api-too-old", 82, evidence, fix)]
 
@@ -99,8 +100,8 @@ def vulkan_null_function(ev: Evidence) -> list[Cause]:
     first = cpu_command(ev) if ev.lines else "`-ngl 0 --device none` (llama.cpp)"
     fix = (
         f"run on the CPU: {first}; the driver's Vulkan is older than 1.2 yet llama.cpp calls "
-        "vkGetBufferDeviceAddress, which it returns as NULL: a llama.cpp that loads it through "
-        "VK_KHR_buffer_device_address (whisper.cpp #3590, llama.cpp PR #28593) avoids the crash"
+        "vkGetBufferDeviceAddress, which it returns as NULL (whisper.cpp #3590, llama.cpp PR #28593); "
+        f"to use the GPU: `{FIX_COMMAND}` builds llama.cpp with edgepilot's old-Mali fix"
     )
     return [cause("vulkan-null-function", score, evidence, fix)]
 

@@ -4,14 +4,16 @@ A GPU backend that is installed is loaded whatever the command line says (`libgg
 instance and enumerates the devices as it loads), and it takes large batches even at `-ngl 0`. So a CPU run
 hides the Vulkan devices as well as naming `-dev none`: an empty GGML_VK_VISIBLE_DEVICES leaves ggml-vulkan
 with no device to create. Drivers whose crash-isolated check failed are kept from loading at all
-(engine/gpu_check.py says how).
+(engine/gpu_check.py says how). The in-process engine, CPU-only, keeps them out of edgepilot's own process
+while its library starts (gpu_drivers_kept_out).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from edgepilot.engine.native_tools import HIDE_VULKAN_DEVICES
@@ -39,3 +41,25 @@ def llama_env(
         env.update(HIDE_VULKAN_DEVICES)
         env.update(driver_kept_out_env() if keep_drivers_out else run_env(Path(tool) if tool else None))
     return env
+
+
+@contextlib.contextmanager
+def gpu_drivers_kept_out() -> Iterator[None]:
+    """No GPU driver in this process while llama.cpp starts in it: the in-process engine is CPU-only, and the
+    libllama of `edgepilot build --vulkan` would otherwise create a Vulkan instance here (a driver that
+    crashes while listing its devices would end edgepilot) and let ggml take big products to the GPU at
+    -ngl 0. The loader reads these variables once, when ggml's backend registry is made; they are put back
+    at once, so the GPU runs edgepilot starts as children see the user's own."""
+    from edgepilot.engine.gpu_check import driver_kept_out_env
+
+    kept_out = driver_kept_out_env()
+    saved = {k: os.environ.get(k) for k in kept_out}
+    os.environ.update(kept_out)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value

@@ -33,7 +33,7 @@ from edgepilot.device.fs import LIVE_ROOT
 from edgepilot.device.gpu_llama import LlamaDevice, backend_of, read_llama_devices
 from edgepilot.engine import gpu_cache
 from edgepilot.engine.gpu_run import RunResult, parse_facts, run_bounded
-from edgepilot.engine.native_tools import ToolMissing, find_tool, tool_version
+from edgepilot.engine.native_tools import ToolMissing, built_tool, find_tool, tool_version
 
 if TYPE_CHECKING:
     from edgepilot.device.gpu import VulkanDevice
@@ -82,7 +82,12 @@ class DeviceCheck:
 
 
 def list_tool() -> Path | None:
-    """The llama.cpp program that lists devices: the one edgepilot built, else the one on PATH."""
+    """The llama.cpp program that lists devices: one edgepilot built (any of them: a `build --tools` subset is
+    still that llama.cpp), else the one on PATH."""
+    for name in LIST_TOOLS:
+        path = built_tool(name)
+        if path is not None:
+            return path
     for name in LIST_TOOLS:
         try:
             return find_tool(name)

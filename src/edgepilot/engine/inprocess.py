@@ -16,6 +16,7 @@ from pathlib import Path
 
 from edgepilot.engine import interrupts, llama_log
 from edgepilot.engine.base import EngineError, GenerationStats, LoadInfo
+from edgepilot.engine.child_env import gpu_drivers_kept_out
 from edgepilot.engine.llama_binding import llama_cpp
 from edgepilot.engine.params import context_params, model_params
 from edgepilot.engine.sampling import GreedyPicker, SamplerSettings, build_chain
@@ -30,7 +31,9 @@ def init_backend(verbose: bool) -> None:
     global _backend_ready
     llama_log.install(echo=verbose)
     if not _backend_ready:
-        llama_cpp.llama_backend_init()
+        with gpu_drivers_kept_out():
+            llama_cpp.llama_backend_init()
+            llama_cpp.llama_supports_gpu_offload()  # makes ggml's backend registry now, in the window
         _backend_ready = True
 
 
@@ -58,6 +61,9 @@ class LlamaEngine:
         self._parked: tuple[EngineSettings, llama_cpp.llama_context_p] | None = None
         self._owns_model = True
         self.turns: Turns | None = None  # serve's main lane: every decode is a step taken in turn
+        # called before each decode with the tokens generated so far (0: a generation starts): the thermal
+        # guard changes the thread count there (engine/thermal_guard.py)
+        self.between_tokens: Callable[[int], None] | None = None
         init_backend(verbose)
         log_start = llama_log.mark()
         t0 = time.perf_counter()
@@ -148,6 +154,7 @@ class LlamaEngine:
         settings.validate()
         twin = copy.copy(self)
         twin.settings, twin._parked, twin._owns_model, twin.turns = settings, None, False, None
+        twin.between_tokens = None
         twin._piece_buf = ctypes.create_string_buffer(256)
         twin._ctx = twin._new_context()
         twin.load = replace(self.load, **twin._context_sizes(), seconds=0.0, log=[])
@@ -250,6 +257,10 @@ class LlamaEngine:
             raise UserError("thread count must be at least 1")
         llama_cpp.llama_set_n_threads(self._ctx, n_threads, n_threads_batch or n_threads)
 
+    def thread_counts(self) -> tuple[int, int]:
+        """The live context's (generation, batch) thread counts, as llama.cpp holds them."""
+        return llama_cpp.llama_n_threads(self._ctx), llama_cpp.llama_n_threads_batch(self._ctx)
+
     def eval_prompt(self, tokens: list[int]) -> float:
         """Decode the prompt in n_batch chunks (serve's main lane: in turns); returns the seconds it took."""
         n_batch = self.load.n_batch
@@ -294,6 +305,9 @@ class LlamaEngine:
             raise ValueError("n_past must leave at least one prompt token to process")
         if n_past == 0:
             self.reset()
+        between = self.between_tokens
+        if between is not None:
+            between(0)
         if on_phase is not None:
             on_phase("prompt")
         t_start = time.perf_counter()
@@ -340,6 +354,8 @@ class LlamaEngine:
                         stopped_by = "caller"
                         break
                 one[0] = token
+                if between is not None:
+                    between(n_gen + 1)
                 rc = llama_decode(ctx, batch)
                 if rc != 0:
                     self._decode_failed(rc)

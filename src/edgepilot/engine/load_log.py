@@ -33,6 +33,9 @@ USING_DEVICE = re.compile(r"using device (\S+) \(((?:[^()]|\([^()]*\))*)\)")
 # Vulkan0, CUDA1, OpenCL0, RPC[host:port] ...; starting at a word's start only (linear on a hostile line)
 DEVICE_NAME = re.compile(r"(?<![A-Za-z_-])[A-Za-z][A-Za-z_-]*\d+|RPC\S*")
 CPU_WEIGHTS = frozenset({"CPU", "CPU_Mapped"})
+# device buffer types whose name has no device number: ggml-opencl's is "OpenCL" (its device: GPUOpenCL;
+# ggml_backend_opencl_buffer_type_get_name, and "a buffer (OpenCL)" in llama.cpp#19393's log)
+DEVICE_BUFFERS = frozenset({"OpenCL"})
 
 CPU, REPACK, EXTRA, DEVICE, HOST = "cpu", "repack", "extra", "device", "host"
 
@@ -45,7 +48,7 @@ def backend_class(backend: str, devices: Iterable[str] = ()) -> str:
         return REPACK
     if backend.endswith("_Host"):
         return HOST
-    if backend in devices or DEVICE_NAME.fullmatch(backend):
+    if backend in devices or backend in DEVICE_BUFFERS or DEVICE_NAME.fullmatch(backend):
         return DEVICE
     return EXTRA
 

@@ -25,6 +25,13 @@ from edgepilot.file_errors import cannot_write, check_writable_folder, is_denied
 from edgepilot.safe_write import write_text
 from edgepilot.toolchain.flags import CROSS_CC, CROSS_CXX, BuildFlags, choose_flags
 from edgepilot.toolchain.source import fetch_sdist, is_llama_cpp_dir, unpack_llama_cpp
+from edgepilot.toolchain.vulkan_build import (
+    add_vulkan,
+    check_vulkan_toolchain,
+    stale_fix,
+    wants_vulkan,
+)
+from edgepilot.toolchain.vulkan_fix import apply_fix
 
 STAMP_VERSION = 1
 PERCENT = re.compile(r"^\[\s*(\d+)%\]\s*(.*)$")
@@ -49,12 +56,18 @@ class BuildResult:
     stamp: str
     smoke: str | None = None  # the first line of `llama-completion --version` from bin/
     env: dict[str, str] = field(default_factory=dict)  # what running a cross-built tool needs (qemu)
+    vulkan: bool = False  # ggml's Vulkan backend built in (--vulkan)
+    vulkan_fix: str | None = None  # the old-Mali fix it carries (toolchain/vulkan_fix.py), None: not applied
 
 
 def cmake_lines(flags: BuildFlags, src: Path, build_dir: Path, jobs: int, tools: list[str]) -> list[str]:
     configure = ["cmake", "-S", str(src), "-B", str(build_dir)] + [
         f"-D{k}={v}" for k, v in flags.defines.items()
     ]
+    if not flags.cross and "GGML_VULKAN" not in flags.defines:
+        # cmake's cache keeps a -DGGML_VULKAN=ON of an earlier `--vulkan` configure; said on the line only, so
+        # the stamp (and the cache of a CPU build) stays what it was
+        configure.append("-DGGML_VULKAN=OFF")
     targets = [CMAKE_TARGETS.get(t, t) for t in tools]
     build = ["cmake", "--build", str(build_dir), "--config", "Release", "-j", str(jobs), "--target", *targets]
     return [shlex.join(configure), shlex.join(build)]
@@ -79,9 +92,11 @@ def check_toolchain(flags: BuildFlags, termux: bool) -> None:
         raise UserError(f"{what} not found: {hint}")
 
 
-def stamp_text(flags: BuildFlags, tools: list[str], version: str, source: str) -> str:
+def stamp_text(flags: BuildFlags, tools: list[str], version: str, source: str, fix: str | None = None) -> str:
     data = {"v": STAMP_VERSION, "engine": version, "target": flags.target, "defines": flags.defines}
     data |= {"tools": sorted(tools), "source": source}
+    if fix is not None:  # only then: a CPU build's stamp (and cache) is what it was before --vulkan existed
+        data["vulkan_fix"] = fix
     return json.dumps(data, sort_keys=True)
 
 
@@ -94,8 +109,11 @@ def build_tools(
     arm_arch: str | None = None,
     root: Path | None = None,
     progress: Progress | None = None,
+    vulkan: bool | None = None,
 ) -> BuildResult:
-    """Build (or find up to date) llama.cpp's tools for `target`; `root` probes a device tree instead."""
+    """Build (or find up to date) llama.cpp's tools for `target`; `root` probes a device tree instead.
+    `vulkan`: True adds ggml's Vulkan backend with the old-Mali fix, False builds without it, None keeps
+    what the last build had."""
     from edgepilot.device.probe import probe
 
     started = time.monotonic()
@@ -110,6 +128,9 @@ def build_tools(
     cpu = device.cpu if device else None
     android = device.android if device else None
     flags = choose_flags(target, cpu, android, arm_arch)
+    vulkan_on = wants_vulkan(vulkan, home / "build.stamp", target)
+    own_source = source is None or not source.is_dir()
+    fix = add_vulkan(flags, own_source) if vulkan_on else None
     njobs = jobs or max(1, min(os.cpu_count() or 1, 8))
     version = native_tools.engine_version()
     src = home / "src"
@@ -120,7 +141,7 @@ def build_tools(
     build_dir, bin_dir, stamp = home / "build", home / "bin", home / "build.stamp"
     lines = cmake_lines(flags, src, build_dir, njobs, names)
     source_name = f"{source.name}" if source is not None else f"llama-cpp-python=={version} sdist"
-    text = stamp_text(flags, names, version, source_name)
+    text = stamp_text(flags, names, version, source_name, fix)
     paths = {n: str(bin_dir / n) for n in names}
     env = _cross_env(bin_dir) if flags.cross else {}
 
@@ -128,6 +149,7 @@ def build_tools(
         return BuildResult(
             target, paths, str(bin_dir), dict(flags.defines), flags.reasons, lines,
             round(time.monotonic() - started, 1), cached, built, version, str(src), str(stamp), smoke, env,
+            vulkan_on, fix,
         )  # fmt: skip
 
     if print_only:
@@ -135,8 +157,12 @@ def build_tools(
     if _up_to_date(stamp, text, paths):
         return result(cached=True, built=True)
     check_toolchain(flags, termux=bool(android and android.termux))
+    if vulkan_on:
+        check_vulkan_toolchain(termux=bool(android and android.termux))
     check_writable_folder(home, cache_fix(), what="the build folder", make=True)  # before minutes of work
     try:
+        if stale_fix(src, fix):
+            shutil.rmtree(src)
         if (source is None or not source.is_dir()) and not is_llama_cpp_dir(src):
             archive = source if source is not None else fetch_sdist(version, home.parent / "sdist")
             if not archive.is_file():
@@ -144,6 +170,8 @@ def build_tools(
             if progress:
                 progress(0, f"unpacking {archive.name}")
             unpack_llama_cpp(archive, version, src)
+        if fix is not None:
+            apply_fix(src)
         stamp.unlink(missing_ok=True)
         _run(shlex.split(lines[0]), build_dir.with_suffix(".configure.log"), "configure", progress)
         _run(shlex.split(lines[1]), build_dir.with_suffix(".build.log"), "build", progress)
