@@ -151,6 +151,40 @@ def test_32bit_termux_on_64bit_phone(devices):
     assert p.android.os_64bit is True and p.android.sdk == 30
 
 
+def test_snapdragon_8_gen_3_with_adreno_750(devices):
+    p = probe(devices / "sd8gen3-xiaomi14")
+    assert clusters(p) == [
+        ([7], 3302, "Cortex-X4", "prime"),
+        ([2, 3, 4], 3149, "Cortex-A720", "performance"),
+        ([5, 6], 2957, "Cortex-A720", "performance"),
+        ([0, 1], 2266, "Cortex-A520", "efficiency"),
+    ]
+    assert (p.android.sdk, p.android.model, p.android.soc) == (34, "23127PN0CG", "QTI SM8650")
+    (cl,) = p.opencl
+    assert (cl.name, cl.adreno_generation, cl.compiler, cl.verdict) == (
+        "QUALCOMM Adreno(TM) 750",
+        "7xx",
+        "E031.45.02.06",
+        "supported",
+    )
+
+
+def test_snapdragon_8_elite_with_adreno_830(devices):
+    p = probe(devices / "sd8elite-galaxy-s25plus")
+    assert [(c.cpus, c.max_mhz, c.core) for c in p.cpu.clusters] == [
+        ([6, 7], 4474, "Oryon"),
+        ([0, 1, 2, 3, 4, 5], 3533, "Oryon"),
+    ]
+    assert (p.android.sdk, p.android.model, p.android.os_64bit) == (35, "SM-S936B", True)
+    (cl,) = p.opencl
+    assert (cl.name, cl.adreno_generation, cl.compiler, cl.verdict) == (
+        "QUALCOMM Adreno(TM) 830",
+        "8xx",
+        "E031.47.18.42",
+        "supported",
+    )
+
+
 def test_raspberry_pi_5(devices):
     p = probe(devices / "raspberry-pi5")
     assert clusters(p) == [([0, 1, 2, 3], 2400, "Cortex-A76", "uniform")]
@@ -189,6 +223,8 @@ def test_rk3588_board(devices):
     assert {"llama.cpp#22682", "llama.cpp#17783", "llama.cpp#28593"} <= set(gpu.issues)
     assert p.memory.zram is True
     assert p.hottest.type == "bigcore0-thermal" and p.hottest.celsius == 47.1
+    (cl,) = p.opencl  # Arm's libmali OpenCL: a GPU ggml-opencl drops
+    assert (cl.name, cl.verdict) == ("Mali-G610 r0p0", "not-supported")
 
 
 def test_x86_laptop(devices):

@@ -40,5 +40,7 @@ def fit(
 
     info = describe_engine(engine, load=False, gpu=requested.wants_gpu)[0] if root == "/" else None
     path = model if model is not None else bundled_model_path()
-    decision = decide(path, requested, root=root, budget_bytes=flags.size_or_none(budget), engine=info)
+    decision = decide(
+        path, requested, root=root, budget_bytes=flags.size_or_none(budget), engine=info, opencl=True
+    )
     emit(decision.plan, as_json, render_fit)

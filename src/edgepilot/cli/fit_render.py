@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from edgepilot.plan.settings import EngineSettings
-    from edgepilot.plan.types import FitResult
+    from edgepilot.plan.types import FitResult, OpenCLAdvice
 
 BAR_WIDTH = 30
 
@@ -125,6 +125,8 @@ def render_fit(plan: FitResult, out: Console) -> None:
             title="alternatives",
             stack_when_narrow=False,
         )
+    if plan.opencl is not None:
+        render_opencl(plan.opencl, out)
     for warning in plan.warnings:
         say(out, f"warning: {warning}", style="yellow")
     for note in plan.notes:
@@ -138,3 +140,41 @@ def _at_trained(plan: FitResult) -> str:
     if not (trained and plan.max_ctx and plan.max_ctx >= trained // 256 * 256):
         return ""
     return " (the model's trained context: the search goes no higher)"
+
+
+def render_opencl(a: OpenCLAdvice, out: Console) -> None:
+    """The GPU path on the OpenCL device: the offloaded run, the weight types, the requantization."""
+    from edgepilot.cli.narrow import print_command, say
+
+    if a.offload is None:  # a device ggml-opencl refuses (Mali): why, once
+        say(out, f"OpenCL GPU: {a.device}: not usable by llama.cpp's OpenCL backend", style="bold")
+        for reason in a.reasons:
+            say(out, f"  · {reason}")
+        return
+    o = a.offload
+    say(out, f"GPU path: {a.device} (OpenCL, {o.device})", style="bold")
+    fits = f"fits up to ctx {o.max_ctx}" if o.fits else f"does not fit (ctx {o.max_ctx or 'none'} would)"
+    say(out, f"  · all {o.n_gpu_layers} layers offloaded: predicted peak {mib(o.peak_rss_bytes)} ({fits})")
+    total = sum(int(v["bytes"]) for v in a.weight_types.values()) or 1
+    mix = ", ".join(
+        f"{name} {int(v['bytes']) / total:.0%} {v['speed']}"
+        for name, v in sorted(a.weight_types.items(), key=lambda kv: -int(kv[1]["bytes"]))
+    )
+    say(out, f"  · kernels fast for {', '.join(a.fast_types)}; this model's matrices: {mix}")
+    for reason in a.reasons:
+        say(out, f"  · {reason}")
+    if a.llama_quantize_args:
+        say(
+            out,
+            f"{a.slower_share:.0%} of its matrix weights are of slower types: requantize to pure "
+            f"{a.recommended_quant} for this GPU (from an F16 original if you have one: requantizing adds "
+            "error), then fit that file:",
+            style="yellow",
+        )
+        print_command(out, "llama.cpp:", a.llama_quantize_args)
+        print_command(out, "edgepilot:", a.edgepilot_quantize_args)
+    elif a.fast:
+        say(out, "  · every matrix weight is of a type its kernels are fast for")
+    print_command(out, "offloaded:", o.llama_cpp_args)
+    for note in o.notes:
+        say(out, f"note: {note}", style="dim")

@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from edgepilot.device.gpu import VulkanDevice
+    from edgepilot.device.opencl import OpenCLDevice
     from edgepilot.device.probe import Probe
     from edgepilot.device.snapshot import SnapshotResult
 
@@ -162,6 +163,8 @@ def render_probe(p: Probe, out: Console) -> None:
             for reason in g.reasons:
                 say(out, f"  {label}: {reason}")
 
+    _render_opencl(p.opencl, out)
+
     for s in p.storage.paths:
         speed = "SLOW" if s.slow else "ok"
         free = f" · {human_bytes(s.free_bytes)} free" if s.free_bytes is not None else ""
@@ -176,6 +179,50 @@ def render_probe(p: Probe, out: Console) -> None:
         notes += section
     for note in notes:
         say(out, f"note: {note}", style="dim")
+
+
+OPENCL_VERDICTS = {"supported": "supported", "not-supported": "not supported", "unknown": "unknown"}
+
+
+def _opencl_facts(d: OpenCLDevice) -> str:
+    """What decides ggml-opencl, in one line: generation, compiler, the types it is fast for."""
+    parts = []
+    if d.family == "adreno":
+        parts.append(f"Adreno {d.adreno_generation or d.adreno_model or '?'}")
+    if d.compiler:
+        parts.append(f"compiler {d.compiler}")
+    if d.max_alloc_bytes:
+        parts.append(f"max buffer {human_bytes(d.max_alloc_bytes)}")
+    if d.fast_types:
+        parts.append(f"fast for {', '.join(d.fast_types)}")
+    if d.recommended_quant:
+        parts.append(f"K-quants slower: requantize to {d.recommended_quant} (`edgepilot fit` prints how)")
+    return " · ".join(parts)
+
+
+def _render_opencl(devices: list[OpenCLDevice], out: Console) -> None:
+    from edgepilot.cli.narrow import Column, print_records, say
+
+    if not devices:
+        return
+    rows = [
+        [
+            d.name,
+            d.llama_cpp_name or "-",
+            d.opencl_c_version or "?",
+            d.compiler or d.driver_version or "?",
+            OPENCL_VERDICTS.get(d.verdict, d.verdict),
+        ]
+        for d in devices
+    ]
+    columns = [Column("device"), Column("llama.cpp"), Column("OpenCL C"), Column("driver"), Column("verdict")]
+    print_records(out, columns, rows, title="OpenCL devices (verdict: ggml-opencl's rules)")
+    for d in devices:
+        # one device (a phone): the lines hang under a bullet; several: each names its device
+        label = "·" if len(devices) == 1 else f"{d.llama_cpp_name or d.name.split()[0]}:"
+        for line in [_opencl_facts(d), *d.reasons]:
+            if line:
+                say(out, f"  {label} {line}")
 
 
 def render_snapshot(result: SnapshotResult, out: Console) -> None:

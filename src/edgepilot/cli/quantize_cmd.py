@@ -148,6 +148,12 @@ def render_compare(result: CompareResult, out: Console) -> None:
     metavar="N",
 )
 @click.option("--force", is_flag=True, help="Overwrite output files that exist")
+@click.option(
+    "--pure",
+    is_flag=True,
+    help="Every tensor in the one type, output and embeddings too (llama-quantize --pure; what ggml's "
+    "OpenCL kernels on Adreno are fast for, as Q4_0): MODEL-TYPE-pure.gguf",
+)
 @flags.ENGINE
 @flags.JSON
 @user_errors
@@ -158,6 +164,7 @@ def quantize(
     imatrix: str | None,
     threads: int | None,
     force: bool,
+    pure: bool,
     engine: str | None,
     as_json: bool,
 ) -> None:
@@ -170,7 +177,7 @@ def quantize(
     types = split_types(to)
     with _steps("quantize") as say:
         result = quantize_model(
-            model, types, out_dir, imatrix, threads, force, on_progress=say, engine=engine
+            model, types, out_dir, imatrix, threads, force, on_progress=say, engine=engine, pure=pure
         )
     emit(result, as_json, render_quantize)
 

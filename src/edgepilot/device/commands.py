@@ -3,11 +3,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import subprocess
+import threading
 from collections.abc import Sequence
 from pathlib import Path
+from typing import IO
 
 from edgepilot import untrusted
 from edgepilot.device.fs import (
@@ -20,6 +24,11 @@ from edgepilot.device.fs import (
     is_live,
     read_bytes,
 )
+
+CHUNK = 64 << 10
+STDERR_KEPT = 4 << 10  # the last lines of stderr: the reason a command failed
+REAP_SECONDS = 5.0  # a child stuck in a GPU driver's kernel call may not die at once
+READER_SECONDS = 2.0
 
 
 def run_command(
@@ -52,30 +61,92 @@ def run_command(
 
 
 def _run_live(argv: Sequence[str], timeout: float, limit: int) -> tuple[str | None, str | None]:
+    """argv in a child of its own session: killed with everything it started at the deadline or once its
+    output passes `limit` (a hung or flooding driver is a reason, never a stall or a memory blow-up here);
+    a crash is named by its signal."""
     exe = shutil.which(argv[0])
+    shown = " ".join(argv)
     if exe is None:
         return None, f"command not found: {argv[0]}"
     try:
-        proc = subprocess.run(
+        proc = subprocess.Popen(
             [exe, *argv[1:]],
-            capture_output=True,
-            timeout=timeout,
             stdin=subprocess.DEVNULL,
-            check=False,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
         )
-    except subprocess.TimeoutExpired:
-        return None, f"timed out after {timeout:g}s: {' '.join(argv)}"
     except OSError as exc:
-        return None, f"could not run {' '.join(argv)}: {exc.strerror or exc}"
-    if len(proc.stdout) > limit:
-        return None, f"output larger than {untrusted.human_size(limit)}: {' '.join(argv)}"
-    out = proc.stdout.decode("utf-8", errors="replace")
+        return None, f"could not run {shown}: {exc.strerror or exc}"
+    assert proc.stdout is not None and proc.stderr is not None
+    out = _Drain(proc.stdout, limit, proc.pid)
+    err = _Drain(proc.stderr, STDERR_KEPT, None)
+    hung = False
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        hung = True
+    finally:
+        _kill_group(proc.pid)  # a hung child, or whatever it left holding the pipes
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=REAP_SECONDS)
+    out.join(READER_SECONDS)
+    err.join(READER_SECONDS)
+    if out.over:
+        return None, f"output larger than {untrusted.human_size(limit)}: {shown}"
+    if hung or proc.returncode is None:
+        return None, f"timed out after {timeout:g}s: {shown}"
+    if proc.returncode < 0:
+        return None, f"{shown} crashed: {_signal_name(-proc.returncode)}"
     if proc.returncode != 0:
-        err = proc.stderr.decode("utf-8", errors="replace").strip().splitlines()
-        last = err[-1].strip() if err else ""
+        lines = err.text().strip().splitlines()
+        last = lines[-1].strip() if lines else ""
         detail = f": {last[:200]}" if last else ""
-        return None, f"{' '.join(argv)} exited with status {proc.returncode}{detail}"
-    return out, None
+        return None, f"{shown} exited with status {proc.returncode}{detail}"
+    return out.text(), None
+
+
+class _Drain(threading.Thread):
+    """Reads a child's pipe to its end: keeps the first `limit` bytes of stdout (killing the child's
+    group once it writes more), or the last `limit` bytes of stderr (`pid` None)."""
+
+    def __init__(self, stream: IO[bytes], limit: int, pid: int | None) -> None:
+        super().__init__(daemon=True)
+        self.stream, self.limit, self.pid = stream, limit, pid
+        self.data = bytearray()
+        self.over = False
+        self.start()
+
+    def run(self) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            while chunk := self.stream.read1(CHUNK):  # type: ignore[attr-defined]
+                self.data += chunk
+                if len(self.data) <= self.limit:
+                    continue
+                if self.pid is None:
+                    del self.data[: len(self.data) - self.limit]
+                    continue
+                self.over = True
+                self.data.clear()
+                _kill_group(self.pid)
+                break
+        with contextlib.suppress(OSError):
+            self.stream.close()
+
+    def text(self) -> str:
+        return bytes(self.data).decode("utf-8", errors="replace")
+
+
+def _kill_group(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
 def uname_machine(root: Path) -> tuple[str | None, str | None]:

@@ -29,6 +29,7 @@ from edgepilot.device.android import AndroidFacts, read_android
 from edgepilot.device.cpu import CpuFacts, read_cpu
 from edgepilot.device.gpu import VulkanDevice, read_gpus
 from edgepilot.device.memory import MemoryFacts, read_memory
+from edgepilot.device.opencl import OpenCLDevice, read_opencl, with_opencl
 from edgepilot.device.power import BatteryFacts, read_battery
 from edgepilot.device.storage import StorageFacts, read_storage
 from edgepilot.device.thermal import ThermalZone, hottest_cpu, read_thermal
@@ -64,6 +65,9 @@ class Probe:
     engine: dict[str, Any] | None = None
     # This machine's memory read bandwidth as tuned/bandwidth_cache.py keeps it (None for a replayed tree).
     memory_bandwidth: dict[str, Any] | None = None
+    # OpenCL devices as clinfo lists them, each with ggml-opencl's verdict (device/opencl.py); why none:
+    # reasons["opencl"]
+    opencl: list[OpenCLDevice] = field(default_factory=list)
 
     @property
     def hottest(self) -> ThermalZone | None:
@@ -86,12 +90,15 @@ def _probe_dir(root: Path, llama_tool: Path | str | None = None) -> Probe:
     if android is not None and cpu.userland_bits == 32 and cpu.cpu_bits == 64:
         cpu.reasons.append(_bitness_fix(android))
     gpus, gpu_reasons = read_gpus(root, android is not None, llama_tool if fs.is_live(root) else None)
+    opencl, opencl_reasons = read_opencl(root, android is not None)
+    with_opencl(gpus, opencl)
     thermal, thermal_reasons = read_thermal(root)
     battery, battery_reasons = read_battery(root)
     storage = read_storage(root, env, android is not None)
     # cpu, memory, storage and android keep their reasons inside their own objects.
     reasons = {
         "gpus": gpu_reasons,
+        "opencl": opencl_reasons,
         "thermal": thermal_reasons,
         "battery": battery_reasons,
         "env": [env_reason] if env_reason else [],
@@ -106,6 +113,7 @@ def _probe_dir(root: Path, llama_tool: Path | str | None = None) -> Probe:
         storage=storage,
         env=env,
         reasons={k: v for k, v in reasons.items() if v},
+        opencl=opencl,
     )
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from edgepilot import __version__
-from edgepilot.device import commands, fs
+from edgepilot.device import fs
 from edgepilot.device.probe import Probe, _probe_dir, is_archive, open_root
 from edgepilot.errors import UserError
 from edgepilot.file_errors import cannot_write, check_writable_folder, file_in_the_way, is_denied
@@ -48,9 +48,7 @@ def save(
     archive = is_archive(out)
     into_empty = _check_out(out, archive)
     with open_root(Path(root)) as base, fs.recording() as rec:
-        result = _probe_dir(base, llama_tool)
-        if fs.is_live(base) and shutil.which("clinfo"):  # OpenCL devices (Adreno): for the doctor, not probe
-            commands.run_command(base, ["clinfo"], timeout=10.0)
+        result = _probe_dir(base, llama_tool)  # clinfo (OpenCL devices) included
     if into_empty:
         counts = _write_into_empty(rec, out)
     else:

@@ -9,11 +9,13 @@ from pathlib import Path
 
 from edgepilot.errors import UserError
 from edgepilot.gguf.arch import ArchParams
+from edgepilot.gguf.gguf_info import file_type_name
 from edgepilot.plan.alternatives import find_alternatives
 from edgepilot.plan.arithmetic import EngineArithmetic
 from edgepilot.plan.budget import compute_budget
 from edgepilot.plan.commands import edgepilot_command, llama_cpp_command
 from edgepilot.plan.context_limits import context_warnings
+from edgepilot.plan.opencl_plan import opencl_advice, read_devices
 from edgepilot.plan.planner import (
     CTX_STEP,
     DEFAULT_UBATCH,
@@ -72,6 +74,7 @@ def fit_model(
     reserve_bytes: int = 0,
     arithmetic: EngineArithmetic | Callable[[ArchParams], EngineArithmetic | None] | None = None,
     own_process: bool | None = None,
+    opencl: bool = False,
 ) -> FitResult:
     """The memory planner: settings for `model` on the device at `root` (tools call it through the settings
     decision, edgepilot.tuned.decide, which adds the run's context target and the tuned profile).
@@ -80,7 +83,8 @@ def fit_model(
     `ctx_target` when given. reserve_bytes: see Planner. arithmetic: the running llama.cpp's differences from
     the pinned one, or a function of the model's architecture that gives them. own_process: the run's
     process is this one or replaces it (its memory is the run's: plan/budget.py); None: when the engine is
-    the in-process one (llama.cpp's own programs run beside this process).
+    the in-process one (llama.cpp's own programs run beside this process). opencl: also plan the device's
+    OpenCL GPU path (`fit`: plan.opencl_plan; it may run clinfo, so run and serve leave it out).
     """
     req = requested or RequestedSettings()
     path, header, arch = load_model_facts(model)
@@ -132,6 +136,11 @@ def fit_model(
     shortfall = 0
     if not fits and max_ctx == 0:
         shortfall = max(0, planner.peak(replace(settings, n_ctx=CTX_STEP)) - limit)
+    advice = None
+    if opencl:
+        cl_devices = read_devices(root, device.android is not None, req.device)
+        source_type = file_type_name(header.metadata.get("general.file_type"))
+        advice = opencl_advice(cl_devices, header, path, source_type, planner, settings, limit)
     return FitResult(
         model=str(path),
         fits=fits,
@@ -148,4 +157,5 @@ def fit_model(
         trade_offs=trade_offs(found, prediction.memory.peak_rss_bytes),
         shortfall_bytes=shortfall,
         warnings=warnings,
+        opencl=advice,
     )

@@ -30,7 +30,7 @@ from edgepilot.gguf.gguf_records import GGUFHeader
 from edgepilot.gguf.kv_cache import KVCacheSize, kv_cache_bytes
 from edgepilot.plan.arithmetic import EngineArithmetic
 from edgepilot.plan.compute import ComputeEstimate, compute_buffer
-from edgepilot.plan.offload import OffloadEstimate, plan_offload
+from edgepilot.plan.offload import OffloadEstimate, driver_for, plan_offload
 from edgepilot.plan.settings import EngineSettings
 from edgepilot.plan.types import MemoryBreakdown
 from edgepilot.plan.weights import WeightsEstimate, estimate_weights
@@ -117,7 +117,7 @@ def predict(
     if not settings.on_cpu:
         device = str(settings.device)
         offload = plan_offload(
-            header, arch, device, settings.n_gpu_layers, kv, n_ubatch,
+            header, arch, device, settings.n_gpu_layers, kv, n_ubatch, driver=driver_for(device),
             learned=a.offload.get(device), runtime_bytes=runtime,
             engine=a.engine if a.engine != "pinned" else "llama-server",
         )  # fmt: skip

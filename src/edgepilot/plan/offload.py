@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from edgepilot.device.gpu_llama import backend_of
 from edgepilot.gguf.arch import ArchParams
 from edgepilot.gguf.ggml_types import is_quantized
 from edgepilot.gguf.gguf_records import GGUFHeader, TensorInfo
@@ -79,6 +80,22 @@ LAVAPIPE = DriverCosts(
     max_tensor_bytes=128 * MIB,  # lavapipe's maxStorageBufferRange
     per_type_bytes=55 * MIB,
 )
+# ggml's OpenCL backend on an Adreno: never measured here (no phone ran it for this project), so the driver's
+# own memory is lavapipe's Vulkan figure, as an assumption the first offloaded run replaces
+# (tuned/offload_calibration.py); the largest buffer is CL_DEVICE_MAX_MEM_ALLOC_SIZE as the public clinfo
+# and ggml_opencl logs of Adreno 7xx/8xx phones report it: 1 GiB (tests/devices/sd8gen3-*, sd8elite-*).
+OPENCL_ASSUMED = DriverCosts(
+    "lavapipe's Vulkan figures (no OpenCL driver measured on a phone yet)",
+    base_bytes=LAVAPIPE.base_bytes,
+    large_ubatch_bytes=LAVAPIPE.large_ubatch_bytes,
+    max_tensor_bytes=1 << 30,
+    per_type_bytes=LAVAPIPE.per_type_bytes,
+)
+
+
+def driver_for(device: str) -> DriverCosts:
+    """The assumed driver costs of a llama.cpp device by its backend (`GPUOpenCL`: OpenCL; else Vulkan's)."""
+    return OPENCL_ASSUMED if backend_of(device) == "opencl" else LAVAPIPE
 
 
 @dataclass

@@ -59,6 +59,40 @@ class Alternative:
 
 
 @dataclass
+class OffloadPlan:
+    """The run with every layer on the OpenCL device, at the plan's context."""
+
+    device: str  # llama.cpp's name: GPUOpenCL
+    n_gpu_layers: int
+    peak_rss_bytes: int
+    fits: bool
+    device_bytes: int  # what the device holds (weights, KV, compute): the phone's RAM (UMA)
+    max_ctx: int  # the largest context that fits so offloaded
+    llama_cpp_args: list[str] = field(default_factory=list)
+    edgepilot_args: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what the estimate assumes (the driver's memory)
+
+
+@dataclass
+class OpenCLAdvice:
+    """fit's `opencl`: the OpenCL device, the model's weight types on it, the offloaded run, the fix."""
+
+    device: str  # "QUALCOMM Adreno(TM) 750"
+    verdict: str  # ggml-opencl's: supported | not-supported | unknown
+    reasons: list[str] = field(default_factory=list)
+    fast_types: list[str] = field(default_factory=list)
+    # the model's matrix weights by type: {"Q4_K": {"bytes": N, "speed": "slower"}} (fast | slower | cpu)
+    weight_types: dict[str, dict[str, int | str]] = field(default_factory=dict)
+    fast: bool = False  # every matrix weight is of a type the kernels are fast for
+    slower_share: float = 0.0  # of the matrix weights' bytes, the part in slower or CPU-only types
+    recommended_quant: str | None = None
+    requantize_out: str | None = None  # the file the commands below write
+    llama_quantize_args: list[str] = field(default_factory=list)  # the copy-pasteable fix
+    edgepilot_quantize_args: list[str] = field(default_factory=list)  # the same through edgepilot
+    offload: OffloadPlan | None = None
+
+
+@dataclass
 class FitResult:
     model: str
     fits: bool
@@ -85,6 +119,9 @@ class FitResult:
     # what the context asks of the model and llama.cpp (above its trained context, rounded up), said by
     # fit/run/chat/serve (also in notes; plan/context_limits.py)
     warnings: list[str] = field(default_factory=list)
+    # `fit` on a device with an OpenCL GPU (an Adreno): the offloaded run and the weight types its kernels
+    # are fast for, with the requantization when the model's are not (plan/opencl_plan.py); None otherwise
+    opencl: OpenCLAdvice | None = None
 
 
 SETTING_KINDS = ("smaller-context", "kv-quant", "smaller-ubatch", "no-mmap", "no-repack")

@@ -134,6 +134,7 @@ def run_quantizer(
     requantize: bool,
     metadata: dict[str, str] | None = None,
     imatrix: ctypes.Array | None = None,
+    pure: bool = False,
 ) -> int:
     """llama_model_quantize into target (written to a fresh temporary file beside it, renamed when complete);
     returns the number of fallback tensors llama.cpp reported. A UserError with llama.cpp's reason on
@@ -147,6 +148,7 @@ def run_quantizer(
     params.ftype = ftype
     params.nthread = threads
     params.allow_requantize = requantize
+    params.pure = pure
     keep = _overrides(metadata) if metadata else None
     if keep is not None:
         params.kv_overrides = ctypes.cast(keep, type(params.kv_overrides))
@@ -199,15 +201,20 @@ class Quantizer:
         threads: int,
         metadata: dict[str, str] | None = None,
         imatrix: bool = False,
+        pure: bool = False,
     ) -> int:
-        """Quantize source to target as type_name; the number of fallback tensors."""
+        """Quantize source to target as type_name (pure: every tensor in it); the number of fallback
+        tensors."""
         if self.tool is None:
             array = self.imatrix.array if imatrix and self.imatrix else None
-            return run_quantizer(source, target, self.types[type_name], threads, True, metadata, array)
+            return run_quantizer(
+                source, target, self.types[type_name], threads, True, metadata, array, pure=pure
+            )
         from edgepilot.store.quantize_tool import QuantizeJob, run_tool_quantizer
 
         file = self.imatrix_file if imatrix else None
-        return run_tool_quantizer(QuantizeJob(self.tool, source, target, type_name, threads, metadata, file))
+        job = QuantizeJob(self.tool, source, target, type_name, threads, metadata, file, pure=pure)
+        return run_tool_quantizer(job)
 
 
 def output_folder(out_dir: str | None, source: Path) -> Path:
@@ -259,8 +266,11 @@ def quantize_model(
     force: bool = False,
     on_progress: Callable[[str], None] | None = None,
     engine: str | None = None,
+    pure: bool = False,
 ) -> QuantizeResult:
-    """engine: "auto", "inprocess" or "tools" (llama.cpp's llama-quantize; engine.choice)."""
+    """engine: "auto", "inprocess" or "tools" (llama.cpp's llama-quantize; engine.choice). pure: every
+    tensor in the type asked (llama-quantize --pure: the output and embeddings too), into
+    STEM-TYPE-pure.gguf."""
     from edgepilot.engine.choice import choose_engine
 
     say = on_progress or (lambda _msg: None)
@@ -281,7 +291,8 @@ def quantize_model(
     reference = out / f"{stem}-F16.gguf" if need_reference else None
     identity = source_identity(source) if reference is not None else ""
     reuse = reference is not None and _reuse_reference(reference, source, identity, force)
-    targets = [out / f"{stem}-{t}.gguf" for t in types]
+    tag = "-pure" if pure else ""
+    targets = [out / f"{stem}-{t}{tag}.gguf" for t in types]
     inputs = [source] + ([Path(imatrix_file).expanduser()] if imatrix_file else [])
     fresh = [reference] if reference is not None and not reuse else []
     _check_targets(
@@ -322,7 +333,9 @@ def quantize_model(
         if target == reference:  # --to F16 of a quantized source: the reference is that variant
             fallback = 0
         else:
-            fallback = quantizer.run(base, target, name, n_threads, imatrix=imatrix_file is not None)
+            fallback = quantizer.run(
+                base, target, name, n_threads, imatrix=imatrix_file is not None, pure=pure
+            )
         seconds = time.perf_counter() - t0
         size = target.stat().st_size
         say(f"  {target.name}: {size / 2**20:.1f} MiB in {seconds:.1f} s")

@@ -53,10 +53,11 @@ class QuantizeJob:
     threads: int
     metadata: dict[str, str] | None = None  # written as string overrides (--override-kv)
     imatrix: str | None = None
+    pure: bool = False  # --pure: every tensor in type_name
 
 
 def quantize_argv(job: QuantizeJob) -> list[str]:
-    argv = [str(job.tool), "--allow-requantize"]
+    argv = [str(job.tool), "--allow-requantize"] + (["--pure"] if job.pure else [])
     if job.metadata:
         known = known_flags(job.tool)
         if known is None or "--override-kv" in known:  # older ones: the reference's origin is not recorded
