@@ -19,13 +19,14 @@ import sys
 import time
 from pathlib import Path
 
-import llama_cpp
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from edgepilot.bench.measure import Bencher, bench_settings  # noqa: E402
 from edgepilot.engine.inprocess import LlamaEngine  # noqa: E402
+from edgepilot.engine.llama_binding import load as load_binding
 from edgepilot.gguf.resolve import bundled_model_path  # noqa: E402
 from run_speed import RawLoop, smollm2_path  # noqa: E402  (benchmarks/ is not a package)
+
+llama_cpp = load_binding()  # the library `edgepilot build` made (LLAMA_CPP_LIB_PATH)
 
 
 class RawBench(RawLoop):

@@ -17,12 +17,13 @@ import sys
 import time
 from pathlib import Path
 
-import llama_cpp
-
 from edgepilot.engine.inprocess import LlamaEngine
+from edgepilot.engine.llama_binding import load as load_binding
 from edgepilot.engine.sampling import SamplerSettings
 from edgepilot.gguf.resolve import bundled_model_path
 from edgepilot.plan.settings import EngineSettings, kv_type_id
+
+llama_cpp = load_binding()  # the library `edgepilot build` made (LLAMA_CPP_LIB_PATH)
 
 TEXT = (
     "The history of computing is a story of making machines smaller and closer to people. "

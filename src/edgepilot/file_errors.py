@@ -48,8 +48,6 @@ def cannot_write(path: PathLike, exc: OSError | str, fix: str, *, what: str = ""
     return UserError(f"cannot write {_named(what, path)} ({reason(exc)}): {fix}")
 
 
-
-
 def file_in_the_way(path: PathLike) -> Path | None:
     """The nearest of `path` and its ancestors that exists and is not a directory (a file where a folder
     should be), or None."""
@@ -117,6 +115,7 @@ def check_writable_folder(folder: PathLike, fix: str, *, what: str = "", make: b
         raise cannot_write(path, why, fix, what=what)
     return path
 
+
 def is_denied(exc: BaseException) -> bool:
     """A refusal by permissions or a read-only file system (not a missing file, not a full disk)."""
     return isinstance(exc, OSError) and (isinstance(exc, PermissionError) or exc.errno in DENIED_ERRNOS)
@@ -162,7 +161,7 @@ def cannot_read(path: PathLike, exc: OSError | str, fix: str, *, what: str = "")
 
 
 def refused_where(path: str | os.PathLike[str], exc: OSError) -> str:
-    """"permission denied", naming the folder on the way to `path` that may not be entered, if one is."""
+    """ "permission denied", naming the folder on the way to `path` that may not be entered, if one is."""
     if exc.errno == errno.EROFS:
         return refusal(exc)
     folder = closed_folder(path)
@@ -187,8 +186,6 @@ def closed_folder_refusal(path: str | os.PathLike[str], what: str) -> UserError 
         f"cannot read {_named(what, escaped(path))}: permission denied in {escaped(folder)}: that folder "
         f"is not open to you; move the file or ask its owner (ls -ld {shell_word(os.fspath(folder))})"
     )
-
-
 
 
 def writable_folder(

@@ -189,3 +189,20 @@ def test_the_speed_up_is_a_ratio_of_medians_one_slow_run_cannot_move():
     default = Candidate(2, (0, 1))
     assert result.default_reps == 3 and result.default_tg == pytest.approx(lab.true_tg(default))
     assert result.speedup == pytest.approx(lab.true_tg(result.gen) / lab.true_tg(default))
+
+
+@pytest.mark.parametrize("name", ["sd8gen2-xiaomi13pro", "rk3588-orangepi5plus"])
+def test_tune_sustained_compares_the_burst_winner_its_rivals_and_one_with_fewer_threads(devices, name):
+    from edgepilot.bench.tune_sustained import MAX_CANDIDATES, pick_candidates
+
+    search = Search(sets_of(devices, name), SpeedModel.for_cpu(probe(devices / name).cpu))
+    result = search.run()
+    picks = pick_candidates(search, result)
+    assert picks[0] == (result.gen, result.gen_tps)  # the burst winner first, as tuned
+    threads = [c.n_threads for c, _ in picks]
+    assert 2 <= len(picks) <= MAX_CANDIDATES and len(set(threads)) == len(threads)
+    assert min(threads) < result.gen.n_threads  # a hot phone may hold more with fewer threads
+    for cand, burst in picks[1:]:
+        measured = search.cache[(search.cand(cand.n_threads), "tg")]
+        assert burst == measured.value and cand.cpus == set_for_threads(search.sets, cand.n_threads)
+        assert (cand.flash_attn, cand.n_ubatch) == (result.gen.flash_attn, result.gen.n_ubatch)

@@ -62,3 +62,30 @@ def test_tune_show_and_forget(cli_app, gemma_path, data_dir):
     assert again["forgotten"] is False and again["profile"] is None
     both = _invoke(cli_app, "tune", str(gemma_path), "--show", "--forget")
     assert both.exit_code == 2
+
+
+def test_serve_prefers_the_profile_tuned_for_sustained_speed_run_the_burst_one(cli_app, gemma_path, data_dir):
+    """A server runs for hours: serve plans with what `tune --sustained` kept; run with the burst tune's."""
+    from edgepilot.plan.requested import RequestedSettings
+    from edgepilot.serve.planning import plan_serve
+    from edgepilot.tuned.decide import decide
+
+    held = make_profile(gemma_path, n_threads=1, chosen_by="sustained", sustained_tps=40.0)
+    sustained = save_profile(held)
+    assert sustained.name.endswith(".sustained.json")
+    # the only profile: run uses it too, and says how it was chosen
+    assert decide(gemma_path).settings.n_threads == 1
+    assert "(chosen by sustained speed)" in decide(gemma_path).plan.profile
+    burst = save_profile(make_profile(gemma_path, n_threads=2))
+    assert burst != sustained and sustained.exists()
+    assert decide(gemma_path).settings.n_threads == 2  # run, chat, fit: the burst tune
+    served = plan_serve(gemma_path, RequestedSettings())
+    assert served.settings.n_threads == 1 and "chosen by sustained speed" in served.fit.profile
+    assert plan_serve(gemma_path, RequestedSettings(n_threads=2)).settings.n_threads == 2  # the user's -t
+
+    text = _invoke(cli_app, "tune", str(gemma_path), "--show").output
+    assert "serve uses the one tuned --sustained" in " ".join(text.split()) and sustained.name in text
+    gone = json.loads(_invoke(cli_app, "tune", str(gemma_path), "--forget", "--json").output)
+    assert gone["forgotten"] and gone["sustained_path"] == str(sustained)
+    assert not burst.exists() and not sustained.exists()
+    assert plan_serve(gemma_path, RequestedSettings()).fit.profile is None

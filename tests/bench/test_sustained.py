@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from click.testing import CliRunner
@@ -55,6 +56,28 @@ def test_a_short_sustained_bench_reports_windows_and_steady_speed_and_is_kept(cl
     )
     assert table.exit_code == 0, table.output
     assert "steady" in table.output and max(len(line) for line in table.output.splitlines()) <= 50
+
+
+def test_the_fall_is_where_the_speed_stayed_low_not_a_dip_it_came_back_from():
+    from edgepilot.bench.sustained import SustainedWindow, summarize
+
+    def report(speeds: list[float]) -> SimpleNamespace:
+        windows = [
+            SustainedWindow(start_s=4.0 * i, seconds=4.0, tokens=1, tokens_per_s=s)
+            for i, s in enumerate(speeds)
+        ]
+        done = SimpleNamespace(windows=windows)
+        summarize(done)
+        return done
+
+    dipped = report([130, 128, 131, 104, 106, 127, 24, 22, 23, 21])  # another program for 8 s, then the quota
+    assert (
+        dipped.fell_at_s == 24.0
+        and dipped.steady_ts == 22
+        and dipped.drop_pct == pytest.approx(83.1, abs=0.1)
+    )
+    assert report([130, 128, 131, 104, 106, 127, 129, 130, 128]).fell_at_s is None
+    assert report([100, 100, 100, 100, 100, 85]).fell_at_s == 20.0  # the last window alone
 
 
 @pytest.mark.parametrize("bad", ["soon", "1s", "5 weeks"])
@@ -107,7 +130,8 @@ def test_a_quota_tightened_half_way_shows_as_a_fall_in_the_second_half(smollm_pa
         assert len(speeds) == 10
         assert report["steady_ts"] < 0.6 * report["first_ts"], speeds
         assert report["drop_pct"] > 40, speeds
-        assert report["fell_at_s"] is not None and report["fell_at_s"] >= 24.5, speeds  # the second half
+        # the second half, or the window before it: unbound, the speed here swings by 15 % (other work)
+        assert report["fell_at_s"] is not None and report["fell_at_s"] >= 19.5, speeds
     finally:
         for pid in (group / "cgroup.procs").read_text().split():
             (CPU_CGROUP / "cgroup.procs").write_text(pid)
@@ -127,8 +151,12 @@ def test_ctrl_c_keeps_the_windows_measured(smollm_path, data_dir):
         "--window",
         "2",
     ]
-    child = subprocess.Popen(
-        [*cmd, "-t", "1", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+    child = subprocess.Popen(  # SIGINT at its default, as a terminal's command has it (see test_interrupts)
+        [*cmd, "-t", "1", "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     for line in child.stderr:
         found = DONE.search(line.decode(errors="replace"))

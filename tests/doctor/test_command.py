@@ -38,6 +38,13 @@ def test_edgepilot_run_without_model_means_the_bundled_one():
     assert c.model is None and c.model_is_default and c.settings == RequestedSettings(n_ctx=512)
 
 
+def test_max_temp_takes_a_value_not_the_models_place():
+    c = parse_command(["edgepilot", "run", "--max-temp", "80", "--watch-root", "tree", "-n", "4"])
+    assert c.model is None and c.model_is_default
+    c = parse_command(["edgepilot", "serve", "--max-temp", "80", "m.gguf"])
+    assert c.model == "m.gguf"
+
+
 def test_llama_cli_command():
     c = parse_command(
         [

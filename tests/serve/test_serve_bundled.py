@@ -30,6 +30,7 @@ def gemma_served(gemma_path, tmp_path_factory) -> Served:
 def test_bundled_model_answers_the_openai_client(gemma_served):
     assert gemma_served.info["model_name"] == "gemma-3-270m-q4_k_m.gguf"
     assert gemma_served.info["api_key_required"] is False
+
     def ask():
         return gemma_served.client().chat.completions.create(
             model="gemma",

@@ -83,9 +83,7 @@ def test_a_read_only_history_is_shown(ordinary_user, open_tmp):
     assert json.loads(done.stdout)["db_path"] == str(db)
 
 
-@pytest.mark.parametrize(
-    "command, what", [("bench", "the bench history"), ("tune", "the tuned profiles")]
-)
+@pytest.mark.parametrize("command, what", [("bench", "the bench history"), ("tune", "the tuned profiles")])
 def test_bench_and_tune_refuse_an_unwritable_data_folder_before_measuring(
     ordinary_user, open_tmp, smollm_path, command, what
 ):

@@ -103,6 +103,11 @@ class EngineLab(MeasuringLab):
             self.cold = False
             self.state = state
 
+    def ready(self, cand: Candidate) -> None:
+        """The model loaded, the process pinned and the threads set for cand, warmed up: as measure() does
+        before its repetitions (tune --sustained decodes its own windows after this)."""
+        self._ensure(cand)
+
     def measure(self, cand: Candidate, test: str, reps: int) -> list[float]:
         if self.on_measure:
             self.on_measure(cand, test)

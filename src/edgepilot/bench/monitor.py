@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from edgepilot.device import fs
-from edgepilot.device.power import POWER, read_battery
+from edgepilot.device.power import POWER, read_battery, supply_watts
 from edgepilot.device.thermal import _CPU_ZONE, THERMAL, read_thermal, to_celsius
 
 INTERVAL = 0.5
@@ -37,8 +37,9 @@ class Reading:
 class Sensors:
     root: Path
     zones: list[str] = field(default_factory=list)  # thermal_zoneN directories that look like CPU/SoC sensors
-    battery: str | None = None  # power_supply directory of a discharging battery with readable current
+    battery: str | None = None  # power_supply directory of a battery whose power is readable
     notes: list[str] = field(default_factory=list)
+    power_note: str | None = None  # a battery whose draw cannot be measured, and why (None: no battery)
 
     @classmethod
     def find(cls, root: Path = fs.LIVE_ROOT) -> Sensors:
@@ -50,14 +51,14 @@ class Sensors:
         if not found.zones:
             found.notes.append(reasons[0] if reasons else "no readable thermal zone")
         battery, why = read_battery(root)
-        if battery is not None and battery.watts is not None and battery.status == "Discharging":
-            found.battery = battery.name
-        elif battery is not None and battery.status in ("Charging", "Full", "Not charging"):
-            found.notes.append(
-                f"battery {battery.status.lower()}: power draw not measurable while plugged in"
-            )
-        elif why:
-            found.notes.append(why[0])
+        if battery is not None and battery.watts is not None:
+            found.battery = battery.name  # sampled while it discharges: unplugged later still counts
+        if battery is not None and battery.status in ("Charging", "Full", "Not charging"):
+            found.power_note = f"battery {battery.status.lower()}: power draw not measurable while plugged in"
+        elif battery is not None and battery.watts is None:
+            found.power_note = why[0] if why else "battery power unreadable"
+        if found.power_note or (why and battery is None):
+            found.notes.append(found.power_note or why[0])
         return found
 
     @property
@@ -77,11 +78,10 @@ class Sensors:
         if self.battery is None:
             return None
         base = f"{POWER}/{self.battery}"
-        current, _ = fs.read_int(self.root, f"{base}/current_now")
-        voltage, _ = fs.read_int(self.root, f"{base}/voltage_now")
-        if current is None or voltage is None:
-            return None
-        return abs(current) * voltage / 1e12
+        status, _ = fs.read_text(self.root, f"{base}/status", fs.VALUE_FILE)
+        if (status or "").strip() != "Discharging":
+            return None  # plugged in: current_now is the charger's flow, not the draw
+        return supply_watts(self.root, base)[0]
 
 
 class Recording:

@@ -8,9 +8,12 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from edgepilot.errors import UserError
 from edgepilot.safe_write import atomic_write
+
+NO_MATPLOTLIB = "--plot needs matplotlib: pip install 'edgepilot[plot]'"
 
 
 @dataclass
@@ -109,14 +112,27 @@ def legend_corner(lines: list[Series], width: int, height: int) -> tuple[float, 
     return min(corners, key=lambda c: c[0])[1]
 
 
-def save_png(series: list[Series], path: Path, title: str) -> Path:
+def check_matplotlib() -> None:
+    """Refuse --plot before anything is measured when matplotlib is missing (found, not imported)."""
+    import importlib.util
+
+    if importlib.util.find_spec("matplotlib") is None:
+        raise UserError(NO_MATPLOTLIB)
+
+
+def require_matplotlib() -> Any:  # matplotlib.pyplot, typed only where it is installed
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as pyplot
     except ImportError:
-        raise UserError("--plot needs matplotlib: pip install 'edgepilot[plot]'") from None
+        raise UserError(NO_MATPLOTLIB) from None
+    return pyplot
+
+
+def save_png(series: list[Series], path: Path, title: str) -> Path:
+    pyplot = require_matplotlib()
     kinds = [k for k in ("tg", "pp") if any(s.test == k for s in series)]
     fig, axes = pyplot.subplots(1, len(kinds), figsize=(6.4 * len(kinds), 4.4), squeeze=False)
     for ax, kind in zip(axes[0], kinds, strict=True):
@@ -130,6 +146,11 @@ def save_png(series: list[Series], path: Path, title: str) -> Path:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     fig.suptitle(title, fontsize=10)
+    return write_png(pyplot, fig, path)
+
+
+def write_png(pyplot: Any, fig: Any, path: Path) -> Path:
+    """The figure laid out and written to `path` atomically, then closed."""
     fig.tight_layout()
     try:
         with atomic_write(path, what="plot") as f:

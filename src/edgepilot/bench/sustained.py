@@ -2,7 +2,8 @@
 device holds once it is hot (or its CPU share is cut), not the speed of a burst.
 
 Each window decodes single tokens as llama-bench's tg test does, on a context reset when it would fill, and
-records tokens/s, the CPU temperature (monitor.py) and each cluster's current frequency (scaling_cur_freq).
+records tokens/s, the CPU temperature (monitor.py), each cluster's current frequency (scaling_cur_freq) and
+the battery's draw while it discharges; tokens per joule follow from the draw, the tokens and the time.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import statistics
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 from edgepilot.bench.monitor import Recording, Sensors
 from edgepilot.bench.request import Progress
@@ -20,6 +22,12 @@ from edgepilot.device.cpu import SYS_CPU, read_cpu
 from edgepilot.engine.choice import EngineInfo, choose_engine
 from edgepilot.errors import UserError
 from edgepilot.tuned.identity import DeviceId, MeasuredModel, device_id, model_id, versions
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from edgepilot.bench.measure import Bencher
+    from edgepilot.engine.inprocess import LlamaEngine
 
 # Tokens in the context before it is reset. Short, and the fills run on across windows: a token's cost grows
 # with the context, and a long fill would make the first window of each fill look fast.
@@ -36,6 +44,7 @@ class SustainedWindow:
     tokens_per_s: float
     temp_c: float | None = None  # the hottest CPU zone read during the window
     freq_mhz: list[int | None] = field(default_factory=list)  # per cluster, as `clusters` lists them
+    watts: float | None = None  # the battery's mean draw during the window; None unless it discharged
 
 
 @dataclass
@@ -49,8 +58,12 @@ class SustainedReport:
     windows: list[SustainedWindow] = field(default_factory=list)
     first_ts: float | None = None  # median of the first third of the windows
     steady_ts: float | None = None  # median of the last third
-    fell_at_s: float | None = None  # when speed fell >10 % below first_ts and stayed (None: it never did)
+    fell_at_s: float | None = None  # when speed fell >10 % below first_ts and stayed there (None: it did not)
     drop_pct: float | None = None  # how far steady_ts is below first_ts
+    watts: float | None = None  # mean battery draw over the windows that measured it
+    tokens_per_joule: float | None = None  # their tokens ÷ their energy (watts × seconds)
+    power_windows: int = 0  # windows with a battery draw
+    power_note: str | None = None  # why there is no draw, or only for some windows (None: no battery)
     started: str = ""
     seconds: float = 0.0
     kind: str = "sustained"
@@ -60,9 +73,20 @@ class SustainedReport:
     partial: bool = False  # stopped by Ctrl-C: `windows` are the ones measured
     run_id: int | None = None
     db_path: str | None = None
+    plot_png: str | None = None  # --plot: the chart written as a PNG
 
 
-def summarize(report: SustainedReport) -> None:
+class Windowed(Protocol):
+    """A run measured in windows (a sustained bench, one setting of `tune --sustained`) and its summary."""
+
+    windows: list[SustainedWindow]
+    first_ts: float | None
+    steady_ts: float | None
+    fell_at_s: float | None
+    drop_pct: float | None
+
+
+def summarize(report: Windowed) -> None:
     """Steady speed, the fall and when it came, from the windows measured."""
     speeds = [w.tokens_per_s for w in report.windows]
     if not speeds:
@@ -72,11 +96,27 @@ def summarize(report: SustainedReport) -> None:
     steady = statistics.median(speeds[-third:])
     report.first_ts, report.steady_ts = round(first, 3), round(steady, 3)
     report.drop_pct = round((first - steady) / first * 100, 1) if first > 0 else None
-    # fallen: this window and the next (or the last window) >10 % below; one slow window is a hiccup (another
-    # program), not the device holding a lower speed
-    low = [s < first * (1 - FALL) for s in speeds] + [True]
-    fallen = next((i for i in range(len(speeds)) if low[i] and low[i + 1]), None)
-    report.fell_at_s = report.windows[fallen].start_s if fallen is not None else None
+    # fallen: from this window to the last, every one >10 % below. A dip the speed came back from (another
+    # program for a while; windows 3-4 of 10 on a busy machine) is not the device holding a lower speed.
+    fallen = len(speeds)
+    while fallen > 0 and speeds[fallen - 1] < first * (1 - FALL):
+        fallen -= 1
+    report.fell_at_s = report.windows[fallen].start_s if fallen < len(speeds) else None
+
+
+def power_summary(report: SustainedReport, sensors_note: str | None) -> None:
+    """Mean draw and tokens per joule over the windows whose draw was measured (the battery discharging)."""
+    measured = [w for w in report.windows if w.watts is not None and w.seconds > 0]
+    report.power_windows = len(measured)
+    if not measured:
+        report.power_note = sensors_note
+        return
+    joules = sum(w.watts * w.seconds for w in measured)
+    seconds = sum(w.seconds for w in measured)
+    report.watts = round(joules / seconds, 3)
+    report.tokens_per_joule = round(sum(w.tokens for w in measured) / joules, 3) if joules > 0 else None
+    if len(measured) < len(report.windows):
+        report.power_note = f"power measured in {len(measured)} of {len(report.windows)} windows (plugged in)"
 
 
 def cluster_freqs(root: Path, clusters: list[list[int]]) -> list[int | None]:
@@ -140,12 +180,12 @@ def run_sustained(
     update("done", 1, 1)
     report.seconds = round(time.perf_counter() - t_start, 2)
     summarize(report)
+    power_summary(report, sensors.power_note)
     return report
 
 
 def _measure(path, report, sensors, groups, root, update, verbose) -> None:
-    from edgepilot.bench.measure import Bencher, bench_settings, decode_each
-    from edgepilot.engine import interrupts
+    from edgepilot.bench.measure import Bencher, bench_settings
     from edgepilot.engine.inprocess import LlamaEngine
 
     n_windows = max(1, round(report.duration_s / report.window_s))
@@ -162,27 +202,55 @@ def _measure(path, report, sensors, groups, root, update, verbose) -> None:
             start = time.perf_counter()
             end = t0 + (i + 1) * report.window_s
             recording = Recording(sensors).start()
-            tokens, seconds = 0, 0.0
-            while time.perf_counter() < end:
-                interrupts.raise_pending()
+
+            def tick(tokens: int, seconds: float, i: int = i) -> None:
                 elapsed = int(time.perf_counter() - t0)
                 speed = f"{tokens / seconds:.1f} t/s" if seconds else "…"
                 update(f"window {i + 1}/{n_windows} {speed}", min(elapsed, total), total)
-                if filled >= N_CTX - 1:
-                    engine.reset()
-                    filled = 0
-                n, took = decode_each(engine, bencher._tokens(N_CTX - 1 - filled), end)
-                filled += n
-                tokens += n
-                seconds += took
-            reading = recording.stop()
-            report.windows.append(
-                SustainedWindow(
-                    start_s=round(start - t0, 2),
-                    seconds=round(seconds, 3),
-                    tokens=tokens,
-                    tokens_per_s=round(tokens / seconds, 3) if seconds else 0.0,
-                    temp_c=reading.temp_max_c,
-                    freq_mhz=cluster_freqs(root, groups),
-                )
-            )
+
+            tokens, seconds, filled = decode_until(engine, bencher, end, filled, N_CTX, tick)
+            report.windows.append(window_of(start - t0, tokens, seconds, recording, root, groups))
+
+
+def decode_until(
+    engine: LlamaEngine,
+    bencher: Bencher,
+    end: float,
+    filled: int,
+    n_ctx: int,
+    tick: Callable[[int, float], None],
+) -> tuple[int, float, int]:
+    """Single tokens decoded back to back until `end` (a time.perf_counter() value), the context reset when
+    it would fill. `filled`: tokens already in it. Returns (tokens, seconds decoding, tokens now in it)."""
+    from edgepilot.bench.measure import decode_each
+    from edgepilot.engine import interrupts
+
+    tokens, seconds = 0, 0.0
+    while time.perf_counter() < end:
+        interrupts.raise_pending()
+        tick(tokens, seconds)
+        if filled >= n_ctx - 1:
+            engine.reset()
+            filled = 0
+        n, took = decode_each(engine, bencher._tokens(n_ctx - 1 - filled), end)
+        filled += n
+        tokens += n
+        seconds += took
+    return tokens, seconds, filled
+
+
+def window_of(
+    start_s: float, tokens: int, seconds: float, recording: Recording, root: Path, groups: list[list[int]]
+) -> SustainedWindow:
+    """A finished window: its speed, the hottest CPU zone read during it, each cluster's frequency now, the
+    battery's mean draw."""
+    reading = recording.stop()
+    return SustainedWindow(
+        start_s=round(start_s, 2),
+        seconds=round(seconds, 3),
+        tokens=tokens,
+        tokens_per_s=round(tokens / seconds, 3) if seconds else 0.0,
+        temp_c=reading.temp_max_c,
+        freq_mhz=cluster_freqs(root, groups),
+        watts=reading.watts,
+    )

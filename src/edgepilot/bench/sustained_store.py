@@ -8,7 +8,7 @@ import json
 import statistics
 from pathlib import Path
 
-from edgepilot.bench.store import connect, db_path
+from edgepilot.bench.store import connect, db_path, insert_run
 from edgepilot.bench.sustained import SustainedReport
 
 
@@ -16,29 +16,12 @@ def save_sustained(report: SustainedReport, path: Path | None = None) -> int:
     speeds = [w.tokens_per_s for w in report.windows]
     temps = [w.temp_c for w in report.windows if w.temp_c is not None]
     with connect(path) as con:
-        cur = con.execute(
-            "INSERT INTO runs (started, kind, device_fp, device, model_key, model_name, model_path,"
-            " model_size, model_type, seconds, build, partial) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-            (
-                report.started,
-                "sustained",
-                report.device.fingerprint,
-                report.device.description,
-                report.model.key,
-                report.model.name,
-                report.model.path,
-                report.model.size,
-                report.model.type,
-                report.seconds,
-                json.dumps(report.build),
-                int(report.partial),
-            ),
-        )
-        run_id = int(cur.lastrowid)
+        run_id = insert_run(con, report, "sustained")
         con.execute(
             "INSERT INTO results (run_id, test, n_prompt, n_gen, n_threads, n_batch, n_ubatch, flash_attn,"
-            " type_k, type_v, use_mmap, avg_ts, stddev_ts, samples_ts, temp_start_c, temp_max_c,"
-            " windows, fell_at_s, drop_pct, test_time) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            " type_k, type_v, use_mmap, avg_ts, stddev_ts, samples_ts, temp_start_c, temp_max_c, watts,"
+            " joules_per_token, windows, fell_at_s, drop_pct, test_time)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (
                 run_id,
                 "sustained",
@@ -56,6 +39,8 @@ def save_sustained(report: SustainedReport, path: Path | None = None) -> int:
                 json.dumps(speeds),
                 temps[0] if temps else None,
                 max(temps) if temps else None,
+                report.watts,
+                round(1 / report.tokens_per_joule, 4) if report.tokens_per_joule else None,
                 json.dumps([dataclasses.asdict(w) for w in report.windows]),
                 report.fell_at_s,
                 report.drop_pct,

@@ -21,6 +21,14 @@ from edgepilot.bench.search import Search, SearchConfig, ubatch_candidates
 from edgepilot.bench.store import save_report
 from edgepilot.bench.tool_lab import ToolLab
 from edgepilot.bench.tune_report import TuneReport, as_bench_report, tune_trial
+from edgepilot.bench.tune_sustained import (
+    SustainedTune,
+    apply_choice,
+    choose,
+    default_window,
+    pick_candidates,
+    run_sustained_tune,
+)
 from edgepilot.device.cpu import read_cpu
 from edgepilot.device.cpusets import cpulist
 from edgepilot.engine.choice import choose_engine
@@ -32,6 +40,8 @@ from edgepilot.tuned.identity import MeasuredModel, device_id, model_id
 from edgepilot.tuned.pinning import allowed_cpus
 from edgepilot.tuned.profiles import Profile, save_profile
 from edgepilot.words import count
+
+SUSTAINED_ENGINE = "tune --sustained needs the in-process engine for now (llama-bench: not yet)"
 
 
 @dataclass
@@ -47,6 +57,8 @@ class TuneRequest:
     devices: list[str] = field(default_factory=list)  # GPUs to try against the tuned CPU settings
     gpu_deadline_s: float = DEFAULT_DEADLINE_S  # the GPU trial's time, all layer counts together
     gpu_notes: list[str] = field(default_factory=list)  # GPUs left out, and why (a failed driver check)
+    sustained_s: float = 0.0  # > 0 (--sustained): the best settings compared over this many seconds
+    window_s: float | None = None  # seconds per sustained window (None: default_window)
 
     def validate(self) -> TuneRequest:
         if self.n_prompt < 1 or self.n_gen < 1:
@@ -55,6 +67,10 @@ class TuneRequest:
             raise UserError("-r must be at least 1")
         if self.cooldown < 0:
             raise UserError("--cooldown must be 0 or more seconds")
+        if self.sustained_s:
+            self.window_s = self.window_s or default_window(self.sustained_s)
+            if not 1.0 <= self.window_s <= self.sustained_s:
+                raise UserError(f"--window must be between 1 s and the duration ({self.sustained_s:g} s)")
         return self
 
 
@@ -67,7 +83,9 @@ def run_tune(
 ) -> TuneReport:
     """engine: "auto", "inprocess" or "tools" (each setting measured by llama.cpp's llama-bench)."""
     req.validate()
-    engine_info = choose_engine(engine, tool="llama-bench", gpu=bool(req.devices))
+    engine_info = choose_engine(engine, tool="llama-bench", gpu=bool(req.devices) and not req.sustained_s)
+    if req.sustained_s and engine_info.kind == "tools":
+        raise UserError(SUSTAINED_ENGINE)
     started = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     t0 = time.perf_counter()
     report = progress or (lambda _d, _n, _t: None)
@@ -97,6 +115,7 @@ def run_tune(
     else:
         lab = EngineLab(path, req.n_prompt, req.n_gen, verbose, req.cooldown, repack=req.repack)
     search = Search(sets, lab, SearchConfig(reps=req.reps, ubatches=ubatches))
+    sustained: SustainedTune | None = None
     try:
         with lab:
 
@@ -110,6 +129,14 @@ def run_tune(
             lab.on_measure = on_measure
             result = search.run()
             report("done", lab.reps, lab.reps)
+            if req.sustained_s and isinstance(lab, EngineLab):
+                picks = pick_candidates(search, result)
+                window = req.window_s or default_window(req.sustained_s)
+                rounds = max(1, round(req.sustained_s / (window * len(picks))))
+                sustained = SustainedTune(req.sustained_s, window, rounds, [])
+                run_sustained_tune(lab, picks, sustained, report)
+                choose(sustained)
+                result = apply_choice(search, result, sustained, picks)
             measurements, loads, info = lab.reps, lab.loads, lab.model_info or {}
         gen, prompt = result.gen, result.prompt
         repack = None
@@ -130,10 +157,17 @@ def run_tune(
             gpu = _try_gpus(path, lab, req, gen, prompt, result.prompt_tps, result.gen_tps, report, notes)
             loads = lab.loads + len(gpu.points) - 1 if gpu else loads
         elif req.devices:
-            notes.append("no GPU tried: the in-process engine is CPU-only (`--engine tools` tries it)")
+            tries = "" if req.sustained_s else " (`--engine tools` tries it)"
+            notes.append(f"no GPU tried: the in-process engine is CPU-only{tries}")
     except KeyboardInterrupt:
         if not search.trials:  # nothing measured: nothing to keep
             raise
+        stop = f"stopped by Ctrl-C after {len(search.trials)} settings: no profile saved"
+        if sustained is not None:
+            sustained.partial = True
+            choose(sustained)  # each setting's windows summarized; nothing kept
+            windows = sum(len(c.windows) for c in sustained.candidates)
+            stop = f"stopped by Ctrl-C after {count(windows, 'sustained window')}: no profile saved"
         stopped = TuneReport(
             model=MeasuredModel.of(
                 model, (lab.model_info or {}).get("type", ""), (lab.model_info or {}).get("n_params", 0)
@@ -157,14 +191,16 @@ def run_tune(
             started=started,
             n_prompt=req.n_prompt,
             n_gen=req.n_gen,
-            notes=[*notes, f"stopped by Ctrl-C after {len(search.trials)} settings: no profile saved"],
+            notes=[*notes, stop],
             engine=engine_info,
             partial=True,
+            sustained=sustained,
         )
         return _stored(stopped, req)
     chosen = gpu.chosen if gpu else GpuPoint("none", 0, None, None)
     temp_end = sensors.temperature()
-    if temp_start is not None and temp_end is not None and temp_end - temp_start >= 5:
+    warmed = temp_start is not None and temp_end is not None and temp_end - temp_start >= 5
+    if warmed and sustained is None:  # sustained windows are meant to warm it
         notes.append(
             f"the CPU warmed from {temp_start:.0f} to {temp_end:.0f} °C during tuning; "
             "re-run with --cooldown 30 if the figures look uneven"
@@ -193,6 +229,8 @@ def run_tune(
         repack=repack.pays if repack is not None else req.repack,
         offload_device=chosen.device,
         n_gpu_layers=chosen.n_gpu_layers,
+        chosen_by="sustained" if sustained and sustained.kept else "burst",
+        sustained_tps=sustained.kept.steady_ts if sustained and sustained.kept else None,
     )
     profile_path = str(save_profile(profile)) if req.save else None
     tune = TuneReport(
@@ -235,6 +273,8 @@ def run_tune(
         llama_cpp_args=decide(path, profile=profile).plan.llama_cpp_args,
         engine=engine_info,
         gpu=gpu,
+        sustained=sustained,
+        chosen_by=profile.chosen_by,
     )
     return _stored(tune, req)
 

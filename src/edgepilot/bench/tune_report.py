@@ -10,6 +10,7 @@ from edgepilot.bench.measure import LLAMA_BENCH_BATCH
 from edgepilot.bench.repack_trial import RepackTrial
 from edgepilot.bench.results import BenchReport, BenchRow
 from edgepilot.bench.search import Trial
+from edgepilot.bench.tune_sustained import SustainedTune
 from edgepilot.device.cpusets import cpu_mask, cpulist, parse_cpulist
 from edgepilot.engine.choice import EngineInfo
 from edgepilot.tuned.identity import DeviceId, MeasuredModel, versions
@@ -60,6 +61,8 @@ class TuneReport:
     gpu: GpuTrial | None = None  # the GPU against the tuned CPU settings, per layer count, if tried
     default_tg_reps: int = 0  # the repetitions behind default_tg_ts
     partial: bool = False  # stopped (Ctrl-C): `trials` are those measured, gen/prompt empty, no profile
+    sustained: SustainedTune | None = None  # --sustained: the best settings over windows, burst vs sustained
+    chosen_by: str = "burst"  # "sustained": generation's settings were kept for their steady speed
 
 
 def tune_trial(t: Trial) -> TuneTrial:

@@ -19,6 +19,7 @@ from edgepilot.engine.choice import EngineInfo, choose_engine, open_engine, open
 from edgepilot.engine.conversation import TRANSCRIPT_STOP, answer_room, fit_conversation
 from edgepilot.engine.sampling import SamplerSettings
 from edgepilot.engine.stops import StopMatcher
+from edgepilot.engine.thermal_guard import ThermalReport
 from edgepilot.errors import UserError
 from edgepilot.gguf.resolve import resolve_model
 from edgepilot.plan.requested import RequestedSettings
@@ -55,6 +56,7 @@ class ChatResult:
     llama_cpp_args: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     engine: EngineInfo | None = None
+    thermal: ThermalReport | None = None  # --max-temp: the readings, each thread switch, what was said
 
 
 class ChatSession:

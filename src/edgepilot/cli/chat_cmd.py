@@ -46,6 +46,8 @@ def render_end(result: ChatResult, out: Console) -> None:
 @flags.BUDGET
 @flags.VERBOSE
 @flags.ENGINE
+@flags.MAX_TEMP
+@flags.WATCH_ROOT
 @click.option(
     "--json", "as_json", is_flag=True, help="Answers and per-turn figures as one JSON object at the end"
 )
@@ -62,6 +64,8 @@ def chat(
     budget: str | None,
     verbose: bool,
     engine: str | None,
+    max_temp: str | None,
+    watch_root: str,
     as_json: bool,
 ) -> None:
     """Talk with a model in the terminal: each turn processes only its new tokens (the KV cache stays).
@@ -75,9 +79,11 @@ def chat(
     from edgepilot.cli.fit_render import render_fit
     from edgepilot.engine.base import EngineError
     from edgepilot.engine.sampling import SamplerSettings
+    from edgepilot.engine.thermal_guard import guarding, thermal_limit
     from edgepilot.plan.settings import MAX_TOKENS_SETTING
     from edgepilot.plan.types import DoesNotFit
 
+    thermal = thermal_limit(max_temp, watch_root)
     flags.check_range("--temp", temp, 0.0, 100.0)
     flags.check_range("--seed", seed, 0, 2**32 - 1)
     flags.check_range("-n", n_predict, 1, MAX_TOKENS_SETTING)
@@ -105,8 +111,13 @@ def chat(
     term = Terminal(
         out=sys.stdout, err=sys.stderr, interactive=sys.stdin.isatty(), stream=not as_json, wrap=_wrapped
     )
-    with session, BackgroundWatch(term.say):  # Android moving it to a class it kills first: said once
+    with (
+        session,
+        BackgroundWatch(term.say),  # Android moving it to a class it kills first: said once
+        guarding(thermal, [session.engine], term.prose) as guard,  # --max-temp: fewer threads while hot
+    ):
         result = chat_loop(session, term)
+        result.thermal = guard.report() if guard is not None else None
     if as_json or term.interactive:
         emit(result, as_json, render_end)
 

@@ -101,6 +101,16 @@ ENGINE = click.option(
     "tools; default from $EDGEPILOT_ENGINE",
     metavar="auto|inprocess|tools",
 )
+MAX_TEMP = click.option(
+    "--max-temp",
+    help="Above this CPU temperature (°C), generate on half the threads until it is 5 °C lower "
+    "(in-process engine; llama-server only warns)",
+    metavar="C",
+)
+# the device whose sensors --max-temp reads (a device tree in tests)
+WATCH_ROOT = click.option(
+    "--watch-root", default="/", hidden=True, help="Device tree to watch", metavar="DIR"
+)
 JSON = click.option("--json", "as_json", is_flag=True, help="Print one JSON object")
 VERBOSE = click.option("--verbose", "-v", is_flag=True, help="Show llama.cpp's own log")
 

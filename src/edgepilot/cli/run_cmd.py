@@ -42,8 +42,9 @@ def render_summary(result: RunResult, out: Console) -> None:
         Text.assemble(("generation", "bold"), f" {result.n_gen} tok @ {result.gen_tps:.1f} t/s"),
         Text.assemble(("peak memory", "bold"), f" {mib(result.peak_rss_bytes)}"),
         *_bandwidth_item(result),
+        *_thermal_item(result),
         Text(f"ctx {s.n_ctx}"),
-        Text(f"threads {s.n_threads}"),
+        Text(f"threads {s.n_threads}{_while_hot(result)}"),
         Text(f"kv {s.type_k}/{s.type_v}"),
     ]
     if not s.on_cpu:
@@ -60,6 +61,25 @@ def _bandwidth_item(result: RunResult) -> list[Text]:
     if result.roofline is None:
         return []
     return [Text.assemble(("bandwidth", "bold"), f" {result.roofline:.0%} of limit")]
+
+
+def _thermal_item(result: RunResult) -> list[Text]:
+    """--max-temp: the hottest reading and how often the thread count changed (each said once already)."""
+    from rich.text import Text
+
+    t = result.thermal
+    if t is None or t.peak_c is None:
+        return []
+    n = sum(s.n_threads is not None for s in t.switches)  # llama-server's crossings change no threads
+    moves = f", {n} thread switch{'es' if n != 1 else ''}" if n else ""
+    if t.switches and not n:
+        moves = ", threads unchanged"
+    return [Text.assemble(("cpu", "bold"), f" peak {t.peak_c:g} °C (limit {t.max_temp_c:g}){moves}")]
+
+
+def _while_hot(result: RunResult) -> str:
+    t = result.thermal
+    return f" ({t.fewer_threads} while hot)" if t and t.switches and t.fewer_threads else ""
 
 
 def _engine_note(result: RunResult) -> str:
@@ -102,6 +122,8 @@ class ThrottledOut:
 @flags.NO_PRELOAD
 @flags.VERBOSE
 @flags.ENGINE
+@flags.MAX_TEMP
+@flags.WATCH_ROOT
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of streaming")
 @click.option(
     "--rpc",
@@ -128,6 +150,8 @@ def run(
     no_preload: bool,
     verbose: bool,
     engine: str | None,
+    max_temp: str | None,
+    watch_root: str,
     as_json: bool,
     rpc: str | None,
     tensor_split: str | None,
@@ -137,14 +161,18 @@ def run(
     from edgepilot.cli.fit_render import render_fit
     from edgepilot.engine.base import EngineError
     from edgepilot.engine.sampling import SamplerSettings
+    from edgepilot.engine.thermal_guard import thermal_limit
     from edgepilot.plan.settings import MAX_TOKENS_SETTING
     from edgepilot.plan.types import DoesNotFit
     from edgepilot.run.runner import read_prompt, run_model  # loads llama.cpp: only when running
 
+    thermal = thermal_limit(max_temp, watch_root)
     flags.check_range("--temp", temp, 0.0, 100.0)
     flags.check_range("--seed", seed, 0, 2**32 - 1)
     flags.check_range("-n", n_predict, 0, MAX_TOKENS_SETTING)
     text = read_prompt(prompt, prompt_file)
+    if (rpc or tensor_split) and thermal is not None:
+        raise UserError("--max-temp with --rpc: llama-completion's threads are fixed; leave one out")
     if rpc or tensor_split:
         return _run_rpc(model, text, n_predict, requested, temp, seed, rpc, tensor_split, as_json)
     sampler = SamplerSettings(temperature=temp, **({} if seed is None else {"seed": seed}))
@@ -179,7 +207,7 @@ def run(
             if not as_json:
                 say(err, f"warning: {text}", style="yellow")
 
-        def background(note: str) -> None:  # from the watch's thread, while tokens stream: its own lines
+        def background(note: str) -> None:  # from a watch's thread, while tokens stream: its own lines
             from edgepilot.cli.narrow import say
 
             stream.flush()
@@ -210,6 +238,8 @@ def run(
             engine=engine,
             on_warning=warn,
             on_background=background,
+            thermal=thermal,
+            on_thermal=background,
         )
     except DoesNotFit as refusal:
         if status:

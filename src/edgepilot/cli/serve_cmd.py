@@ -146,6 +146,7 @@ def _engine_kind(engine: str | None, gpu: bool) -> str:
 @flags.FORCE
 @flags.NO_PRELOAD
 @flags.NO_CACHE_REUSE
+@flags.MAX_TEMP
 @click.option("--watch-root", default="/", hidden=True, help="Device tree to watch", metavar="DIR")
 @click.option(
     "--verbose", "-v", is_flag=True, help="Also log status-page and /health requests, and the worker's output"
@@ -211,6 +212,7 @@ def serve(
     force: bool,
     no_preload: bool,
     no_cache_reuse: bool,
+    max_temp: str | None,
     watch_root: str,
     verbose: bool,
     quiet: bool,
@@ -224,10 +226,12 @@ def serve(
     body_timeout: float,
 ) -> None:
     """Serve the model with an OpenAI-compatible API that stays up and stays private."""
+    from edgepilot.engine.thermal_guard import parse_max_temp
     from edgepilot.jsonable import to_jsonable
     from edgepilot.serve.config import ServeConfig, key_file_warning, read_api_key
     from edgepilot.sizes import GIB, KIB, parse_size
 
+    max_temp_c = parse_max_temp(max_temp)
     flags.check_range("--psi-limit", psi_limit, 0.0, 100.0)  # NaN too; ServeConfig checks the rest
     flags.check_range("--max-prompt-chars", max_prompt_chars, 0, 1 << 30)
     flags.check_range("--max-prompt-tokens", max_prompt_tokens, 0, 1 << 30)
@@ -275,6 +279,7 @@ def serve(
         psi_limit=psi_limit,
         min_available_bytes=flags.size_or_none(min_available, "--min-available"),
         watch_root=Path(watch_root),
+        max_temp_c=max_temp_c,
         cache_reuse=not no_cache_reuse,
         verbose=verbose,
         quiet=quiet,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from edgepilot.cli.app import emit
 from edgepilot.cli.bench_progress import exit_if_stopped, progress_bar, said_stopped
 from edgepilot.errors import UserError
@@ -16,6 +18,7 @@ def sustained_bench(
     as_json: bool,
     engine: str | None,
     verbose: bool,
+    plot: Path | None = None,
 ) -> None:
     from edgepilot.bench.ranges import parse_int_list
     from edgepilot.bench.sustained import run_sustained
@@ -42,6 +45,11 @@ def sustained_bench(
         from edgepilot.bench.sustained_store import save_sustained
 
         save_sustained(report)
+    if plot is not None and report.windows:
+        from edgepilot.bench.sustained_plot import save_sustained_png
+        from edgepilot.cli.sustained_render import chart_title
+
+        report.plot_png = str(save_sustained_png(report, plot, chart_title(report)))
     said_stopped(report.partial)
     emit(report, as_json, render_sustained)
     exit_if_stopped(report.partial)

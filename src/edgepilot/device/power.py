@@ -2,7 +2,8 @@
 
 current_now is in microamperes and voltage_now in microvolts; the sign of current_now differs between vendors
 (Qualcomm: negative while charging on some kernels, positive on others), so watts are reported unsigned and
-`status` says which way the power flows. temp is in tenths of a degree Celsius.
+`status` says which way the power flows. Some batteries have power_now (microwatts) instead. temp is in tenths
+of a degree Celsius.
 """
 
 from __future__ import annotations
@@ -47,15 +48,15 @@ def read_battery(root: Path) -> tuple[BatteryFacts | None, list[str]]:
     base = f"{POWER}/{battery_name}"
     status, _ = fs.read_text(root, f"{base}/status", fs.VALUE_FILE)
     capacity, _ = fs.read_int(root, f"{base}/capacity")
-    current, why_current = fs.read_int(root, f"{base}/current_now")
-    voltage, why_voltage = fs.read_int(root, f"{base}/voltage_now")
+    current, _ = fs.read_int(root, f"{base}/current_now")
+    voltage, _ = fs.read_int(root, f"{base}/voltage_now")
     temp, _ = fs.read_int(root, f"{base}/temp")
     reasons = []
-    watts = None
-    if current is not None and voltage is not None:
-        watts = round(abs(current) * voltage / 1e12, 2)
+    watts, why_watts = supply_watts(root, base)
+    if watts is not None:
+        watts = round(watts, 2)
     else:
-        reasons.append(f"battery power unknown ({why_current or why_voltage})")
+        reasons.append(f"battery power unknown ({why_watts})")
     return (
         BatteryFacts(
             name=battery_name,
@@ -69,3 +70,16 @@ def read_battery(root: Path) -> tuple[BatteryFacts | None, list[str]]:
         ),
         reasons,
     )
+
+
+def supply_watts(root: Path, base: str) -> tuple[float | None, str | None]:
+    """The power through a supply in W, unsigned: current_now × voltage_now, else power_now; (None, why) when
+    neither is readable. `base`: its directory under the root, e.g. sys/class/power_supply/battery."""
+    current, why_current = fs.read_int(root, f"{base}/current_now")
+    voltage, why_voltage = fs.read_int(root, f"{base}/voltage_now")
+    if current is not None and voltage is not None:
+        return abs(current) * voltage / 1e12, None
+    power, _ = fs.read_int(root, f"{base}/power_now")
+    if power is not None:
+        return abs(power) / 1e6, None
+    return None, why_current or why_voltage

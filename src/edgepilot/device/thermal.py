@@ -54,9 +54,24 @@ def read_thermal(root: Path) -> tuple[list[ThermalZone], list[str]]:
     return zones, reasons
 
 
+def cpu_zones(zones: list[ThermalZone]) -> list[ThermalZone]:
+    """The readable zones that look like CPU/SoC sensors (every readable zone when none does)."""
+    readable = [z for z in zones if z.celsius is not None]
+    return [z for z in readable if z.type and _CPU_ZONE.search(z.type)] or readable
+
+
 def hottest_cpu(zones: list[ThermalZone]) -> ThermalZone | None:
     """The hottest zone that looks like a CPU/SoC sensor (falls back to the hottest of all)."""
-    readable = [z for z in zones if z.celsius is not None]
-    cpu = [z for z in readable if z.type and _CPU_ZONE.search(z.type)]
-    pool = cpu or readable
+    pool = cpu_zones(zones)
     return max(pool, key=lambda z: z.celsius or 0.0) if pool else None
+
+
+def reread(root: Path, zones: list[ThermalZone]) -> list[ThermalZone]:
+    """These zones read again (their temp files only); one unreadable this time is left out."""
+    fresh = []
+    for z in zones:
+        raw, _ = fs.read_int(root, f"{THERMAL}/{z.zone}/temp")
+        celsius = to_celsius(raw) if raw is not None else None
+        if celsius is not None:
+            fresh.append(ThermalZone(z.zone, z.type, celsius))
+    return fresh

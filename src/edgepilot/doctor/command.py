@@ -25,7 +25,8 @@ _MODEL = {"-m", "--model"}
 _NGL = {"-ngl", "--n-gpu-layers", "--gpu-layers"}
 _EDGEPILOT_VALUE_FLAGS = {
     "-p", "--prompt", "--prompt-file", "-n", "--n-predict", "--temp", "--seed", "--root", "--budget",
-    "--host", "--port", "--api-key", "--sha256", *_CTX, *_BATCH, *_UBATCH, *_THREADS, *_KV,
+    "--host", "--port", "--api-key", "--sha256", "--max-temp", "--watch-root",
+    *_CTX, *_BATCH, *_UBATCH, *_THREADS, *_KV,
 }  # fmt: skip
 _OFF_SWITCHES = {"--no-flash-attn": "flash_attn", "--no-mmap": "use_mmap", "--no-repack": "repack"}
 EDGEPILOT_MODEL_COMMANDS = {"run", "serve", "bench", "tune", "fit", "inspect"}

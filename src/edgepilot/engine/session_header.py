@@ -44,8 +44,7 @@ class HeaderFields:
 
     def refuse(self, name: str, value: Any, want: str) -> SessionFileError:
         return SessionFileError(
-            f"{self.path} is damaged: its header's {name} is {_shown(value)}, not {want}; "
-            "nothing was loaded"
+            f"{self.path} is damaged: its header's {name} is {_shown(value)}, not {want}; nothing was loaded"
         )
 
     def missing(self, name: str) -> SessionFileError:

@@ -12,6 +12,7 @@ from edgepilot.engine.base import GenerationStats
 from edgepilot.engine.choice import EngineInfo, choose_engine, open_engine
 from edgepilot.engine.preload import Preload, preload, skip_reason
 from edgepilot.engine.sampling import SamplerSettings
+from edgepilot.engine.thermal_guard import ThermalLimit, ThermalReport, guarding
 from edgepilot.errors import UserError
 from edgepilot.gguf.resolve import resolve_model
 from edgepilot.plan.commands import llama_cpp_command
@@ -57,6 +58,7 @@ class RunResult:
     roofline: float | None = None
     bandwidth_gbs: float | None = None
     background: list[str] = field(default_factory=list)  # said while it ran: Android moved it (once a class)
+    thermal: ThermalReport | None = None  # --max-temp: the readings, each thread switch, what was said
 
 
 def read_prompt(prompt: str | None, prompt_file: str | None) -> str:
@@ -88,11 +90,15 @@ def run_model(
     engine: str | None = None,
     on_warning: Callable[[str], None] | None = None,
     on_background: Callable[[str], None] | None = None,
+    thermal: ThermalLimit | None = None,
+    on_thermal: Callable[[str], None] | None = None,
 ) -> RunResult:
     """warm: read the model into the page cache before loading it, when it fits memory (engine.preload).
     engine: "auto", "inprocess" or "tools" (engine.choice). on_warning: told each of the plan's warnings
     (a context above the trained one, a rounded one) before the model loads. on_background: told, while it
-    runs, when Android moves the process to a class it kills first (device/background_watch.py)."""
+    runs, when Android moves the process to a class it kills first (device/background_watch.py).
+    thermal: --max-temp; on_thermal is told when generation moves to fewer threads and back
+    (engine/thermal_guard.py)."""
     if n_predict < 0:
         raise UserError("-n must be 0 or more")
     info = choose_engine(engine, gpu=requested is not None and requested.wants_gpu)
@@ -120,7 +126,11 @@ def run_model(
     pieces: list[str] = []
 
     watch = BackgroundWatch(on_background)
-    with watch, open_engine(info, path, settings, verbose, decision.cpus, decision.prompt_cpus) as llama:
+    with (
+        watch,
+        open_engine(info, path, settings, verbose, decision.cpus, decision.prompt_cpus) as llama,
+        guarding(thermal, [llama], on_thermal) as guard,
+    ):
         formatted = None if raw_prompt else llama.chat_prompt(prompt)
         tokens = llama.tokenize(formatted if formatted is not None else prompt)
         stage("generating")
@@ -174,11 +184,10 @@ def run_model(
             ),
             warnings=list(plan.warnings),
             interrupted=interrupted,
-            roofline=generation_share(
-                path, settings, stats.n_prompt, stats.n_gen, stats.gen_tps, bandwidth
-            ),
+            roofline=generation_share(path, settings, stats.n_prompt, stats.n_gen, stats.gen_tps, bandwidth),
             bandwidth_gbs=round(bandwidth.gb_per_s, 2) if bandwidth else None,
             background=watch.notes,
+            thermal=guard.report() if guard is not None else None,
         )
 
 

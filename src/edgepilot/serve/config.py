@@ -51,6 +51,7 @@ class ServeConfig:
     max_idle_connections: int = 128  # connections with no request under way; past this the oldest is closed
     cache_reuse: bool = True  # keep the last request's KV cache for the next one's common prefix
     watch_root: Path = Path("/")  # the device whose memory is watched (a device tree in tests)
+    max_temp_c: float | None = None  # --max-temp: generation on fewer threads above it (thermal_guard.py)
     verbose: bool = False  # also log the polled requests (status page, /health) and the worker's output
     quiet: bool = False  # no line per request
 

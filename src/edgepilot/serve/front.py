@@ -312,6 +312,8 @@ class Front:
         rss, hwm = rss_bytes(pid) if pid is not None else (None, None)
         snap.update(
             engine=(info or {}).get("stats"),
+            # --max-temp: the worker's guard (threads read back from llama.cpp), or llama-server's watch
+            thermal=(info or {}).get("thermal") or (self.state.thermal() if self.state.thermal else None),
             max_queue=self.config.max_queue,
             max_tokens=self.config.max_tokens,
             max_messages=self.caps.max_messages,

@@ -9,6 +9,8 @@ from pathlib import Path
 
 from edgepilot.plan.settings import EngineSettings
 
+LOG_PREFIX = "edgepilot-worker: log: "  # a worker's line the supervisor puts in the server's log, not its own
+
 
 @dataclass
 class WorkerLaunch:
@@ -30,6 +32,8 @@ class Launch(WorkerLaunch):
 
     cache_reuse: bool = True
     max_prompt_tokens: int | None = None  # None: the context
+    max_temp_c: float | None = None  # the worker's thermal guard (engine/thermal_guard.py); None: none
+    watch_root: Path = Path("/")  # whose thermal zones it reads (a device tree in tests)
     python: str = field(default_factory=lambda: sys.executable)
 
     def argv(self, settings: EngineSettings) -> list[str]:
@@ -51,4 +55,6 @@ class Launch(WorkerLaunch):
             args += ["--max-prompt-tokens", str(self.max_prompt_tokens)]
         if self.short_ctx:
             args += ["--short-ctx", str(self.short_ctx)]
+        if self.max_temp_c is not None:
+            args += ["--max-temp", f"{self.max_temp_c:g}", "--watch-root", str(self.watch_root)]
         return args

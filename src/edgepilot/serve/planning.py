@@ -67,6 +67,7 @@ def plan_serve(
             reserve_bytes=reserve,
             engine=engine,
             own_process=False,  # the model runs in the worker: this front stays beside it
+            sustained=True,  # a server runs for hours: the settings tuned for the speed they hold, if any
         )
 
     decision = decision_for(base)

@@ -26,6 +26,7 @@ from typing import Any
 from edgepilot.device.background_watch import BackgroundWatch
 from edgepilot.engine.choice import EngineInfo, choose_engine
 from edgepilot.engine.native_tools import find_tool
+from edgepilot.engine.thermal_guard import ThermalLimit, guard_note, watch_only
 from edgepilot.errors import UserError
 from edgepilot.gguf.resolve import resolve_model
 from edgepilot.plan.requested import RequestedSettings
@@ -213,6 +214,8 @@ class Supervisor:
         notes = [n for n in plan.fit.notes if n not in plan.fit.warnings]
         if self.wake.note:
             notes.append(self.wake.note)
+        if config.max_temp_c is not None:
+            notes.append(guard_note(config.max_temp_c, plan.settings.n_threads, self.native is None))
         if plan.cpus:
             notes.append(
                 f"worker pinned to CPUs {','.join(map(str, plan.cpus))}"
@@ -295,6 +298,8 @@ class Supervisor:
                 **common,
                 cache_reuse=config.cache_reuse,
                 max_prompt_tokens=config.max_prompt_tokens,
+                max_temp_c=config.max_temp_c,
+                watch_root=config.watch_root,
             )
         watchdog = Watchdog(
             launch,
@@ -308,6 +313,10 @@ class Supervisor:
         watch = self.memory_watch()
         background = BackgroundWatch(self.log)  # said once a class in the log, shown on /health and /
         self.state.background = background.status
+        thermal = None  # --max-temp: edgepilot's worker guards itself; llama-server's is only watched, here
+        if config.max_temp_c is not None and self.native is not None:
+            thermal = watch_only(ThermalLimit(config.max_temp_c, config.watch_root), plan.settings, self.log)
+            self.state.thermal = thermal.status
         front = Front(
             config,
             self.state,
@@ -328,7 +337,7 @@ class Supervisor:
             self.wake.acquire()
             watch.start()
             watchdog.start()
-            with background:
+            with background, thermal or contextlib.nullcontext():
                 self.server.run(sockets=[sock])
         finally:
             self.state.set_stopping()

@@ -77,6 +77,8 @@ class ServerState:
         self.waiting = 0
         # where Android ranks the server for killing (device/background_watch.py's status), once it is watched
         self.background: Callable[[], dict[str, Any]] | None = None
+        # --max-temp with llama-server: this process's guard (edgepilot's worker reports its own)
+        self.thermal: Callable[[], dict[str, Any]] | None = None
 
     def background_status(self) -> dict[str, Any] | None:
         return self.background() if self.background is not None else None

@@ -28,7 +28,7 @@ from edgepilot.device import fs
 from edgepilot.plan.requested import as_requested
 from edgepilot.plan.settings import EngineSettings
 from edgepilot.serve.context_policy import GROW_CHECK_SECONDS, GrowthPolicy, after_memory_returns
-from edgepilot.serve.launch import Launch
+from edgepilot.serve.launch import LOG_PREFIX, Launch
 from edgepilot.serve.planning import MEMORY_CAUSES, MIN_CTX, after_memory_kill
 from edgepilot.serve.proxy import probe_health
 from edgepilot.serve.state import Death, Pressure, ServerState, WorkerInfo, what_was_seen
@@ -49,7 +49,8 @@ HEAD_LINES, TAIL_LINES = 200, 400
 class OutputRing:
     """The worker's output: first and last lines kept for the doctor, echoed with --verbose."""
 
-    def __init__(self, pipe: IO[bytes], echo: bool) -> None:
+    def __init__(self, pipe: IO[bytes], echo: bool, log: Callable[[str], None] | None = None) -> None:
+        self.log = log  # the server's log, for the worker's lines meant for it (LOG_PREFIX)
         self.head: list[str] = []
         self.tail: deque[str] = deque(maxlen=TAIL_LINES)
         self.dropped = 0
@@ -61,7 +62,9 @@ class OutputRing:
         with contextlib.suppress(OSError, ValueError):
             for raw in pipe:
                 line = raw.decode("utf-8", errors="replace").rstrip("\n")
-                if self.echo:  # llama.cpp's log quotes the model's metadata: escaped for the terminal
+                if self.log is not None and line.startswith(LOG_PREFIX):
+                    self.log(line.removeprefix(LOG_PREFIX))
+                elif self.echo:  # llama.cpp's log quotes the model's metadata: escaped for the terminal
                     sys.stderr.write(f"worker: {shown(line)}\n")
                 if len(self.head) < HEAD_LINES:
                     self.head.append(line)
@@ -85,6 +88,7 @@ class Worker:
         echo: bool,
         env: dict[str, str] | None = None,
         preexec: Callable[[], None] | None = None,
+        log: Callable[[str], None] | None = None,
     ) -> None:
         self.argv = argv
         self.started = time.time()
@@ -97,7 +101,7 @@ class Worker:
             preexec_fn=preexec,
         )
         self.pid = self.proc.pid
-        self.output = OutputRing(self.proc.stdout, echo)  # type: ignore[arg-type]
+        self.output = OutputRing(self.proc.stdout, echo, log)  # type: ignore[arg-type]
         self._lock = threading.Lock()
         self.reaped = False
         self.status = 0
@@ -187,6 +191,7 @@ class Watchdog(threading.Thread):
             launch.verbose,
             launch.environment(settings) if hasattr(launch, "environment") else None,
             getattr(launch, "preexec", None),
+            self.log,
         )
         self.current = worker
         info = WorkerInfo(

@@ -18,6 +18,8 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from starlette.applications import Starlette
@@ -31,6 +33,7 @@ from edgepilot.engine.sampling import SamplerSettings
 from edgepilot.serve import protocol as p
 from edgepilot.serve.generation import Generator, Job, PromptRefused
 from edgepilot.serve.lanes import LANE_HEADER, SHORT, Lanes
+from edgepilot.serve.launch import LOG_PREFIX
 from edgepilot.serve.request_body import ChatRequest, CompletionRequest, InvalidRequest, Sampling, decode_json
 from edgepilot.serve.wire import error_body, sse
 
@@ -63,7 +66,13 @@ async def _watch_disconnect(request: Request, cancelled: threading.Event) -> Non
         await asyncio.sleep(DISCONNECT_POLL)
 
 
-def create_app(lanes: Lanes, model_name: str, max_tokens: int, info: dict[str, Any]) -> Starlette:
+def create_app(
+    lanes: Lanes,
+    model_name: str,
+    max_tokens: int,
+    info: dict[str, Any],
+    thermal: Callable[[], dict[str, Any]] | None = None,
+) -> Starlette:
     async def http_error(_request: Request, exc: HTTPException) -> Response:
         kind = "invalid_request_error" if exc.status_code < 500 else "server_error"
         return _error(exc.status_code, str(exc.detail), kind)
@@ -72,7 +81,10 @@ def create_app(lanes: Lanes, model_name: str, max_tokens: int, info: dict[str, A
         return _error(500, f"the model server failed on this request: {type(exc).__name__}", "server_error")
 
     async def health(_request: Request) -> Response:
-        return JSONResponse({"status": "ok", "pid": os.getpid(), **info, "stats": lanes.stats()})
+        body = {"status": "ok", "pid": os.getpid(), **info, "stats": lanes.stats()}
+        if thermal is not None:  # --max-temp: the guard's reading and the threads in use now (read back)
+            body["thermal"] = thermal()
+        return JSONResponse(body)
 
     def clamp(wanted: int | None) -> int:
         return max_tokens if wanted is None else min(wanted, max_tokens)
@@ -184,6 +196,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--no-cache-reuse", action="store_true")
     ap.add_argument("--max-prompt-tokens", type=int, default=0, help="0: the context")
     ap.add_argument("--short-ctx", type=int, default=0, help="the short lane's context (0: none)")
+    ap.add_argument("--max-temp", type=float, default=None, help="the thermal guard's limit in °C")
+    ap.add_argument("--watch-root", default="/", help="the device whose thermal zones the guard reads")
     return ap.parse_args(argv)
 
 
@@ -192,6 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     die_with_parent(args.parent)
     from edgepilot.engine import llama_log
     from edgepilot.engine.inprocess import EngineError, LlamaEngine
+    from edgepilot.engine.thermal_guard import ThermalGuard, ThermalLimit
     from edgepilot.engine.turns import Turns
     from edgepilot.plan.settings import EngineSettings
     from edgepilot.serve.short_lane import short_settings
@@ -239,7 +254,14 @@ def main(argv: list[str] | None = None) -> int:
             engine.turns = Turns()
             lanes.short = Generator(short_engine, None, cache_reuse=True, short_turns=engine.turns)
     info["short_ctx"] = short_engine.load.n_ctx if short_engine else 0
-    app = create_app(lanes, args.model_name, args.max_tokens, info)
+    guard = None
+    if args.max_temp is not None:  # both lanes' contexts switch; the main lane's is the one reported
+        limit = ThermalLimit(args.max_temp, Path(args.watch_root))
+        guard = ThermalGuard(limit, lambda note: sys.stderr.write(f"{LOG_PREFIX}{note}\n"))
+        for lane in (engine, short_engine):
+            if lane is not None:
+                guard.attach(lane)
+    app = create_app(lanes, args.model_name, args.max_tokens, info, guard.status if guard else None)
 
     import uvicorn
 
@@ -256,7 +278,8 @@ def main(argv: list[str] | None = None) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: None)
     try:
-        server.run()
+        with guard or contextlib.nullcontext():
+            server.run()
     finally:
         lanes.close()
         if short_engine is not None:

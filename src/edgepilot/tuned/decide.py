@@ -103,7 +103,9 @@ def _profile_note(
         used.append("no weight repacking (it bought no speed here)")
     if not used:
         return None
-    return f"tuned profile of {profile.created[:10]}: " + ", ".join(used) + " (--no-profile leaves it out)"
+    kind = " (chosen by sustained speed)" if profile.chosen_by == "sustained" else ""
+    head = f"tuned profile of {profile.created[:10]}{kind}: "
+    return head + ", ".join(used) + " (--no-profile leaves it out)"
 
 
 def gpu_notes(settings: EngineSettings, requested: RequestedSettings, engine: EngineInfo | None) -> list[str]:
@@ -148,6 +150,8 @@ def decide(
     use_profile: bool = True,
     engine: EngineInfo | None = None,
     own_process: bool | None = None,
+    sustained: bool = False,
+    opencl: bool = False,
 ) -> Decision:
     """Settings and plan for one model on the device at `root`.
 
@@ -156,11 +160,13 @@ def decide(
     profile: the tuned profile to use; by default the one `tune` stored for this model and device.
     engine: the engine that will run it: the plan is for its llama.cpp (tuned/calibrate.py).
     own_process: whether the model runs in this process (plan.fit.fit_model; None: in-process engines do).
+    sustained: prefer the profile `tune --sustained` saved (serve: a server runs for hours).
+    opencl: also plan the OpenCL GPU path (`fit` asks; plan/opencl_plan.py).
     """
     requested = requested or RequestedSettings()
     path = Path(model_path)
     if profile is None and use_profile and requested.profile is not False:
-        profile = load_profile(path, Path(root))
+        profile = load_profile(path, Path(root), sustained=sustained)
     tuned = apply_profile(requested, profile)
     offload_note = None
     if profile is not None and profile.offload_device != "none" and requested.device is None:
@@ -183,6 +189,7 @@ def decide(
             reserve_bytes=reserve_bytes,
             arithmetic=lambda arch: arithmetic_for(engine, path, arch),
             own_process=own_process,
+            opencl=opencl,
         )
 
     plan = plan_for(tuned)

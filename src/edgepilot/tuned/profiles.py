@@ -1,7 +1,10 @@
 """Tuned settings per (device, model), saved by `tune` and used by the settings decision (decide.py).
 
-One JSON file per pair: <data dir>/profiles/<model key>@<device fingerprint>.json. Looking one up costs
-hashing 2 MiB of the model; the device is only probed when a profile for the model exists at all.
+One JSON file per pair: <data dir>/profiles/<model key>@<device fingerprint>.json, and beside it
+<...>.sustained.json when `tune --sustained` chose settings by the speed they hold: serve, which runs for
+hours, prefers that one; run, chat and fit prefer the burst one (either serves when it is the only one).
+Looking one up costs hashing 2 MiB of the model; the device is only probed when a profile for the model
+exists at all.
 """
 
 from __future__ import annotations
@@ -43,6 +46,8 @@ class Profile:
     n_gpu_layers: int = 0
     version: int = PROFILE_VERSION
     notes: list[str] = field(default_factory=list)
+    chosen_by: str = "burst"  # "sustained": tune --sustained kept generation's settings for the speed held
+    sustained_tps: float | None = None  # that steady speed
 
     def usable_cpus(self, allowed: list[int]) -> list[int]:
         """The profile's CPUs this process may use (taskset or a cgroup may have narrowed them since)."""
@@ -53,8 +58,8 @@ def profiles_dir() -> Path:
     return data_dir() / "profiles"
 
 
-def profile_path(model_key: str, device_fp: str) -> Path:
-    return profiles_dir() / f"{model_key}@{device_fp}.json"
+def profile_path(model_key: str, device_fp: str, sustained: bool = False) -> Path:
+    return profiles_dir() / f"{model_key}@{device_fp}{'.sustained' if sustained else ''}.json"
 
 
 def writable_profiles_dir(also: str = "") -> Path:
@@ -63,7 +68,7 @@ def writable_profiles_dir(also: str = "") -> Path:
 
 
 def save_profile(profile: Profile) -> Path:
-    path = profile_path(profile.model_key, profile.device_fingerprint)
+    path = profile_path(profile.model_key, profile.device_fingerprint, profile.chosen_by == "sustained")
     writable_profiles_dir()
     try:
         write_text(path, json.dumps(asdict(profile), indent=2) + "\n", what="profile")
@@ -114,6 +119,7 @@ def read_profile(path: Path, strict: bool = False) -> Profile | None:
         and isinstance(profile.prompt_cpus, list)
         and all(isinstance(c, int) and c >= 0 for c in profile.prompt_cpus)
         and isinstance(profile.repack, bool)
+        and profile.chosen_by in ("burst", "sustained")
     )
     return profile if ok else None
 
@@ -124,42 +130,63 @@ class ProfileView:
 
     model: str
     path: str  # where this device's profile for the model is (or would be)
-    profile: Profile | None
+    profile: Profile | None  # the one run uses
     forgotten: bool = False
+    sustained_path: str | None = None  # a profile tuned with --sustained (serve prefers it), if there is one
 
 
 def show_profile(model_path: Path | str, root: Path = Path("/")) -> ProfileView:
     path = Path(model_path)
-    where = profile_path(model_id(path).key, device_id(root).fingerprint)
-    return ProfileView(model=str(path), path=str(where), profile=load_profile(path, root, strict=True))
+    key, fp = model_id(path).key, device_id(root).fingerprint
+    profile = load_profile(path, root, strict=True)
+    sustained = profile_path(key, fp, sustained=True)
+    where = sustained if profile is not None and profile.chosen_by == "sustained" else profile_path(key, fp)
+    also = str(sustained) if sustained.exists() and sustained != where else None
+    return ProfileView(model=str(path), path=str(where), profile=profile, sustained_path=also)
 
 
 def forget_profile(model_path: Path | str, root: Path = Path("/")) -> ProfileView:
-    """Remove this device's profile for the model (a damaged or unreadable one too: its name comes from the
-    model and the device, so it is not read to be found): later runs plan without it."""
+    """Remove this device's profiles for the model, the one tuned with --sustained too (a damaged or
+    unreadable one as well: its name comes from the model and the device, so it is not read to be found):
+    later runs plan without them."""
     path = Path(model_path)
-    where = profile_path(model_id(path).key, device_id(root).fingerprint)
-    readable = os.access(where, os.R_OK)  # read only to say which profile went; never a note or an error
-    view = ProfileView(model=str(path), path=str(where), profile=read_profile(where) if readable else None)
-    try:
-        os.unlink(view.path)
-        view.forgotten = True
-    except FileNotFoundError:
-        pass
-    except OSError as exc:
-        if is_denied(exc):
-            folder = Path(view.path).parent
-            raise UserError(
-                f"cannot remove the profile {escaped(view.path)}: {refusal(exc)} in {escaped(folder)}; "
-                f"{DATA_FIX}"
-            ) from None
-        raise UserError(f"cannot remove the profile {escaped(view.path)}: {exc.strerror or exc}") from None
+    key, fp = model_id(path).key, device_id(root).fingerprint
+    view = ProfileView(model=str(path), path=str(profile_path(key, fp)), profile=None)
+    burst, burst_profile = _remove(profile_path(key, fp))
+    sustained, sustained_profile = _remove(profile_path(key, fp, sustained=True))
+    view.forgotten = burst or sustained
+    view.profile = burst_profile or sustained_profile
+    if sustained:
+        view.sustained_path = str(profile_path(key, fp, sustained=True))
+        if not burst:
+            view.path, view.sustained_path = view.sustained_path, None
     return view
 
 
-def load_profile(model_path: Path | str, root: Path = Path("/"), strict: bool = False) -> Profile | None:
+def _remove(where: Path) -> tuple[bool, Profile | None]:
+    """Remove one profile file: (whether there was one, what it held if it could be read)."""
+    readable = os.access(where, os.R_OK)  # read only to say which profile went; never a note or an error
+    profile = read_profile(where) if readable else None
+    try:
+        os.unlink(where)
+    except FileNotFoundError:
+        return False, None
+    except OSError as exc:
+        if is_denied(exc):
+            raise UserError(
+                f"cannot remove the profile {escaped(where)}: {refusal(exc)} in {escaped(where.parent)}; "
+                f"{DATA_FIX}"
+            ) from None
+        raise UserError(f"cannot remove the profile {escaped(where)}: {exc.strerror or exc}") from None
+    return True, profile
+
+
+def load_profile(
+    model_path: Path | str, root: Path = Path("/"), strict: bool = False, sustained: bool = False
+) -> Profile | None:
     """The tuned profile for this model on this device, or None (no tune yet, other device, damaged file).
-    A profile the permissions keep from us: an error when strict (`tune --show`), else a note."""
+    A profile the permissions keep from us: an error when strict (`tune --show`), else a note.
+    sustained: prefer the one `tune --sustained` saved (serve); else the burst one first."""
     path = Path(model_path)
     folder = profiles_dir()
     try:
@@ -174,5 +201,10 @@ def load_profile(model_path: Path | str, root: Path = Path("/"), strict: bool = 
         return None
     if not any(n.startswith(f"{key}@") and n.endswith(".json") for n in names):
         return None
-    match = profile_path(key, device_id(root).fingerprint)
-    return read_profile(match, strict) if match.name in names else None
+    fp = device_id(root).fingerprint
+    for kind in (True, False) if sustained else (False, True):
+        match = profile_path(key, fp, sustained=kind)
+        profile = read_profile(match, strict) if match.name in names else None
+        if profile is not None:
+            return profile
+    return None
