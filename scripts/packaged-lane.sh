@@ -25,8 +25,11 @@ MIRROR="${EDGEPILOT_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 PACKAGES=(llama.cpp-tools llama.cpp-tools-extra python3 python3-venv python3-numpy python3-psutil ca-certificates)
 # The GPU lane in the same root: Debian's ggml Vulkan backend (Termux's llama-cpp-backend-vulkan), Mesa's software
 # Vulkan driver (lavapipe, visible to ggml with GGML_VK_VISIBLE_DEVICES=0), vulkaninfo, and what builds the lying
-# layer (tests/gpu/lying_layer.c: an old Mali driver acted out over lavapipe).
-GPU_PACKAGES=(libggml0-backend-vulkan mesa-vulkan-drivers vulkan-tools libvulkan-dev gcc libc6-dev)
+# layer (tests/gpu/lying_layer.c: an old Mali driver acted out over lavapipe), and what `edgepilot build --vulkan`
+# needs to build the engine's llama.cpp with the old-Mali fix in the root (as Termux's shaderc, vulkan-headers,
+# spirv-headers and clang would; tests/gpu/vulkanfix.py).
+GPU_PACKAGES=(libggml0-backend-vulkan mesa-vulkan-drivers vulkan-tools libvulkan-dev gcc libc6-dev
+              g++ make cmake glslc spirv-headers)
 # What pyproject.toml asks for, minus llama-cpp-python, numpy and psutil (from Debian, as from Termux).
 PIP_PACKAGES=(
     "click>=8.5" "rich>=13" "plotext>=6.1" "uvicorn>=0.54" "h11>=0.16" "starlette>=1.0"
