@@ -18,6 +18,7 @@ import pytest
 
 import edgepilot
 from edgepilot.device.bandwidth import (
+    MAX_BUFFER,
     Bandwidth,
     buffer_size,
     last_level_cache,
@@ -31,49 +32,71 @@ MIB = 1 << 20
 SRC = str(Path(edgepilot.__file__).resolve().parent.parent)
 
 
-def _numpy_copy(threads: int, size: int, passes: int = 8) -> float:
-    """A plain numpy copy benchmark, counted as STREAM's Copy counts it: bytes read + written per second,
-    best of `passes`, `threads` threads copying a slice each."""
-    src = np.ones(size // 8)
-    dst = np.zeros_like(src)
+def _best_of(kernel, threads: int, src: np.ndarray, passes: int = 8) -> float:
+    """Seconds of the best of `passes`, `threads` threads running `kernel` on a slice each."""
     bounds = [(k * src.size // threads, (k + 1) * src.size // threads) for k in range(threads)]
     best = float("inf")
     for _ in range(passes):
-        pool = [threading.Thread(target=np.copyto, args=(dst[a:b], src[a:b])) for a, b in bounds]
+        pool = [threading.Thread(target=kernel, args=(src[a:b],)) for a, b in bounds]
         t0 = time.perf_counter()
         for t in pool:
             t.start()
         for t in pool:
             t.join()
         best = min(best, time.perf_counter() - t0)
-    return 2 * src.nbytes / best
+    return best
 
 
-def _median_ratio(rounds: int = 7) -> tuple[float, Bandwidth]:
-    """Alongside: each measurement is followed by the copy at the same thread counts and buffer size; the
-    median of the rounds' ratios (one pair can be off by 2x either way on a shared machine)."""
-    ratios = []
+def _numpy_sum(threads: int, size: int) -> float:
+    """A plain numpy read benchmark of another kind than ours: an integer sum, bytes read per second."""
+    src = np.ones(size // 8, dtype=np.int64)
+    return src.nbytes / _best_of(np.add.reduce, threads, src)
+
+
+def _numpy_copy(threads: int, size: int) -> tuple[float, float]:
+    """A plain numpy copy benchmark: (bytes copied per second, STREAM's Copy count: read + written)."""
+    src = np.ones(size // 8)
+    dst = np.zeros_like(src)
+    seconds = _best_of(lambda part: np.copyto(dst[: part.size], part), threads, src)
+    return src.nbytes / seconds, 2 * src.nbytes / seconds
+
+
+def _median_ratios(rounds: int = 7) -> tuple[float, float, float, Bandwidth]:
+    """Alongside: each measurement is followed by the references at the same thread counts and buffer size;
+    the medians of the rounds' ratios (one pair can be off by 2x either way on a shared machine)."""
+    to_sum, to_read_half, to_stream = [], [], []
     for _ in range(rounds):
         bw = measure_read_bandwidth()
-        copy = max(_numpy_copy(threads, bw.buffer_bytes) for threads in bw.by_threads)
-        ratios.append(bw.bytes_per_s / copy)
-    return statistics.median(ratios), bw
+        to_sum.append(bw.bytes_per_s / max(_numpy_sum(t, bw.buffer_bytes) for t in bw.by_threads))
+        copies = [_numpy_copy(t, bw.buffer_bytes) for t in bw.by_threads]
+        to_read_half.append(bw.bytes_per_s / max(c[0] for c in copies))
+        to_stream.append(bw.bytes_per_s / max(c[1] for c in copies))
+    med = statistics.median
+    return med(to_sum), med(to_read_half), med(to_stream), bw
 
 
-def test_the_read_bandwidth_is_within_15_percent_of_a_numpy_copy_here():
-    # This VM's memory reads 32 or 49 GB/s for seconds at a time, and other jobs share its two cores: a
-    # median can land in a spell where one side was held back, so one of three spells must agree. A wrong
-    # kernel or count (half the bytes, a cached buffer) is off by far more, every time.
-    medians = []
+def test_the_read_bandwidth_is_within_15_percent_of_a_numpy_read_and_inside_a_copys_bounds_here():
+    # Two known figures measured alongside. A numpy integer sum reads as a token does: ours must be within
+    # 15 % of it. A numpy copy reads and writes: reading alone is at least the copy's read stream and at most
+    # STREAM's count of it (read + written), with 15 % either way. Which end it is near depends on the CPU:
+    # on an AMD EPYC here reading matched STREAM's count, on an Intel Xeon here (whose large copies write
+    # around the cache) 0.63 of it. This VM's memory reads 32 or 49 GB/s for seconds at a time and other jobs
+    # share its two cores, so one of three spells must agree. A wrong kernel or count (half the bytes, a
+    # cached buffer) is off by far more, every time.
+    spells = []
     for _ in range(3):
-        median, bw = _median_ratio()
-        medians.append(round(median, 3))
-        if median == pytest.approx(1.0, rel=0.15):
+        to_sum, to_read_half, to_stream, bw = _median_ratios()
+        spells.append((round(to_sum, 3), round(to_read_half, 3), round(to_stream, 3)))
+        if to_sum == pytest.approx(1.0, rel=0.15) and to_read_half >= 0.85 and to_stream <= 1.15:
             break
-    assert medians[-1] == pytest.approx(1.0, rel=0.15), medians
+    to_sum, to_read_half, to_stream = spells[-1]
+    assert to_sum == pytest.approx(1.0, rel=0.15), spells
+    assert to_read_half >= 0.85 and to_stream <= 1.15, spells
     assert bw.method == "read" and bw.passes >= 2 * len(bw.by_threads)
     assert set(bw.by_threads) == set(thread_counts(len(os.sched_getaffinity(0))))
-    assert bw.buffer_bytes >= 4 * (last_level_cache() or 0)  # memory is timed, not the cache
+    # Memory is timed, not the cache: 4x the last-level cache, up to the cap. This VM lists a 480 MiB L3 that
+    # it does not have (512 MiB and 2 GiB read alike here), so the cap is what it gets.
+    assert bw.buffer_bytes >= min(4 * (last_level_cache() or 0), MAX_BUFFER)
     assert "reading" in bw.how() and "last-level cache" in bw.how()
 
 
