@@ -8,10 +8,11 @@ in the version's calibration file (tuned/calibrate.py) under `offload`, keyed by
 and describes it (`Vulkan0 (llvmpipe (LLVM 22.1.8, 256 bits))`, from the load log's `using device` line) and
 by model, one sample: the measured peak less the plan's runtime, the plan's resident CPU weights and every
 buffer the log showed (the driver's term), the extra CPU buffers, the ubatch, the layer count, the weight
-types on the device, whether the prompt filled the context and whether it was the first run on this device
-(`cold`: it compiled the driver's pipelines, a one-off peak). plan/offload.py turns them into the driver's
-memory for other settings (learned_driver). A log without a `using device` line for the planned device
-(another llama.cpp's words, too low a verbosity) records nothing: the plan stays on the assumed figures.
+types on the device, whether the prompt filled the context and whether it was this model's first run on this
+device (`cold`: it compiled the driver's pipelines for the model's weight types, a one-off peak).
+plan/offload.py turns them into the driver's memory for other settings (learned_driver). A log without a
+`using device` line for the planned device (another llama.cpp's words, too low a verbosity) records nothing:
+the plan stays on the assumed figures.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from edgepilot.gguf.gguf_records import GGUFHeader
 from edgepilot.plan.arithmetic import DriverSample, LearnedDevice
 from edgepilot.plan.offload import device_weight_types
 from edgepilot.plan.types import FitResult
+from edgepilot.tuned.calibration_check import valid_sample
 
 KEEP_SAMPLES = 8
 FIELDS = ("driver", "runtime", "extra", "n_ubatch", "n_gpu_layers", "weight_types")
@@ -48,7 +50,7 @@ def offload_sample(
     cpu_weights_logged = logged.bytes_of(CPU, "model")  # counted as the plan's resident span instead
     driver = peak_bytes - m.runtime_bytes - m.weights_bytes - (buffers - cpu_weights_logged)
     return {
-        "driver": int(driver),
+        "driver": max(0, int(driver)),  # below 0: the plan's runtime counted it already (the reader's range)
         "runtime": int(m.runtime_bytes),
         "extra": int(logged.extra_bytes),
         "n_ubatch": int(n_ubatch),
@@ -78,11 +80,11 @@ def record_offloaded(
     entry = section.get(device_key(device, description))
     entry = entry if isinstance(entry, dict) and isinstance(entry.get("models"), dict) else {"models": {}}
     entry.update(device=device, description=description, seen=time.time())
-    ran_before = any(isinstance(m, dict) and m.get("runs") for m in entry["models"].values())
     per_model = entry["models"].get(model_key)
     per_model = per_model if isinstance(per_model, dict) else {}
     runs = [r for r in per_model.get("runs") or [] if _valid(r)]
-    sample = {**sample, "cold": not ran_before}
+    # the first run of this model on this device compiled the pipelines of its weight types (a one-off peak)
+    sample = {**sample, "cold": not runs}
     per_model.update(n_vocab=n_vocab, runs=[*runs, sample][-KEEP_SAMPLES:])
     entry["models"][model_key] = per_model
     section[device_key(device, description)] = entry
@@ -90,7 +92,8 @@ def record_offloaded(
 
 
 def _valid(run: Any) -> bool:
-    return isinstance(run, dict) and all(isinstance(run.get(k), int) for k in FIELDS)
+    """Every field the plan reads in range (tuned/calibration_check.py)."""
+    return valid_sample(run)
 
 
 def _samples(runs: Any) -> list[DriverSample]:
