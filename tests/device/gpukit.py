@@ -1,6 +1,7 @@
 """Stand-ins for llama.cpp's programs in the GPU driver check tests: shell scripts that list a device as
 `llama-server --list-devices` does and then, as llama-bench, behave like a driver: crash with SIGSEGV, hang,
-fail, flood their output, or pass. They test edgepilot's isolation, not llama.cpp."""
+spin (busy past any deadline), start slowly, fail, flood their output, or pass. They test edgepilot's
+isolation, not llama.cpp."""
 
 from __future__ import annotations
 
@@ -30,6 +31,16 @@ BEHAVIOUR = {
         'echo "load_tensors:      Vulkan0 model buffer size =     3.81 MiB" >&2\n'
         'echo "llama_kv_cache:    Vulkan0 KV buffer size =     0.25 MiB" >&2\n'
         'echo "| model | size | test | t/s |"\n'
+        "exit 0\n"
+    ),
+    # a driver compiling its pipelines: busy on the CPU, no end
+    "spin": f'echo "{DEVICE_LINE}" >&2\nwhile :; do :; done\n',
+    # the same for $SPIN_S seconds (default 2), then it passes: a slow start on a cold shader cache
+    "slow-ok": (
+        f'echo "{DEVICE_LINE}" >&2\n'
+        'end=$(( $(date +%s) + ${SPIN_S:-2} )); while [ "$(date +%s)" -lt "$end" ]; do i=0; '
+        "while [ $i -lt 2000 ]; do i=$((i+1)); done; done\n"
+        'echo "load_tensors:      Vulkan0 model buffer size =     3.81 MiB" >&2\n'
         "exit 0\n"
     ),
     # 40 MiB without a newline, then a crash: the check reads it in bounded pieces

@@ -33,6 +33,14 @@ NO_GPU_CHECK = click.option(
 )
 
 
+CHECK_GPU = click.option(
+    "--check-gpu",
+    is_flag=True,
+    help="Run the GPU driver checks again now, whatever was remembered (a check that ran past its deadline "
+    "is never a final verdict; tune checks those again too)",
+)
+
+
 CHECK_ENGINE = click.option(
     "--check-engine",
     is_flag=True,
@@ -65,12 +73,19 @@ def _llama_tool() -> Path | None:
 @ROOT
 @flags.ENGINE
 @NO_GPU_CHECK
+@CHECK_GPU
 @CHECK_ENGINE
 @BANDWIDTH
 @flags.JSON
 @user_errors
 def probe(
-    root: Path, engine: str | None, no_gpu_check: bool, check_engine: bool, bandwidth: bool, as_json: bool
+    root: Path,
+    engine: str | None,
+    no_gpu_check: bool,
+    check_gpu: bool,
+    check_engine: bool,
+    bandwidth: bool,
+    as_json: bool,
 ) -> None:
     """What this device is: CPU clusters and ISA, memory, Android/Termux, GPUs as llama.cpp sees them (with a
     crash-isolated driver check), thermal, battery, storage, and the llama.cpp engine edgepilot runs here"""
@@ -81,17 +96,21 @@ def probe(
     live = root == Path("/")
     if check_engine and not live:
         raise UserError("--check-engine loads this machine's llama.cpp: leave out --root to check it")
+    if check_gpu and no_gpu_check:
+        raise UserError("--check-gpu runs the GPU checks and --no-gpu-check runs none: give one of them")
+    if check_gpu and not live:
+        raise UserError("--check-gpu loads this machine's GPU drivers: leave out --root to check them")
     if bandwidth and not live:
         raise UserError("--bandwidth measures this machine's memory: leave out --root to measure it")
     tool = _llama_tool() if live else None
     facts = probe_device(root, llama_tool=tool)
     if live:
-        from edgepilot.engine.gpu_check import judge_gpus
+        from edgepilot.engine.gpu_probe import judge_gpus
         from edgepilot.tuned.bandwidth_cache import bandwidth_facts
 
         facts.engine = engine_facts(engine, check=check_engine)
         facts.memory_bandwidth = bandwidth_facts(measure=bandwidth, cpu=facts.cpu)
-        judge_gpus(facts.gpus, tool, run=not no_gpu_check, progress=_progress)
+        judge_gpus(facts.gpus, tool, run=not no_gpu_check, progress=_progress, fresh=check_gpu)
     emit(facts, as_json, render_probe)
 
 

@@ -7,6 +7,12 @@ One JSON file, `gpu-checks.json` in edgepilot's data directory (datadir.py), wri
 - the driver files: every Vulkan ICD manifest the loader reads (and the library each names), and Android's
   `/vendor/lib*/hw/vulkan.*.so` (size and mtime), so a driver update is a new key;
 - the environment the loader and ggml read (`VK_*`, `GGML_VK_*`: a layer, a visible-devices list).
+
+The file is input (anyone with the data folder can write it): read only when it is a regular file of at most
+CACHE_FILE bytes nested at most JSON_DEPTH deep, each entry a dict (engine/gpu_outcome.py types each field).
+Its writer keeps it within that cap, so it never forgets what it wrote: beyond MAX_ENTRIES or CACHE_FILE the
+oldest passed checks go first, then evidence of old entries; a failed check (its driver kept out of GPU
+runs) goes only when nothing else is left.
 """
 
 from __future__ import annotations
@@ -29,6 +35,8 @@ CACHE_NAME = "gpu-checks.json"
 CACHE_FILE = 256 << 10
 MANIFEST_FILE = 64 << 10
 MAX_ENTRIES = 64
+MAX_READ_ENTRIES = 4 * MAX_ENTRIES
+JSON_DEPTH = 8  # {"checks": {key: {"facts": {"device": {...}}}}}
 MAX_DRIVER_FILES = 64
 FORMAT = 1
 ICD_DIRS = (
@@ -126,7 +134,7 @@ def _read() -> dict[str, dict[str, Any]] | None:
     keep the file from us (noted once): then it is neither used nor written over."""
     path = cache_path()
     try:
-        data = loads_json(read_capped(path, CACHE_FILE))
+        data = loads_json(read_capped(path, CACHE_FILE), max_depth=JSON_DEPTH)
     except OSError as exc:
         if is_denied(exc):
             note_once(
@@ -134,12 +142,68 @@ def _read() -> dict[str, dict[str, Any]] | None:
                 f"checked again and the results not kept; {DATA_FIX}"
             )
             return None
+        if not isinstance(exc, FileNotFoundError):
+            note_once(
+                f"the GPU check cache {escaped(path)} is not read ({exc.strerror or exc}): checked again"
+            )
         return {}
-    except (ValueError, UserError):
+    except (ValueError, UserError) as exc:
+        note_once(f"the GPU check cache {escaped(path)} is damaged ({str(exc)[:100]}): checked again")
         return {}
-    if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(data.get("checks"), dict):
+    form = data.get("format") if isinstance(data, dict) else None
+    if type(form) is not int or form != FORMAT or not isinstance(data.get("checks"), dict):
+        note_once(f"the GPU check cache {escaped(path)} is not edgepilot's (format {FORMAT}): checked again")
         return {}
-    return {k: v for k, v in data["checks"].items() if isinstance(k, str) and isinstance(v, dict)}
+    items = list(data["checks"].items())[-MAX_READ_ENTRIES:]
+    return {k: v for k, v in items if isinstance(k, str) and len(k) <= 64 and _entry_ok(v)}
+
+
+def _entry_ok(entry: object) -> bool:
+    """The keys every reader of an entry relies on, with their types (the rest: gpu_outcome.from_entry)."""
+    if not isinstance(entry, dict):
+        return False
+    texts = ("scope", "device", "description", "outcome", "checked_at")
+    return all(isinstance(entry.get(k, ""), str) for k in texts) and isinstance(entry.get("scope"), str)
+
+
+def _failed(entry: dict[str, Any]) -> bool:
+    return entry.get("ok") is False
+
+
+def _text(checks: dict[str, dict[str, Any]]) -> str:
+    return json.dumps({"format": FORMAT, "checks": checks}, indent=1, allow_nan=False) + "\n"
+
+
+def _oldest_first(checks: dict[str, dict[str, Any]]) -> list[str]:
+    """Keys by when the check was made (a file's order is not its age when another writer sorted it)."""
+    order = {k: n for n, k in enumerate(checks)}
+    return sorted(checks, key=lambda k: (str(checks[k].get("checked_at") or ""), order[k]))
+
+
+def bounded(checks: dict[str, dict[str, Any]], limit: int = CACHE_FILE) -> dict[str, dict[str, Any]]:
+    """The checks to write: at most MAX_ENTRIES and `limit` bytes of JSON. The oldest passed (or undecided)
+    checks are dropped first, then old entries lose their evidence; failed checks are dropped last."""
+    kept = dict(checks)
+    for key in _oldest_first(kept):
+        if len(kept) <= MAX_ENTRIES:
+            break
+        if not _failed(kept[key]):
+            del kept[key]
+    for key in _oldest_first(kept):
+        if len(kept) <= MAX_ENTRIES:
+            break
+        del kept[key]
+    for strip in (False, True, None):
+        for key in _oldest_first(kept):
+            if len(_text(kept).encode()) <= limit:
+                return kept
+            if strip is False and not _failed(kept[key]):
+                del kept[key]
+            elif strip is True:
+                kept[key] = {k: v for k, v in kept[key].items() if k not in ("evidence", "facts")}
+            elif strip is None:
+                del kept[key]
+    return kept
 
 
 def load() -> dict[str, dict[str, Any]]:
@@ -156,8 +220,10 @@ def store(key: str, entry: dict[str, Any]) -> str | None:
         return f"cannot read {escaped(cache_path())}, so it is not written over"
     checks.pop(key, None)
     checks[key] = {"checked_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **entry}
-    kept = dict(list(checks.items())[-MAX_ENTRIES:])
-    text = json.dumps({"format": FORMAT, "checks": kept}, indent=1, sort_keys=True) + "\n"
+    try:
+        text = _text(bounded(checks))
+    except ValueError as exc:  # NaN or a value JSON cannot hold
+        return f"the check could not be written ({exc})"
     try:
         writable_data_folder(cache_path().parent, "the GPU check cache")
         write_text(cache_path(), text, what="GPU check cache")
@@ -166,7 +232,20 @@ def store(key: str, entry: dict[str, Any]) -> str | None:
     return None
 
 
-def forget() -> None:
-    """Drop every remembered check (the next probe checks again)."""
-    with contextlib.suppress(OSError):
-        cache_path().unlink()
+def forget(scope_id: str | None = None) -> int:
+    """Drop the remembered checks of one scope (None: every one; the next probe checks again). How many."""
+    from edgepilot.safe_write import write_text
+
+    checks = _read()
+    if not checks:
+        return 0
+    if scope_id is None:
+        with contextlib.suppress(OSError):
+            cache_path().unlink()
+        return len(checks)
+    kept = {k: v for k, v in checks.items() if v.get("scope") != scope_id}
+    if len(kept) == len(checks):
+        return 0
+    with contextlib.suppress(UserError):
+        write_text(cache_path(), _text(bounded(kept)), what="GPU check cache")
+    return len(checks) - len(kept)

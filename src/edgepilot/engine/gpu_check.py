@@ -9,36 +9,42 @@ aborts or hangs there is a verdict ("the Vulkan driver crashed during the check:
 crash: a hang kills the process group. The result is remembered per program, device and driver files
 (gpu_cache.py).
 
+A check that runs past its deadline while still using CPU (a driver compiling its pipelines) is `slow`, one
+that used none is `hung`: either is run once more with a longer deadline and never remembered as final
+(engine/checked_run.py); tune and `probe --check-gpu` check them again.
+
 The run path calls:
     llama_devices(tool)                     llama.cpp's devices (`--list-devices` in a child)
-    check(tool, device, deadline)           the check (cached unless fresh=True)
+    check(tool, device, deadline)           the check (remembered unless fresh=True or a timeout)
     cached_check(tool, device)              what a previous check found, without running one
     cached_checks()                         every remembered check
     driver_kept_out_env()                   the environment that keeps GPU drivers out of a llama.cpp process
     run_env(tool)                           that environment when a remembered check of this llama.cpp failed
-probe calls judge_gpus() to add each listed device's check and verdict.
+    forget(tool)                            drop the remembered checks (of one llama.cpp, or all)
+probe calls gpu_probe.judge_gpus() to add each listed device's check and verdict.
 """
 
 from __future__ import annotations
 
 import os
-import re
-import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from edgepilot.device.fs import LIVE_ROOT
 from edgepilot.device.gpu_llama import LlamaDevice, backend_of, read_llama_devices
 from edgepilot.engine import gpu_cache
-from edgepilot.engine.gpu_run import RunResult, parse_facts, run_bounded
+from edgepilot.engine.checked_run import FINAL, checked_at_now, deadline_from_env, run_checked
+from edgepilot.engine.gpu_outcome import DeviceCheck, from_entry, judge
 from edgepilot.engine.native_tools import ToolMissing, built_tool, find_tool, tool_version
 
-if TYPE_CHECKING:
-    from edgepilot.device.gpu import VulkanDevice
+__all__ = ["DeviceCheck", "check", "cached_check", "cached_checks", "checks_for", "forget", "llama_devices"]
 
-DEADLINE_S = 60.0  # lavapipe: ~3 s; a phone GPU compiles its first shaders, a few seconds more
+# lavapipe: ~3 s idle with a warm cache, 12 s on a VM, over 60 s under two compiles with a cold shader cache;
+# a phone compiles llama.cpp's pipelines on its first Vulkan run. A check past it runs once more, 3x longer
+# (engine/checked_run.py); a timeout is never a final verdict.
+DEADLINE_S = 60.0
+DEADLINE_ENV = "EDGEPILOT_GPU_CHECK_DEADLINE"  # seconds (tests use a short one)
 # Two layers: with one, a model whose output shares the token embedding (Gemma) puts 0 bytes on the
 # device; two put a repeating layer and its KV cache there (Gemma 3 270M on lavapipe: 3.8 MiB in 4.6 s;
 # all layers: 47 s).
@@ -57,28 +63,6 @@ KEEP_OUT_ENV = {
     "VK_LOADER_DRIVERS_DISABLE": "*",
     "GGML_VK_VISIBLE_DEVICES": "",
 }
-
-
-@dataclass
-class DeviceCheck:
-    """One driver check: probe's `gpus[].check{ok, outcome, seconds}` and what it found."""
-
-    device: str  # "Vulkan0"
-    description: str
-    ok: bool | None  # None: not run
-    outcome: str  # ok | crashed | hung | failed | not-run
-    seconds: float
-    detail: str  # one sentence: "the Vulkan driver crashed during the check: SIGSEGV"
-    signal: str | None = None
-    exit_code: int | None = None
-    facts: dict[str, Any] = field(default_factory=dict)  # the ggml_vulkan line, buffer sizes
-    evidence: list[str] = field(default_factory=list)  # the last lines it printed (a failed check)
-    tool: str | None = None
-    cached: bool = False
-    checked_at: str | None = None
-
-    def as_probe(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def list_tool() -> Path | None:
@@ -145,23 +129,21 @@ def cached_check(tool: Path | None, device: LlamaDevice | str) -> DeviceCheck | 
     for entry in reversed(list(gpu_cache.load().values())):
         same = entry.get("scope") == scope and entry.get("device") == name
         if same and (described is None or entry.get("description") == described):
-            return _from_entry(entry)
+            return from_entry(entry)
     return None
 
 
 def cached_checks() -> list[DeviceCheck]:
     """Every remembered check, oldest first (whatever llama.cpp or driver it was for)."""
-    return [c for c in (_from_entry(e) for e in gpu_cache.load().values()) if c is not None]
+    return [c for c in (from_entry(e) for e in gpu_cache.load().values()) if c is not None]
 
 
-def _from_entry(entry: dict[str, Any]) -> DeviceCheck | None:
-    names = DeviceCheck.__dataclass_fields__
-    try:
-        got = DeviceCheck(**{k: v for k, v in entry.items() if k in names})
-    except TypeError:
-        return None
-    got.cached = True
-    return got
+def forget(tool: Path | None = None, *, every: bool = False) -> int:
+    """Forget the remembered checks of this llama.cpp (every: of all); how many were dropped."""
+    if every:
+        return gpu_cache.forget()
+    checker = check_tool(tool)
+    return gpu_cache.forget(_scope(checker)) if checker is not None else 0
 
 
 def argv_for(checker: Path, device: str, model: Path) -> list[str]:
@@ -185,14 +167,18 @@ def _default_model() -> Path | None:
 def check(
     tool: Path | None,
     device: LlamaDevice | str,
-    deadline: float = DEADLINE_S,
+    deadline: float | None = None,
     model: Path | None = None,
     *,
     fresh: bool = False,
+    recheck_timeouts: bool = True,
     progress: Callable[[str], None] | None = None,
 ) -> DeviceCheck:
-    """Check one device in a child process (or return the remembered check unless fresh=True). Never raises
-    for what the driver does; `tool` is any program of the llama.cpp to check (None: the installed one)."""
+    """Check one device in a child process, or return the remembered check: unless fresh=True, and unless
+    it was a timeout (slow, hung) and recheck_timeouts. Never raises for what the driver does; `tool` is any
+    program of the llama.cpp to check (None: the installed one); deadline: DEADLINE_S (or $DEADLINE_ENV)."""
+    if deadline is None:
+        deadline = deadline_from_env(DEADLINE_ENV, DEADLINE_S)
     dev = _named(device, tool)
     checker = check_tool(tool)
     if checker is None:
@@ -202,9 +188,8 @@ def check(
     scope = _scope(checker)
     key = gpu_cache.check_key(scope, dev.name, dev.description)
     if not fresh:
-        entry = gpu_cache.load().get(key)
-        found = _from_entry(entry) if entry else None
-        if found is not None:
+        found = from_entry(gpu_cache.load().get(key))
+        if found is not None and (found.outcome in FINAL or not recheck_timeouts):
             return found
     model = model or _default_model()
     if model is None:
@@ -213,10 +198,10 @@ def check(
     if progress is not None:
         what = f"{dev.name} ({dev.description})" if dev.description else dev.name
         progress(f"checking {what} with a 2-layer run in a child process (up to {deadline:g} s)")
-    result = run_bounded(argv_for(checker, dev.name, model), deadline, _child_env())
-    got = _judge(dev, result, deadline)
+    run = run_checked(argv_for(checker, dev.name, model), deadline, _child_env(), on_retry=progress)
+    got = judge(dev, run)
     got.tool = str(checker)
-    got.checked_at = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    got.checked_at = checked_at_now()
     if got.outcome != "not-run":
         entry = {k: v for k, v in asdict(got).items() if k != "cached"}
         why = gpu_cache.store(key, {**entry, "scope": scope})
@@ -230,35 +215,10 @@ def _child_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith("LLAMA_ARG_")}
 
 
-def _backend_word(dev: LlamaDevice) -> str:
-    return {"vulkan": "Vulkan", "opencl": "OpenCL"}.get(dev.backend, dev.backend)
-
-
-def _judge(dev: LlamaDevice, r: RunResult, deadline: float) -> DeviceCheck:
-    number = re.search(r"(\d+)$", dev.name)
-    facts = parse_facts(r.kept, int(number.group(1)) if number else None)
-    word = _backend_word(dev)
-    base = {"facts": facts, "evidence": r.tail[-12:], "exit_code": r.returncode, "signal": r.signal}
-    seconds = round(r.seconds, 2)
-    if r.start_error is not None:
-        return DeviceCheck(dev.name, dev.description, None, "not-run", 0.0, r.start_error)
-    if r.hung:
-        detail = f"the {word} driver hung during the check: no end after {deadline:g} s (killed)"
-        return DeviceCheck(dev.name, dev.description, False, "hung", seconds, detail, **base)
-    if r.signal is not None:
-        detail = f"the {word} driver crashed during the check: {r.signal}"
-        return DeviceCheck(dev.name, dev.description, False, "crashed", seconds, detail, **base)
-    if r.returncode != 0:
-        last = r.error_line or (r.tail[-1] if r.tail else "")
-        detail = f"the check's {word} run exited with status {r.returncode}" + (f": {last}" if last else "")
-        return DeviceCheck(dev.name, dev.description, False, "failed", seconds, detail[:400], **base)
-    detail = f"created the device and a buffer, and computed on it in {seconds:g} s"
-    return DeviceCheck(dev.name, dev.description, True, "ok", seconds, detail, **{**base, "evidence": []})
-
-
 def driver_kept_out_env() -> dict[str, str]:
     """The environment that keeps GPU drivers from loading in a llama.cpp process (a CPU run that a
-    crashing driver cannot touch): give it to every llama.cpp child after a failed check."""
+    crashing driver cannot touch, and whose plan does not depend on the drivers installed): every CPU run
+    gets it (engine/child_env.py)."""
     return dict(KEEP_OUT_ENV)
 
 
@@ -269,7 +229,7 @@ def checks_for(tool: Path | None = None) -> list[DeviceCheck]:
     if checker is None:
         return []
     scope = _scope(checker)
-    out = [_from_entry(e) for e in gpu_cache.load().values() if e.get("scope") == scope]
+    out = [from_entry(e) for e in gpu_cache.load().values() if e.get("scope") == scope]
     return [c for c in out if c is not None]
 
 
@@ -279,43 +239,6 @@ def failed_checks(tool: Path | None = None) -> list[DeviceCheck]:
 
 
 def run_env(tool: Path | None = None) -> dict[str, str]:
-    """The environment for a llama.cpp child: driver_kept_out_env() when a check of one of its devices
-    failed (crash, hang or error), else {}."""
+    """driver_kept_out_env() when a check of one of this llama.cpp's devices failed (crash, hang or error),
+    else {}: what a GPU run may not offer. CPU runs keep drivers out always (child_env.llama_env)."""
     return driver_kept_out_env() if failed_checks(tool) else {}
-
-
-def judge_gpus(
-    gpus: list[VulkanDevice],
-    tool: Path | None,
-    run: bool = True,
-    deadline: float = DEADLINE_S,
-    progress: Callable[[str], None] | None = None,
-) -> None:
-    """probe on this machine: each device llama.cpp lists gets its check (remembered, else run when `run`)
-    and the verdict that follows. A failed check marks the device unusable, with its reason."""
-    from edgepilot.device.gpu_verdict import final_verdict
-
-    for gpu in gpus:
-        if gpu.llama_cpp_name is None:
-            continue
-        dev = LlamaDevice(
-            gpu.llama_cpp_name,
-            gpu.llama_cpp_description or "",
-            gpu.backend or backend_of(gpu.llama_cpp_name),
-            gpu.llama_total_bytes,
-            gpu.llama_free_bytes,
-        )
-        found = check(tool, dev, deadline, progress=progress) if run else cached_check(tool, dev)
-        if found is None:
-            gpu.check = {
-                "ok": None,
-                "outcome": "not-run",
-                "seconds": 0.0,
-                "detail": "not checked (--no-gpu-check)",
-            }
-        else:
-            gpu.check = found.as_probe()
-            if found.ok is False:
-                gpu.vulkan_usable = False
-                gpu.reasons.append(found.detail)
-        gpu.verdict = final_verdict(gpu, listed=True)
