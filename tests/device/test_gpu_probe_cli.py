@@ -92,3 +92,24 @@ def test_a_passing_check_is_usable(tmp_path):
     gpu = the_gpu(probe(tmp_path, "--json"))
     assert (gpu["verdict"], gpu["check"]["ok"], gpu["check"]["outcome"]) == ("usable", True, "ok")
     assert gpu["check"]["facts"]["device"]["uma"] is True
+
+
+def test_check_gpu_runs_a_remembered_check_again(crashing):
+    probe(crashing, "--json")
+    again = the_gpu(probe(crashing, "--json", "--check-gpu"))
+    assert again["check"]["cached"] is False and again["check"]["checked_at"]
+    assert calls(crashing / "bin") == 2
+    done = probe(crashing, "--json", "--check-gpu", "--no-gpu-check")
+    assert done.returncode == 2 and "give one of them" in done.stderr
+
+
+def test_a_slow_check_is_shown_as_slow_and_checked_again_only_when_asked(tmp_path, monkeypatch):
+    fake_tools(tmp_path / "bin", "spin")
+    monkeypatch.setenv("EDGEPILOT_GPU_CHECK_DEADLINE", "0.6")
+    gpu = the_gpu(probe(tmp_path, "--json"))
+    assert (gpu["check"]["outcome"], gpu["check"]["ok"], gpu["verdict"]) == ("slow", None, "unknown")
+    assert gpu["vulkan_usable"] is not False and calls(tmp_path / "bin") == 2
+    shown = the_gpu(probe(tmp_path, "--json"))
+    assert shown["check"]["cached"] is True and calls(tmp_path / "bin") == 2
+    the_gpu(probe(tmp_path, "--json", "--check-gpu"))
+    assert calls(tmp_path / "bin") == 4
