@@ -7,13 +7,21 @@ memory is what gets timed. numpy releases the GIL while it reduces, so threads r
 The read is timed at 1, half and all the CPUs this process may use (two threads can read faster than four:
 llama.cpp#26484) and the best pass counts. Bounded: the buffer is at most an eighth of the available memory,
 each thread count gets a few passes within a time budget, the whole takes a few hundred ms.
+
+Measured in a child process (measure_in_child): its buffer (up to 512 MiB) and numpy never become part of the
+peak of the process that asked (a run's `peak_rss_bytes`, and a llama.cpp child's, which inherits its
+parent's resident pages in its maximum RSS when it is forked).
 """
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from edgepilot.device import fs
@@ -22,6 +30,8 @@ from edgepilot.errors import UserError
 LLC_TIMES = 4  # buffer = 4x the last-level cache...
 MIN_BUFFER = 64 << 20  # ...at least this (phones do not list their system-level cache in sysfs)
 MAX_BUFFER = 512 << 20
+CHILD_DEADLINE_S = 120.0
+CHILD_OUTPUT = 64 << 10
 SMALLEST = 16 << 20  # below this the cache would be measured, not the memory
 MEMORY_SHARE = 8  # at most 1/8 of the available memory
 ASSUMED_LLC = 8 << 20  # when sysfs lists no cache
@@ -160,3 +170,49 @@ def _timed_pass(slices: list) -> float:
     for t in pool:
         t.join()
     return time.perf_counter() - t0
+
+
+def measure_in_child(deadline: float = CHILD_DEADLINE_S) -> Bandwidth:
+    """measure_read_bandwidth() in a child Python process (on the CPUs this process may use): none of its
+    memory shows in this process. UserError when it cannot be measured so."""
+    import edgepilot
+
+    package_root = str(Path(edgepilot.__file__).resolve().parent.parent)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+    if not sys.executable:
+        raise UserError("not measuring memory bandwidth: no Python program to measure it in a child")
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "edgepilot.device.bandwidth"],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=deadline,
+            env=env,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise UserError(f"not measuring memory bandwidth: its child process failed ({exc})") from None
+    try:
+        data = json.loads(done.stdout[:CHILD_OUTPUT])
+    except ValueError:
+        data = None
+    if not isinstance(data, dict):
+        last = done.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or [
+            f"status {done.returncode}"
+        ]
+        raise UserError(f"not measuring memory bandwidth: its child process failed ({last[0][:200]})")
+    if "error" in data:
+        raise UserError(str(data["error"])[:400])
+    try:
+        bw = Bandwidth(**{k: data[k] for k in Bandwidth.__dataclass_fields__ if k in data})
+        bw.by_threads = {int(t): float(v) for t, v in dict(bw.by_threads).items()}
+    except (TypeError, ValueError) as exc:
+        raise UserError(f"not measuring memory bandwidth: its child printed {exc}") from None
+    return bw
+
+
+if __name__ == "__main__":  # the child of measure_in_child
+    try:
+        print(json.dumps(asdict(measure_read_bandwidth())))
+    except UserError as exc:
+        print(json.dumps({"error": str(exc)}))

@@ -120,10 +120,10 @@ def machine_bandwidth(
     kept = load(key)
     if (kept is not None and not again) or (kept is None and not (measure or again)):
         return kept
-    from edgepilot.device.bandwidth import measure_read_bandwidth
+    from edgepilot.device.bandwidth import measure_in_child
 
     try:
-        bw = measure_read_bandwidth()
+        bw = measure_in_child()  # never in this process: its buffer is no part of a run's peak
     except UserError as exc:
         if again:
             raise
