@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from edgepilot.device.android import AndroidFacts
+from edgepilot.device.build_isa import X86_PORTABLE, arm_arch_for, portable_defines
 from edgepilot.device.cpu import CpuFacts
 from edgepilot.errors import UserError
 
@@ -40,17 +41,6 @@ COMMON = {
     "LLAMA_BUILD_APP": "OFF",
     "LLAMA_USE_PREBUILT_UI": "OFF",
 }
-# cmake option -> /proc/cpuinfo flag: the portable x86-64 set (ggml's GGML_NATIVE=OFF defaults)
-X86_PORTABLE = (
-    ("GGML_SSE42", "sse4_2"),
-    ("GGML_AVX", "avx"),
-    ("GGML_AVX2", "avx2"),
-    ("GGML_FMA", "fma"),
-    ("GGML_F16C", "f16c"),
-    ("GGML_BMI2", "bmi2"),
-)
-# GCC/clang -march extension -> arm64 cpuinfo Features token
-ARM_EXTENSIONS = (("dotprod", "asimddp"), ("fp16", "asimdhp"), ("i8mm", "i8mm"), ("sve", "sve"))
 
 
 @dataclass
@@ -77,13 +67,6 @@ class BuildFlags:
                 opt.removeprefix("GGML_").lower() for opt, _ in X86_PORTABLE if self.defines.get(opt) == "ON"
             )
         return None
-
-
-def arm_arch_for(features: list[str]) -> str:
-    """armv8.2-a plus the extensions cpuinfo lists; plain armv8-a when none of them is there."""
-    have = set(features)
-    extensions = [ext for ext, token in ARM_EXTENSIONS if token in have]
-    return "armv8.2-a" + "".join(f"+{e}" for e in extensions) if extensions else "armv8-a"
 
 
 def choose_flags(
@@ -116,10 +99,7 @@ def choose_flags(
     isa = cpu.isa if cpu else "unknown"
     features = cpu.features if cpu else []
     if isa == "x86_64":
-        defines["GGML_NATIVE"] = "OFF"
-        have = set(features)
-        for option, flag in X86_PORTABLE:
-            defines[option] = "ON" if flag in have else "OFF"
+        defines.update(portable_defines(isa, features))
         reasons.append(
             "x86-64: GGML_NATIVE=OFF, portable AVX2/FMA/F16C set (-march=native turns on AVX-512/AMX, "
             "SIGILL where the kernel does not grant them)"
