@@ -127,12 +127,17 @@ def test_a_live_probe_finds_the_engine_without_loading_llama_cpp(tmp_path):
     assert engine["why"] == "llama-cpp-python found (not loaded)"
 
 
-def test_probe_check_engine_loads_llama_cpp_and_says_what_it_loaded(tmp_path):
-    facts, held = in_process(tmp_path, "probe", "--json", "--check-engine")
+def test_probe_check_engine_runs_llama_cpp_in_a_child_and_says_what_it_found(tmp_path):
+    """A library that crashes on this CPU ends the check's child, never probe (issue 40): probe itself does
+    not load it."""
+    facts, held = in_process(tmp_path, "probe", "--json", "--check-engine", "--no-gpu-check")
     engine = facts["engine"]
     assert engine["kind"] == "inprocess" and engine["checked"] is True, engine
-    assert engine["why"] == "llama-cpp-python loads" and "llama_cpp" in held["modules"]
-    assert [os.path.realpath(p) for p in held["libllama"]] == [os.path.realpath(engine["library"])]
+    assert engine["why"] == "llama-cpp-python runs (checked in a child process)"
+    assert "llama_cpp" not in held["modules"] and held["libllama"] == []
+    check = engine["cpu_check"]
+    assert check["outcome"] == "ok" and check["full"]["cached"] is False and check["full"]["checked_at"]
+    assert os.path.realpath(check["target"]) == os.path.realpath(engine["library"])
 
 
 def test_a_missing_libllama_is_found_missing_without_loading(tmp_path):

@@ -33,7 +33,8 @@ def test_probe(devices):
     # and it does load there, so the in-process engine is the one a run takes
     checked = _ok(edgepilot_cli("probe", "--json", "--check-engine", engine=None))["engine"]
     assert checked["kind"] == "inprocess" and checked["checked"]
-    assert checked["why"] == "llama-cpp-python loads"
+    assert checked["why"] == "llama-cpp-python runs (checked in a child process)"
+    assert checked["cpu_check"]["outcome"] == "ok"  # the check's child loaded it on Android's Python
     # this machine is no phone: no getprop, so no Android facts, whatever Python says
     assert data["android"] is None
     phone = _ok(edgepilot_cli("probe", "--json", "--root", str(devices / "sd8gen2-xiaomi13pro")))

@@ -56,6 +56,9 @@ def run_bench(
     baseline = sensors.temperature()
     allowed = allowed_cpus()
     warnings: list[str] = []
+    if info.no_repack and req.repack == [True]:  # it crashed with repacking on here (engine/cpu_check.py)
+        req.repack = [False]
+        warnings.append(info.cpu_note or "weight repacking crashed here: measured without it")
     for cores in req.core_sets or []:
         over = [t for t in req.threads if t > len(cores)]
         if over:

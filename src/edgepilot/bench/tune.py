@@ -97,6 +97,9 @@ def run_tune(
     n_cpus = len(sets[-1])
     estimate = req.reps * (len(sets) + 2 * math.ceil(math.log2(n_cpus + 1)) + 6)
     notes: list[str] = []
+    if engine_info.no_repack and req.repack:  # it crashed with repacking on here (engine/cpu_check.py)
+        req.repack, req.repack_trial = False, False
+        notes.append(engine_info.cpu_note or "weight repacking crashed here: tuned without it")
     ubatches = ubatch_candidates(req.n_prompt)
     if len(ubatches) == 1:
         notes.append(

@@ -120,10 +120,11 @@ def render_probe(p: Probe, out: Console) -> None:
             where = "in-process" if e["kind"] == "inprocess" else "llama.cpp's programs"
             _row(facts, "engine", f"{where} · {e.get('version') or 'version unknown'}")
             _row(facts, "", str(e.get("path") or "?"))
-            if e["kind"] == "inprocess":
-                found = "not loaded yet: --check-engine loads it"
-                _row(facts, "", "loaded (--check-engine)" if e.get("checked") else found)
+            _row(facts, "", _cpu_check_line(e))
     print_pairs(out, facts, gap=2, label_style="bold")
+    note = p.engine.get("cpu_note") if p.engine else None
+    if note:
+        say(out, f"note: {note}", style="yellow")
 
     rows = []
     for cl in cpu.clusters:
@@ -235,3 +236,18 @@ def render_snapshot(result: SnapshotResult, out: Console) -> None:
         f"{result.missing} unreadable (kept as reasons)",
     )
     print_command(out, "replay with:", ["edgepilot", "probe", "--root", str(result.path)], style="")
+
+
+def _cpu_check_line(e: dict[str, Any]) -> str:
+    """What the CPU check of the engine's llama.cpp found (engine/cpu_check.py), in a few words."""
+    check = e.get("cpu_check")
+    if not check:
+        return "not checked on this CPU yet: --check-engine runs it"
+    outcome = check.get("outcome")
+    when = str(check.get("full", {}).get("checked_at") or "")[:10]
+    words = {
+        "ok": "runs on this CPU",
+        "crashed-with-repack": "crashes repacked: runs with --no-repack",
+        "crashed": "crashes on this CPU",
+    }.get(outcome, f"check: {outcome}")
+    return f"{words} (checked {when})" if when else words

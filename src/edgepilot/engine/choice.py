@@ -15,7 +15,8 @@ loads it.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +32,7 @@ from edgepilot.errors import UserError
 
 if TYPE_CHECKING:
     from edgepilot.engine.base import Engine
+    from edgepilot.engine.cpu_check import EngineCheck
     from edgepilot.plan.settings import EngineSettings
 
 ENGINE_CHOICES = ("auto", "inprocess", "tools")
@@ -53,6 +55,13 @@ class EngineInfo:
     # in-process: libllama was loaded in this process (False: found by a lookup only); tools: the program ran
     # and said its version
     checked: bool = False
+    # the CPU check of this llama.cpp on this CPU (engine/cpu_check.py: EngineCheck.as_json), when one ran or
+    # is remembered
+    cpu_check: dict[str, Any] | None = None
+    # the check saw it crash with repacking on and run without: runs go with --no-repack
+    no_repack: bool = False
+    # what a run says once about the check (it moved off repacking, or off the other engine), with the fix
+    cpu_note: str | None = None
 
 
 def _binding(load: bool) -> tuple[bool, str, str | None, bool]:
@@ -117,17 +126,34 @@ def requested_engine(requested: str | None) -> str:
     return choice
 
 
+# The programs whose runs multiply matrices on the CPU: the CPU check comes before their first use.
+CHECKED_TOOLS = ("llama-server", "llama-bench", "llama-perplexity")
+Progress = Callable[[str], None]
+
+
 def choose_engine(
-    requested: str | None = None, load: bool = True, tool: str = "llama-server", gpu: bool = False
+    requested: str | None = None,
+    load: bool = True,
+    tool: str = "llama-server",
+    gpu: bool = False,
+    progress: Progress | None = None,
+    check: bool | None = None,
+    fresh: bool = False,
 ) -> EngineInfo:
     """The engine for this command; UserError (one line) naming what to install when there is none.
     load=False: decide without loading llama.cpp (probe and fit: an installed binding whose libllama file is
-    there counts).
+    there counts, and a CPU check is used only when remembered).
     `tool`: the llama.cpp program the command runs through without the in-process engine (bench:
     llama-bench, quantize: llama-quantize ...); the tools engine's path and version are that program's.
-    gpu: a GPU device was asked for: auto takes llama.cpp's programs (the in-process build is CPU-only)."""
+    gpu: a GPU device was asked for: auto takes llama.cpp's programs (the in-process build is CPU-only).
+    With load, the llama.cpp chosen is checked on this CPU first (engine/cpu_check.py, once per library):
+    one that crashes with repacking on runs without it; one that crashes anyway gives way to the other
+    engine, or is refused with the rebuild that fixes it. check: run that check (default: with load, for
+    the programs that multiply matrices); fresh: run it again even when remembered (probe --check-engine)."""
     choice = requested_engine(requested)
     reason = ""
+    check = (load and tool in CHECKED_TOOLS) if check is None else check
+    crashed: EngineCheck | None = None
     if gpu and choice == "inprocess":
         raise UserError(
             "--engine inprocess runs on the CPU only (its llama.cpp has no GPU backend): use --engine tools "
@@ -136,20 +162,37 @@ def choose_engine(
     if gpu and choice == "auto":
         choice, reason = "tools", "a GPU device was asked for (the in-process engine is CPU-only)"
     if choice in ("auto", "inprocess"):
-        ok, reason, library, loaded = _binding(load)
-        if ok:
-            loads = "llama-cpp-python loads" if loaded else "llama-cpp-python found (not loaded)"
-            return _inprocess_info("asked for" if choice == "inprocess" else loads, library, loaded)
-        if choice == "inprocess":
-            fix = "pip install 'edgepilot[inprocess]', or use --engine tools"
-            if reason.startswith("has no") and "LLAMA_CPP_LIB_PATH" not in reason:
-                fix = "run `edgepilot build` (it makes the libllama the binding loads), or use --engine tools"
-            if "another llama.cpp" in reason:
-                fix = "unset LLAMA_CPP_LIB_PATH, or use --engine tools to run that llama.cpp's own programs"
-            raise UserError(f"the in-process engine is not available (llama-cpp-python {reason}): {fix}")
+        found = _binding(False)
+        verdict = _cpu_verdict("inprocess", found[2], check, progress, fresh) if found[0] else None
+        if verdict is not None and verdict.broken:
+            if choice == "inprocess":
+                raise UserError(_cpu_fix().refusal(verdict))
+            crashed, reason = verdict, "crashed on this CPU in a check"
+        else:
+            ok, reason, library, loaded = _binding(load) if load else found
+            if ok:
+                if verdict is None and loaded:
+                    verdict = _cpu_verdict("inprocess", library, check, progress, fresh)
+                    if verdict is not None and verdict.broken:
+                        raise UserError(_cpu_fix().refusal(verdict))
+                loads = "llama-cpp-python loads" if loaded else "llama-cpp-python found (not loaded)"
+                info = _inprocess_info("asked for" if choice == "inprocess" else loads, library, loaded)
+                return _with_verdict(info, verdict)
+            if choice == "inprocess":
+                fix = "pip install 'edgepilot[inprocess]', or use --engine tools"
+                if reason.startswith("has no") and "LLAMA_CPP_LIB_PATH" not in reason:
+                    fix = "run `edgepilot build` (it makes the libllama the binding loads)"
+                    fix += ", or use --engine tools"
+                if "another llama.cpp" in reason:
+                    fix = (
+                        "unset LLAMA_CPP_LIB_PATH, or use --engine tools to run that llama.cpp's own programs"
+                    )
+                raise UserError(f"the in-process engine is not available (llama-cpp-python {reason}): {fix}")
     try:
         path = find_tool(tool)
     except ToolMissing:
+        if crashed is not None:
+            raise UserError(_cpu_fix().refusal(crashed)) from None
         if choice == "tools":
             raise
         raise UserError(
@@ -157,16 +200,63 @@ def choose_engine(
             f"{where_to_get(tool)}"
         ) from None
     if gpu and requested_engine(requested) == "auto":
-        return _tools_info(path, reason)
-    return _tools_info(path, "asked for" if choice == "tools" else f"llama-cpp-python {reason}")
+        info = _tools_info(path, reason)
+    else:
+        info = _tools_info(path, "asked for" if choice == "tools" else f"llama-cpp-python {reason}")
+    verdict = _cpu_verdict("tools", str(path), check, progress, fresh)
+    if verdict is not None and verdict.broken:
+        raise UserError(_cpu_fix().refusal(crashed or verdict))
+    info = _with_verdict(info, verdict)
+    if crashed is not None:
+        info = replace(
+            info, cpu_check=crashed.as_json(), cpu_note=_cpu_fix().other_engine_note(crashed, info.kind)
+        )
+    return info
+
+
+_checked: dict[tuple[str, str], EngineCheck] = {}
+
+
+def _cpu_fix() -> Any:
+    from edgepilot.engine import cpu_fix  # imported when a check has something to say: start-up stays light
+
+    return cpu_fix
+
+
+def _cpu_verdict(
+    kind: str, target: str | None, run: bool, progress: Progress | None, fresh: bool = False
+) -> EngineCheck | None:
+    """The CPU check of one engine's llama.cpp: run (once per process) when `run`, else only remembered."""
+    from edgepilot.engine import cpu_check
+
+    if target is None:
+        return None
+    if not run:
+        return cpu_check.remembered(kind, Path(target))
+    key = (kind, target)
+    if key not in _checked or fresh:
+        _checked[key] = cpu_check.check_engine(kind, Path(target), progress=progress, fresh=fresh)
+    return _checked[key]
+
+
+def _with_verdict(info: EngineInfo, verdict: EngineCheck | None) -> EngineInfo:
+    if verdict is None:
+        return info
+    repack_off = verdict.repack_crashes
+    note = _cpu_fix().run_note(verdict) if repack_off else None
+    return replace(info, cpu_check=verdict.as_json(), no_repack=repack_off, cpu_note=note)
 
 
 def describe_engine(
-    requested: str | None = None, load: bool = True, gpu: bool = False
+    requested: str | None = None,
+    load: bool = True,
+    gpu: bool = False,
+    check: bool = False,
+    fresh: bool = False,
 ) -> tuple[EngineInfo | None, str | None]:
     """For probe and fit: the engine, or why there is none (never raises for a missing engine)."""
     try:
-        return choose_engine(requested, load, gpu=gpu), None
+        return choose_engine(requested, load, gpu=gpu, check=check, fresh=fresh), None
     except UserError as exc:
         if requested:  # a bad --engine value is the user's to fix
             raise
@@ -175,10 +265,18 @@ def describe_engine(
 
 def engine_facts(requested: str | None = None, check: bool = False) -> dict[str, Any]:
     """probe's `engine{kind, path, version, ...}`; kind None with the reason when there is no engine.
-    check: load llama.cpp as a command that runs a model would (else a lookup decides)."""
+    check: run the CPU check of the engine's llama.cpp anew, in a child process (engine/cpu_check.py): a
+    llama.cpp that crashes on this CPU ends the child, not probe (else a lookup decides)."""
     from dataclasses import asdict
 
-    info, problem = describe_engine(requested, load=check)
+    info, problem = describe_engine(requested, load=False, check=check, fresh=check)
+    if info is not None and check and info.cpu_check is not None:
+        ran = info.cpu_check["full"]["outcome"] == "ok" or info.no_repack
+        failed = info.cpu_check["full"]["outcome"] == "failed"  # no crash: loading here says why
+        loaded_here = describe_engine(requested, load=True)[0] if failed else None
+        runs = info.kind == "inprocess" and ran and info.why != "asked for"
+        why = "llama-cpp-python runs (checked in a child process)" if runs else info.why
+        info = loaded_here or replace(info, checked=ran, why=why)
     if info is not None:
         return asdict(info)
     return {

@@ -112,6 +112,9 @@ class FitResult:
     profile: str | None = None
     # what was decided about the GPU and why, said once by run/chat/serve (also in notes)
     gpu_notes: list[str] = field(default_factory=list)
+    # what the CPU check of the engine's llama.cpp decided (it runs without repacking, or on the other
+    # engine), said once by run/chat/serve (also in notes)
+    engine_notes: list[str] = field(default_factory=list)
     # the context the model was trained on: max_ctx is searched up to it (None: the GGUF does not say)
     n_ctx_train: int | None = None
     # when no context fits these settings: how far the smallest one (256 cells) is over the budget

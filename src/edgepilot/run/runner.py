@@ -101,8 +101,8 @@ def run_model(
     (engine/thermal_guard.py)."""
     if n_predict < 0:
         raise UserError("-n must be 0 or more")
-    info = choose_engine(engine, gpu=requested is not None and requested.wants_gpu)
     stage = on_stage or (lambda _msg: None)
+    info = choose_engine(engine, gpu=requested is not None and requested.wants_gpu, progress=stage)
     stage("locating model")
     path = resolve_model(model)
     stage("planning memory")
@@ -177,7 +177,8 @@ def run_model(
             preload_skipped=skipped,
             engine=info,
             llama_log=llama.load.log,
-            notes=plan.gpu_notes
+            notes=plan.engine_notes
+            + plan.gpu_notes
             + list(getattr(llama, "notes", []))
             + nothing_generated(
                 stats, "".join(pieces), n_predict, raw_prompt, formatted is not None, interrupted

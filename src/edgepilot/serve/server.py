@@ -383,6 +383,11 @@ def serve(
             )
         find_tool("llama-server")  # one clear line now, not a worker that cannot start
         engine = choose_engine("tools")
+    else:
+        checked = choose_engine("inprocess")  # the CPU check of the worker's library (engine/cpu_check.py)
+        if checked.no_repack and requested.repack is None:
+            requested = replace(requested, repack=False)
+            log(checked.cpu_note or "weight repacking crashed here: serving without it")
     rpc = bool(native and native.rpc)
     short_ctx = config.short_lane_ctx
     if native is not None and (rpc or not takes_short_slot(str(find_tool("llama-server")))):

@@ -177,6 +177,8 @@ def decide(
             )
         elif requested.n_gpu_layers is None:
             tuned = replace(tuned, device=profile.offload_device, n_gpu_layers=profile.n_gpu_layers)
+    if engine is not None and engine.no_repack and tuned.repack is None:  # it crashed repacked here
+        tuned = replace(tuned, repack=False)
     ctx_target = max(RUN_CTX, ctx_needed)
 
     def plan_for(req: RequestedSettings) -> FitResult:
@@ -205,6 +207,9 @@ def decide(
             plan.notes.append(plan.profile)
     plan.gpu_notes = ([offload_note] if offload_note else []) + gpu_notes(plan.settings, requested, engine)
     plan.notes += plan.gpu_notes
+    if engine is not None and engine.cpu_note:
+        plan.engine_notes = [engine.cpu_note]
+        plan.notes += plan.engine_notes
     if engine is not None:
         plan.engine = asdict(engine)
     return Decision(plan=plan, profile=profile, cpus=cpus, prompt_cpus=prompt_cpus)
