@@ -33,7 +33,8 @@ EXPECTED = {
         "SIGILL",
         "-DGGML_CPU_ALL_VARIANTS=ON -DGGML_BACKEND_DL=ON",
     ),
-    "sigill-gdb-alpaca-170.txt": ("illegal-instruction", "Illegal instruction", "-DGGML_NATIVE=ON"),
+    # never the native build again: it may be what crashed (the AMX VM of issue 40)
+    "sigill-gdb-alpaca-170.txt": ("illegal-instruction", "Illegal instruction", "-DGGML_NATIVE=OFF"),
     "vk-too-old-abort.txt": ("vulkan-api-too-old", "Vulkan 1.2 required", "--device none"),
     "vk-too-old-mali-g78.txt": ("vulkan-api-too-old", "no usable GPU found", "-ngl 0"),
     "vk-null-whisper-3590.txt": ("vulkan-null-function", "getBufferAddress", "vkGetBufferDeviceAddress"),

@@ -6,6 +6,7 @@ import re
 import signal
 
 from edgepilot.doctor.evidence import Evidence
+from edgepilot.doctor.sigill_fix import ALL_VARIANTS, sigill_fix
 from edgepilot.doctor.types import Cause, cause
 from edgepilot.words import count
 
@@ -34,22 +35,20 @@ def illegal_instruction(ev: Evidence) -> list[Cause]:
     evidence = ([ev.status_line() or ""] if by_signal else []) + lines
     evidence += ev.grep(BUILD_FLAGS, limit=2)
     cpu = ev.probe.cpu if ev.probe is not None else None
-    lacks = ""
     if cpu is not None:
         if cpu.missing:
             evidence.append("this CPU lacks: " + "; ".join(cpu.missing))
-            lacks = (
-                " (this CPU lacks " + ", ".join(m.split(":")[0].replace("no ", "") for m in cpu.missing) + ")"
-            )
         if cpu.simd:
             evidence.append(f"this CPU has: {', '.join(cpu.simd)}")
-    fix = (
-        f"the build uses instructions this CPU does not have{lacks}: rebuild on the device with "
-        "`cmake -B build -DGGML_NATIVE=ON`, or build once for every CPU with "
-        "`cmake -B build -DGGML_CPU_ALL_VARIANTS=ON -DGGML_BACKEND_DL=ON` (picks kernels at run time); "
-        "drop -march flags such as armv8.7a (llama.cpp #12393)"
-    )
-    return [cause("illegal-instruction", 92 if lines else 85, evidence, fix)]
+    found = sigill_fix(ev)
+    evidence += found.evidence
+    fix = f"the build uses instructions this CPU does not run; {found.fix}"
+    if ALL_VARIANTS not in fix:
+        fix += (
+            f"; or build once for every CPU with `cmake -B build {ALL_VARIANTS}` (picks kernels at run "
+            "time); drop -march flags above the CPU's, such as armv8.7a (llama.cpp #12393)"
+        )
+    return [cause("illegal-instruction", 92 if lines else 85, evidence, fix, fix_commands=found.commands)]
 
 
 def _fast_cluster(ev: Evidence) -> tuple[list[int], int] | None:
