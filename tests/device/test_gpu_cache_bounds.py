@@ -24,7 +24,7 @@ def entry(n: int, failed: bool) -> dict:
         "scope": "s" * 24,
         "device": "Vulkan0",
         "description": f"GPU {n}",
-        "ok": False if failed else True,
+        "ok": not failed,
         "outcome": "crashed" if failed else "ok",
         "seconds": 1.5,
         "detail": "the Vulkan driver crashed during the check: SIGSEGV" if failed else "ok",

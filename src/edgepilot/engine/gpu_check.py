@@ -36,9 +36,18 @@ from edgepilot.device.gpu_llama import LlamaDevice, backend_of, read_llama_devic
 from edgepilot.engine import gpu_cache
 from edgepilot.engine.checked_run import FINAL, checked_at_now, deadline_from_env, run_checked
 from edgepilot.engine.gpu_outcome import DeviceCheck, from_entry, judge
-from edgepilot.engine.native_tools import ToolMissing, built_tool, find_tool, tool_version
+from edgepilot.engine.native_tools import KEEP_OUT_ENV, ToolMissing, built_tool, find_tool, tool_version
 
-__all__ = ["DeviceCheck", "check", "cached_check", "cached_checks", "checks_for", "forget", "llama_devices"]
+__all__ = [
+    "KEEP_OUT_ENV",
+    "DeviceCheck",
+    "check",
+    "cached_check",
+    "cached_checks",
+    "checks_for",
+    "forget",
+    "llama_devices",
+]
 
 # lavapipe: ~3 s idle with a warm cache, 12 s on a VM, over 60 s under two compiles with a cold shader cache;
 # a phone compiles llama.cpp's pipelines on its first Vulkan run. A check past it runs once more, 3x longer
@@ -51,18 +60,6 @@ DEADLINE_ENV = "EDGEPILOT_GPU_CHECK_DEADLINE"  # seconds (tests use a short one)
 CHECK_LAYERS = 2
 LIST_TOOLS = ("llama-server", "llama-cli", "llama-completion", "llama-bench")
 CHECK_TOOLS = ("llama-bench", "llama-completion")
-# What keeps every GPU driver out of a llama.cpp process (measured with Debian's vulkan-loader 1.4.363 and
-# llama.cpp 0.7.0: with the first three the ICD library is never loaded and ggml registers no Vulkan backend).
-# VK_ICD_FILENAMES is the name loaders before 1.3.207 read. GGML_VK_VISIBLE_DEVICES="" alone still loads the
-# driver (instance and enumeration) but no device is created: kept for loaders that ignore the others
-# (Android's system loader may).
-NO_DRIVER_MANIFEST = "/nonexistent/edgepilot-no-vulkan-driver.json"
-KEEP_OUT_ENV = {
-    "VK_DRIVER_FILES": NO_DRIVER_MANIFEST,
-    "VK_ICD_FILENAMES": NO_DRIVER_MANIFEST,
-    "VK_LOADER_DRIVERS_DISABLE": "*",
-    "GGML_VK_VISIBLE_DEVICES": "",
-}
 
 
 def list_tool() -> Path | None:

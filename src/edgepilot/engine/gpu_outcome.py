@@ -78,8 +78,8 @@ def judge(dev: LlamaDevice, run: CheckedRun) -> DeviceCheck:
     if run.outcome == "hung":
         again = f"; tried again: {run.timeline().split('; ', 1)[-1]}" if run.retried else ""
         detail = (
-            f"the {word} driver hung during the check: no end after {run.deadlines[0]:g} s and no progress (no "
-            f"CPU used){again}; killed; {RECHECK}"
+            f"the {word} driver hung during the check: no end after {run.deadlines[0]:g} s and no progress "
+            f"(no CPU used){again}; killed; {RECHECK}"
         )
         return DeviceCheck(dev.name, dev.description, False, "hung", seconds, detail, **base)
     if run.outcome == "crashed":
