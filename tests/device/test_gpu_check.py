@@ -116,6 +116,19 @@ def test_a_passing_check_keeps_nothing_out(tmp_path):
     assert gpu_check.run_env(server) == {} and gpu_check.failed_checks(server) == []
 
 
+def test_every_cpu_run_keeps_the_drivers_out_a_gpu_run_does_not(tmp_path):
+    """Not only after a failed check: with drivers installed, a CPU run's plan and peak are the same as
+    without them (issue 40: 382 MiB against 318 MiB with Debian's lavapipe loaded)."""
+    from edgepilot.engine.child_env import llama_env
+
+    server, _ = run_check(tmp_path, "ok")
+    for tool in (server, None):
+        env = llama_env(True, tool, base={"VK_DRIVER_FILES": "/usr/share/vulkan/icd.d/lvp_icd.json"})
+        assert {k: env.get(k) for k in gpu_check.KEEP_OUT_ENV} == gpu_check.driver_kept_out_env()
+    gpu = llama_env(False, server, base={"VK_DRIVER_FILES": "/x.json"})
+    assert gpu["VK_DRIVER_FILES"] == "/x.json" and "VK_LOADER_DRIVERS_DISABLE" not in gpu
+
+
 def test_no_check_program_or_model_is_not_run(tmp_path):
     lonely = tmp_path / "alone" / "llama-server"
     lonely.parent.mkdir()

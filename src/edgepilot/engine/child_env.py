@@ -3,9 +3,11 @@
 A GPU backend that is installed is loaded whatever the command line says (`libggml-vulkan.so` creates a Vulkan
 instance and enumerates the devices as it loads), and it takes large batches even at `-ngl 0`. So a CPU run
 hides the Vulkan devices as well as naming `-dev none`: an empty GGML_VK_VISIBLE_DEVICES leaves ggml-vulkan
-with no device to create. Drivers whose crash-isolated check failed are kept from loading at all
-(engine/gpu_check.py says how). The in-process engine, CPU-only, keeps them out of edgepilot's own process
-while its library starts (gpu_drivers_kept_out).
+with no device to create. And every CPU run keeps the GPU drivers from loading at all (engine/gpu_check.py
+says how), whatever a driver check found: a loaded driver costs memory the plan does not count (Debian's
+lavapipe with its libLLVM: 382 MiB against 318 MiB for the same CPU run) and a broken one crashes the run. The
+in-process engine, CPU-only, keeps them out of edgepilot's own process while its library starts
+(gpu_drivers_kept_out).
 """
 
 from __future__ import annotations
@@ -18,9 +20,9 @@ from pathlib import Path
 
 from edgepilot.engine.native_tools import HIDE_VULKAN_DEVICES
 
-# How a broken GPU driver ends a llama.cpp process, as a shell reports it (128 + SIGSEGV, SIGABRT, SIGBUS): a
-# CPU run that ends so while loading is started once more with the drivers kept out (run/chat: ServerEngine,
-# serve: the watchdog)
+# How a broken GPU driver ends a llama.cpp process, as a shell reports it (128 + SIGSEGV, SIGABRT, SIGBUS). A
+# CPU run that ended so while loading was started once more with the drivers kept out (ServerEngine, serve's
+# watchdog); now every CPU run keeps them out from its first start, so neither has to.
 DRIVER_CRASH_STATUSES = frozenset(128 + s for s in (signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS))
 
 
@@ -30,16 +32,18 @@ def llama_env(
     base: Mapping[str, str] | None = None,
     keep_drivers_out: bool = False,
 ) -> dict[str, str]:
-    """The environment for one llama.cpp child: no backtrace on a crash (gdb is not ours to start), no GPU
-    device on a CPU run, and on a CPU run every GPU driver kept from loading when the driver check of this
-    llama.cpp (`tool`) failed, or when keep_drivers_out says so (a run that crashed loading them).
-    A GPU run gets the user's environment as it is: the device the user named is tried, warned about."""
-    from edgepilot.engine.gpu_check import driver_kept_out_env, run_env
+    """The environment for one llama.cpp child: no backtrace on a crash (gdb is not ours to start), and on a
+    CPU run no GPU device and every GPU driver kept from loading (the plan of a CPU run is the same whether
+    drivers are installed or not). A GPU run gets the user's environment as it is: the device the user named
+    is tried, warned about. `tool` and `keep_drivers_out` are kept for callers; a CPU run keeps drivers out
+    either way."""
+    from edgepilot.engine.gpu_check import driver_kept_out_env
 
+    del tool, keep_drivers_out
     env = dict(os.environ if base is None else base, GGML_NO_BACKTRACE="1")
     if cpu_only:
         env.update(HIDE_VULKAN_DEVICES)
-        env.update(driver_kept_out_env() if keep_drivers_out else run_env(Path(tool) if tool else None))
+        env.update(driver_kept_out_env())
     return env
 
 

@@ -41,6 +41,18 @@ PINNED_BINDING = "0.3.36"
 VERSION_SECONDS = 20
 # An installed GPU backend (ggml-vulkan) with no device to create: every CPU run, and --help/--version
 HIDE_VULKAN_DEVICES = {"GGML_VK_VISIBLE_DEVICES": ""}
+# What keeps every GPU driver out of a llama.cpp process (measured with Debian's vulkan-loader 1.4.363 and
+# llama.cpp 0.7.0: with the first three the ICD library is never loaded and ggml registers no Vulkan backend).
+# VK_ICD_FILENAMES is the name loaders before 1.3.207 read. GGML_VK_VISIBLE_DEVICES="" alone still loads the
+# driver (instance and enumeration) but no device is created: kept for loaders that ignore the others
+# (Android's system loader may).
+NO_DRIVER_MANIFEST = "/nonexistent/edgepilot-no-vulkan-driver.json"
+KEEP_OUT_ENV = {
+    "VK_DRIVER_FILES": NO_DRIVER_MANIFEST,
+    "VK_ICD_FILENAMES": NO_DRIVER_MANIFEST,
+    "VK_LOADER_DRIVERS_DISABLE": "*",
+    "GGML_VK_VISIBLE_DEVICES": "",
+}
 
 # Which package provides a program, per packager (Termux's llama-cpp has no rpc-server and no perplexity).
 PACKAGES = {
@@ -238,8 +250,8 @@ def _output(path: str, mtime_ns: int, flag: str) -> str | None:
             errors="replace",
             timeout=VERSION_SECONDS,
             stdin=subprocess.DEVNULL,
-            # --help loads the backends too: no GPU device for a question about flags
-            env=dict(os.environ, GGML_NO_BACKTRACE="1", **HIDE_VULKAN_DEVICES),
+            # --help loads the backends too: no GPU driver for a question about flags (a broken one crashes)
+            env={**os.environ, "GGML_NO_BACKTRACE": "1", **HIDE_VULKAN_DEVICES, **KEEP_OUT_ENV},
         )
     except (OSError, subprocess.SubprocessError):
         return None

@@ -68,7 +68,7 @@ class ServerEngine:
         self._peak_after_exit: int | None = None
         self._template: str | None | bool = False  # False: not read yet
         self.argv = self._argv(cpus, prompt_cpus)
-        self._keep_drivers_out = False
+        self._keep_drivers_out = self.settings.on_cpu  # a CPU run keeps them out from its first start
         self.notes: list[str] = []
         t0 = time.perf_counter()
         try:

@@ -50,11 +50,13 @@ class NativeLaunch(WorkerLaunch):
     override_tensor: str | None = None  # -ot PATTERN=BUFFER_TYPE,... (a tied output kept on this device)
     tool: str = field(default_factory=lambda: str(find_tool("llama-server")))
     preexec = staticmethod(_die_with_parent)
-    keep_drivers_out: bool = False  # set by the watchdog after a crash while loading (engine/child_env.py)
+    # every CPU start keeps GPU drivers out (engine/child_env.py): the watchdog's restart "with the drivers
+    # kept out" after a crash while loading has nothing left to add
+    keep_drivers_out: bool = True
 
     def environment(self, settings: EngineSettings) -> dict[str, str]:
-        """llama-server's environment: the GPU devices hidden on a CPU run, drivers kept out after a driver
-        check failed or a start crashed (engine/child_env.py)."""
+        """llama-server's environment: on a CPU run the GPU devices hidden and the drivers kept out
+        (engine/child_env.py)."""
         return llama_env(settings.on_cpu, self.tool, keep_drivers_out=self.keep_drivers_out)
 
     def argv(self, settings: EngineSettings) -> list[str]:
