@@ -18,19 +18,19 @@ from __future__ import annotations
 import os
 import re
 import sys
-import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from edgepilot.engine import cpu_check_store as store
+from edgepilot.engine.checked_run import checked_at_now, deadline_from_env, outcome_of, run_checked
 from edgepilot.engine.cpu_check_child import MARK, N_BATCH, N_CTX, check_prompt
 from edgepilot.engine.gpu_check import driver_kept_out_env
-from edgepilot.engine.gpu_run import RunResult, run_bounded
+from edgepilot.engine.gpu_run import RunResult
 from edgepilot.file_errors import note_once
 
-DEADLINE_S = 120.0  # a phone loads the 270M model and decodes 64 tokens in a few seconds; qemu in ~30
-RETRY_FACTOR = 3.0
+# a phone loads the 270M model and decodes 64 tokens in a few seconds, qemu-user in about 30
+DEADLINE_ENV = "EDGEPILOT_CPU_CHECK_DEADLINE"
 CRASHES = ("SIGILL", "SIGSEGV", "SIGBUS", "SIGABRT", "SIGFPE")
 COMPLETION_TOOLS = ("llama-completion", "llama-cli")
 _SYSTEM_INFO = re.compile(r"system_info:.*?\bCPU\s*:(.*)$")
@@ -94,10 +94,6 @@ class EngineCheck:
         return out
 
 
-def _stamp() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%S%z")
-
-
 def built_with(lines: list[str]) -> list[str]:
     """The CPU features a llama.cpp says it was compiled with (its `system_info: ... CPU : AVX2 = 1 |`)."""
     for line in lines:
@@ -116,7 +112,7 @@ def judge(mode: str, r: RunResult, deadline: float, needs_mark: bool) -> CpuChec
     if r.start_error is not None:
         return CpuCheck(mode, "not-run", r.start_error)
     if r.hung:
-        outcome = "slow" if getattr(r, "progressed", True) else "hung"
+        outcome = outcome_of(r)  # slow: still using CPU at the deadline; hung: no progress
         detail = f"the check {what} did not end within {deadline:g} s (killed; not a verdict)"
         return CpuCheck(mode, outcome, detail, seconds, **base)
     if r.signal in CRASHES:
@@ -167,11 +163,11 @@ def _tools_argv(program: Path, model: Path, repack: bool) -> list[str] | None:
 
 
 def _run(argv: list[str], mode: str, deadline: float, needs_mark: bool) -> CpuCheck:
-    got = judge(mode, run_bounded(argv, deadline, _child_env()), deadline, needs_mark)
-    if got.outcome in ("slow", "hung"):  # a loaded machine: once more with a longer deadline
-        longer = deadline * RETRY_FACTOR
-        got = judge(mode, run_bounded(argv, longer, _child_env()), longer, needs_mark)
-    got.checked_at = _stamp()
+    """One mode's check; past its deadline (a loaded machine, a phone under emulation) once more with a
+    longer one (engine/checked_run.py)."""
+    checked = run_checked(argv, deadline, _child_env())
+    got = judge(mode, checked.result, checked.deadlines[-1], needs_mark)
+    got.checked_at = checked_at_now()
     return got
 
 
@@ -219,12 +215,13 @@ def check_engine(
     target: Path,
     *,
     fresh: bool = False,
-    deadline: float = DEADLINE_S,
+    deadline: float | None = None,
     model: Path | None = None,
     progress: Any = None,
 ) -> EngineCheck:
     """The check of one engine's llama.cpp: `kind` "inprocess" (target: the libllama file) or "tools"
     (target: one of its programs). Remembered unless fresh; never raises for what llama.cpp does."""
+    deadline = deadline or deadline_from_env(DEADLINE_ENV, 120.0)
     key = store.check_key(kind, _files(kind, target), _cpu_flags())
     if not fresh:
         kept = store.load(key)
