@@ -245,8 +245,10 @@ def render_tune(r: TuneReport, out: Console) -> None:
         say(out, line, style="dim")
     for note in r.notes:
         say(out, note, style="dim")
-    if r.llama_cpp_args:
-        print_command(out, "llama.cpp:", r.llama_cpp_args)
+    from edgepilot.engine.child_env import shown_keep_out
+
+    if r.llama_cpp_args:  # measured on this machine: a copy keeps its GPU drivers out of a CPU run too
+        print_command(out, "llama.cpp:", [*shown_keep_out(r.llama_cpp_args), *r.llama_cpp_args])
     if r.profile_path:
         print_command(out, "edgepilot:", ["edgepilot", "run", r.model.path])
         serve = "serve picks it up; run too, unless a plain tune saved one"

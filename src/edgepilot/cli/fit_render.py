@@ -112,7 +112,10 @@ def render_fit(plan: FitResult, out: Console) -> None:
     for trade in plan.trade_offs:
         say(out, f"{'to fit' if plan.fits else 'tried, still over'}: {trade}", style="yellow")
     say(out, f"largest context that fits: {plan.max_ctx or 'none'}{_at_trained(plan)}")
-    print_command(out, "llama.cpp:", plan.llama_cpp_args)
+    from edgepilot.engine.child_env import shown_keep_out
+
+    # a copy keeps the GPU drivers out of a CPU run as edgepilot's own runs do
+    print_command(out, "llama.cpp:", [*shown_keep_out(plan.llama_cpp_args), *plan.llama_cpp_args])
     print_command(out, "edgepilot:", plan.edgepilot_args)
     if plan.alternatives:
         print_records(

@@ -15,10 +15,10 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
-from edgepilot.engine.native_tools import HIDE_VULKAN_DEVICES
+from edgepilot.engine.native_tools import HIDE_VULKAN_DEVICES, NO_DRIVER_MANIFEST
 
 # How a broken GPU driver ends a llama.cpp process, as a shell reports it (128 + SIGSEGV, SIGABRT, SIGBUS). A
 # CPU run that ended so while loading was started once more with the drivers kept out (ServerEngine, serve's
@@ -45,6 +45,20 @@ def llama_env(
         env.update(HIDE_VULKAN_DEVICES)
         env.update(driver_kept_out_env())
     return env
+
+
+def shown_keep_out(argv: Sequence[str]) -> list[str]:
+    """What a printed llama.cpp command line starts with so that a copy keeps the GPU drivers out as
+    edgepilot's own CPU runs do: `VK_ICD_FILENAMES=<nowhere>` (every Khronos loader reads it; a shell
+    assignment, copy-pasteable) when argv is a CPU run (`-dev none`) and this machine has a Vulkan driver
+    manifest; [] otherwise. Android's system loader reads no such variable: there `-dev none` holds."""
+    from edgepilot.engine.gpu_cache import driver_files
+
+    args = list(argv)
+    on_cpu = any(a == "-dev" and b == "none" for a, b in zip(args, args[1:], strict=False))
+    if not on_cpu or not driver_files():
+        return []
+    return [f"VK_ICD_FILENAMES={NO_DRIVER_MANIFEST}"]
 
 
 @contextlib.contextmanager

@@ -77,6 +77,12 @@ def _manifests() -> list[str]:
     return found[:MAX_DRIVER_FILES]
 
 
+def driver_files() -> list[str]:
+    """The Vulkan driver manifests a Khronos loader here would read (the loader's environment counts: one that
+    points nowhere finds none)."""
+    return [m for m in _manifests() if os.path.isfile(m)]
+
+
 def _library_of(manifest: str) -> str | None:
     try:
         data = loads_json(read_capped(manifest, MANIFEST_FILE))
