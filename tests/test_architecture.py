@@ -15,6 +15,7 @@ LAYERS = {
     "jsonable": 0,
     "datadir": 0,
     "untrusted": 0,  # bounded reads of user- and tree-supplied files
+    "kept": 0,  # the files edgepilot keeps, read as input: each value checked for type and range
     "sizes": 0,  # the one bounded size and number parser
     "records": 0,  # bounded line readers: chat's stdin, doctor's logs
     "safe_write": 0,  # every file edgepilot writes

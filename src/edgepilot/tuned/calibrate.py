@@ -15,7 +15,6 @@ added, per device (tuned/offload_calibration.py): the arithmetic's `offload` car
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -25,15 +24,17 @@ from edgepilot.engine.choice import EngineInfo
 from edgepilot.engine.load_log import LoggedBuffers
 from edgepilot.engine.native_tools import tool_version
 from edgepilot.errors import UserError
-from edgepilot.file_errors import escaped, is_denied, note_once, refused_where
+from edgepilot.file_errors import escaped, note_once, refused_where
 from edgepilot.gguf.arch import ArchParams
 from edgepilot.gguf.gguf_records import GGUFHeader
 from edgepilot.gguf.kv_cache import kv_cache_bytes
+from edgepilot.kept import Dropped, read_json
 from edgepilot.plan.arithmetic import EngineArithmetic
 from edgepilot.plan.compute import compute_buffer
 from edgepilot.plan.memory_model import VOCAB_BYTES_PER_TOKEN
 from edgepilot.plan.types import FitResult
 from edgepilot.safe_write import write_text
+from edgepilot.tuned.calibration_check import clean_calibration
 from edgepilot.tuned.offload_calibration import learned_devices, offload_sample, record_offloaded
 
 MAX_FILE_BYTES = 1 << 20
@@ -53,36 +54,51 @@ def _file(key: str) -> Path:
 
 
 def _read(key: str) -> dict[str, Any] | None:
-    """The version's calibration ({} when there is none or it is damaged); None when permissions keep it
-    from us (noted once): then it is neither used nor written over."""
+    """The version's calibration ({} when there is none or it is damaged), every value checked for type and
+    range (what fails is left out, said once naming the file); None when permissions keep it from us (noted
+    once): then it is neither used nor written over."""
     path = _file(key)
+    then = "planned without it (the next run's figures replace it)"
     try:
-        with open(path, "rb") as f:
-            if not os.path.isfile(path):
-                return {}
-            raw = f.read(MAX_FILE_BYTES + 1)
-        data = json.loads(raw) if len(raw) <= MAX_FILE_BYTES else {}
+        data = read_json(path, MAX_FILE_BYTES, "the memory calibration", then)
     except OSError as exc:
-        if not is_denied(exc):
-            return {}
         note_once(
             f"cannot read the memory calibration {escaped(path)} ({refused_where(path, exc)}): planned with "
             f"the pinned llama.cpp's figures and not updated; {DATA_FIX}"
         )
         return None
-    except ValueError:
-        return {}
-    return data if isinstance(data, dict) and isinstance(data.get("models"), dict) else {}
+    dropped = Dropped(path, "the memory calibration", "planned without those values")
+    cleaned = clean_calibration(data, dropped)
+    dropped.note()
+    return cleaned
 
 
 def _write(key: str, data: dict[str, Any]) -> None:
     """Keep the calibration; a data folder that refuses only costs the learning (one note), not the run."""
     path = _file(key)
+    text = _fitting(data)
     try:
         writable_data_folder(path.parent, "the memory calibration")
-        write_text(path, json.dumps(data, indent=1), what="calibration")
+        write_text(path, text, what="calibration")
     except UserError as exc:
         note_once(f"this run's memory figures are not kept: {exc}")
+
+
+def _fitting(data: dict[str, Any]) -> str:
+    """The calibration as JSON within what its reader accepts (MAX_FILE_BYTES): the models measured longest
+    ago go first, CPU entries and offloaded ones alike."""
+    text = json.dumps(data, indent=1)
+    while len(text.encode()) > MAX_FILE_BYTES:
+        groups = [data.get("models", {})]
+        groups += [e["models"] for e in data.get("offload", {}).values() if isinstance(e, dict)]
+        largest = max(groups, key=len)
+        if not largest:
+            return json.dumps({"engine": data.get("engine"), "models": {}})
+        over = 1 - MAX_FILE_BYTES / len(text.encode())
+        for key in list(largest)[: 1 + int(len(largest) * over)]:
+            del largest[key]
+        text = json.dumps(data, indent=1)
+    return text
 
 
 def model_key(model: Path) -> str:
@@ -192,7 +208,7 @@ def _from_entry(name: str, entry: dict[str, Any], note: str) -> EngineArithmetic
     a = EngineArithmetic(
         name,
         runtime_bytes=max(runs),
-        running_extra_bytes=max(extra) if extra else 0,
+        running_extra_bytes=max(0, max(extra)) if extra else 0,  # never below the compute the plan touches
         reserve_one_output=bool(entry.get("reserve_one_output")),
         compute_reserved_delta_bytes=int(entry.get("compute_delta") or 0),
         learned_from=len(runs),
