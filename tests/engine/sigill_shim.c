@@ -13,6 +13,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
+#include <link.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,28 @@ static int faults_here(void) {
     return only == NULL || strstr(program_invocation_short_name, only) != NULL;
 }
 
+/* ggml's own definition. dlsym(RTLD_NEXT) does not see it when the library was opened RTLD_LOCAL (ctypes, as
+ * llama-cpp-python does), so the loaded libggml-cpu is found by name and asked directly. */
+static int find_ggml_cpu(struct dl_phdr_info *info, size_t size, void *data) {
+    (void)size;
+    if (info->dlpi_name != NULL && strstr(info->dlpi_name, "libggml-cpu") != NULL) {
+        *(const char **)data = info->dlpi_name;
+        return 1;
+    }
+    return 0;
+}
+
+static void *real(const char *name) {
+    const char *path = NULL;
+    dl_iterate_phdr(find_ggml_cpu, &path);
+    void *handle = path != NULL ? dlopen(path, RTLD_LAZY | RTLD_NOLOAD) : NULL;
+    void *fn = handle != NULL ? dlsym(handle, name) : NULL;
+    if (fn == NULL) {
+        abort();
+    }
+    return fn;
+}
+
 typedef void (*gemm_fn)(int, float *, size_t, const void *, const void *, int, int);
 typedef void (*dot_fn)(int, float *, size_t, const void *, size_t, const void *, size_t, int);
 
@@ -29,8 +52,7 @@ void ggml_gemm_q4_K_8x8_q8_K(int n, float *s, size_t bs, const void *vx, const v
     if (faults_here()) {
         __builtin_trap();
     }
-    gemm_fn real = (gemm_fn)dlsym(RTLD_NEXT, "ggml_gemm_q4_K_8x8_q8_K");
-    real(n, s, bs, vx, vy, nr, nc);
+    ((gemm_fn)real("ggml_gemm_q4_K_8x8_q8_K"))(n, s, bs, vx, vy, nr, nc);
 }
 
 void ggml_vec_dot_q4_K_q8_K(int n, float *s, size_t bs, const void *vx, size_t bx, const void *vy, size_t by,
@@ -39,6 +61,5 @@ void ggml_vec_dot_q4_K_q8_K(int n, float *s, size_t bs, const void *vx, size_t b
     if (mode != NULL && strcmp(mode, "everywhere") == 0 && faults_here()) {
         __builtin_trap();
     }
-    dot_fn real = (dot_fn)dlsym(RTLD_NEXT, "ggml_vec_dot_q4_K_q8_K");
-    real(n, s, bs, vx, bx, vy, by, nrc);
+    ((dot_fn)real("ggml_vec_dot_q4_K_q8_K"))(n, s, bs, vx, bx, vy, by, nrc);
 }
