@@ -6,10 +6,11 @@ is counted in its predicted peak.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from edgepilot.engine.choice import EngineInfo
+from edgepilot.engine.choice import EngineInfo, choose_engine
 from edgepilot.errors import UserError
 from edgepilot.plan.budget import compute_budget
 from edgepilot.plan.fit import CTX_STEP, read_device
@@ -148,3 +149,13 @@ def after_memory_kill(
         f"{source}: {planner_max or 'none'})"
     )
     return replace(current, n_ctx=n_ctx), why
+
+
+def checked_inprocess(requested: RequestedSettings, log: Callable[[str], None]) -> RequestedSettings:
+    """The request for an in-process worker after the CPU check of its library (engine/cpu_check.py): without
+    repacking when it crashed with it (said once through `log`)."""
+    checked = choose_engine("inprocess")
+    if checked.no_repack and requested.repack is None:
+        log(checked.cpu_note or "weight repacking crashed here: serving without it")
+        return replace(requested, repack=False)
+    return requested

@@ -35,7 +35,7 @@ from edgepilot.plan.types import DoesNotFit
 from edgepilot.serve.config import ServeConfig, default_min_available
 from edgepilot.serve.front import Front
 from edgepilot.serve.native import NativeLaunch, takes_short_slot
-from edgepilot.serve.planning import ServePlan, plan_serve
+from edgepilot.serve.planning import ServePlan, checked_inprocess, plan_serve
 from edgepilot.serve.pressure import PressureWatch
 from edgepilot.serve.state import Death, Pressure, ServerState, WorkerInfo
 from edgepilot.serve.wakelock import WakeLock
@@ -384,10 +384,7 @@ def serve(
         find_tool("llama-server")  # one clear line now, not a worker that cannot start
         engine = choose_engine("tools")
     else:
-        checked = choose_engine("inprocess")  # the CPU check of the worker's library (engine/cpu_check.py)
-        if checked.no_repack and requested.repack is None:
-            requested = replace(requested, repack=False)
-            log(checked.cpu_note or "weight repacking crashed here: serving without it")
+        requested = checked_inprocess(requested, log)
     rpc = bool(native and native.rpc)
     short_ctx = config.short_lane_ctx
     if native is not None and (rpc or not takes_short_slot(str(find_tool("llama-server")))):
