@@ -38,17 +38,6 @@ from edgepilot.engine.checked_run import FINAL, checked_at_now, deadline_from_en
 from edgepilot.engine.gpu_outcome import DeviceCheck, from_entry, judge
 from edgepilot.engine.native_tools import KEEP_OUT_ENV, ToolMissing, built_tool, find_tool, tool_version
 
-__all__ = [
-    "KEEP_OUT_ENV",
-    "DeviceCheck",
-    "check",
-    "cached_check",
-    "cached_checks",
-    "checks_for",
-    "forget",
-    "llama_devices",
-]
-
 # lavapipe: ~3 s idle with a warm cache, 12 s on a VM, over 60 s under two compiles with a cold shader cache;
 # a phone compiles llama.cpp's pipelines on its first Vulkan run. A check past it runs once more, 3x longer
 # (engine/checked_run.py); a timeout is never a final verdict.
