@@ -56,7 +56,8 @@ class Dropped:
             return
         more = f" (and {len(self.items) - 1} more)" if len(self.items) > 1 else ""
         note_once(
-            f"left out of {self.what} {escaped(self.path)}, out of range: {self.items[0]}{more}; {self.then}"
+            f"left out of {self.what} {escaped(self.path)} (not of its type or range): "
+            f"{self.items[0]}{more}; {self.then}"
         )
 
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from edgepilot.bench.store import connect, db_path, history_exists
+from edgepilot.bench.store import HISTORY, connect, db_path, history_exists
+from edgepilot.kept import MAX_COUNT, Dropped, is_int, is_number
 from edgepilot.tuned.identity import DeviceId
 
 
@@ -16,6 +18,36 @@ def has_gpu_results(path: Path | None = None) -> bool:
         return False
     with connect(path, create=False) as con:
         return con.execute("SELECT 1 FROM results WHERE device != 'none' LIMIT 1").fetchone() is not None
+
+
+MAX_TPS = 1e9  # tokens per second no device makes: a damaged row
+
+
+def usable_row(r: sqlite3.Row, dropped: Dropped) -> bool:
+    """A result row whose values have their types and ranges (the history is a file anyone may have
+    written: SQLite keeps a string in a REAL column and NaN as NULL); else said in `dropped`."""
+    optional = lambda v: v is None or is_number(v, 0, MAX_TPS)  # noqa: E731
+    checks = {
+        "avg_ts": is_number(r["avg_ts"], 0, MAX_TPS),
+        "stddev_ts": optional(r["stddev_ts"]),
+        "roofline": optional(r["roofline"]),
+        "n_threads": r["n_threads"] is None or is_int(r["n_threads"], 0, MAX_COUNT),
+        "n_ubatch": r["n_ubatch"] is None or is_int(r["n_ubatch"], 0, MAX_COUNT),
+        "n_gpu_layers": r["n_gpu_layers"] is None or is_int(r["n_gpu_layers"], 0, MAX_COUNT),
+        "flash_attn": r["flash_attn"] is None or is_int(r["flash_attn"], 0, 1),
+        "throttled": r["throttled"] is None or is_int(r["throttled"], 0, 1),
+        "partial": r["partial"] is None or is_int(r["partial"], 0, 1),
+        "test": isinstance(r["test"], str),
+        "cores": r["cores"] is None or isinstance(r["cores"], str),
+        "device": r["device"] is None or isinstance(r["device"], str),
+        "model_name": r["model_name"] is None or isinstance(r["model_name"], str),
+        "started": isinstance(r["started"], str),
+        "kind": isinstance(r["kind"], str),
+    }
+    bad = next((name for name, ok in checks.items() if not ok), None)
+    if bad is not None:
+        dropped.drop(f"result {r['id']} {bad}", r[bad])
+    return bad is None
 
 
 @dataclass
@@ -81,6 +113,9 @@ def history(
     last_seen: dict[tuple, float] = {}
     best: dict[tuple, float] = {}
     entries: list[HistoryEntry] = []
+    dropped = Dropped(path, HISTORY, "those results are not shown")
+    rows = [r for r in rows if usable_row(r, dropped)]
+    dropped.note()
     for r in rows:
         key = (
             r["model_key"],
@@ -110,7 +145,7 @@ def history(
                 n_ubatch=r["n_ubatch"],
                 flash_attn=bool(r["flash_attn"]),
                 avg_ts=r["avg_ts"],
-                stddev_ts=r["stddev_ts"],
+                stddev_ts=r["stddev_ts"] or 0.0,
                 previous_ts=prev,
                 change=round(r["avg_ts"] / prev - 1, 4) if prev else None,
                 best_ts=best[key],

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from edgepilot.bench.store import connect, db_path, readable_history
 from edgepilot.errors import UserError
+from edgepilot.kept import is_int, is_number
 from edgepilot.plan.roofline import bytes_per_token
 from edgepilot.tuned.bandwidth_cache import machine_bandwidth
 from edgepilot.tuned.identity import device_id, model_id
@@ -32,6 +34,7 @@ def _from_history(path: Path, root: Path, db: Path) -> KnownSpeed | None:
             " WHERE r.device_fp = ? AND r.model_key = ? AND x.avg_ts > 0",
             (fp, key),
         ).fetchall()
+    rows = [r for r in rows if _usable(r)]  # a damaged row (a string, NULL) is no speed
     gen = max((r["avg_ts"] for r in rows if r["n_gen"] and not r["n_prompt"]), default=None)
     prompt = max((r["avg_ts"] for r in rows if r["n_prompt"] and not r["n_gen"]), default=None)
     if not gen:
@@ -52,7 +55,17 @@ def _stored_bandwidth(root: Path, db: Path) -> float | None:
         row = con.execute(
             "SELECT MAX(bandwidth_gbs) FROM runs WHERE device_fp = ?", (device_id(root).fingerprint,)
         ).fetchone()
-    return row[0] * 1e9 if row and row[0] else None
+    gbs = row[0] if row else None
+    return gbs * 1e9 if is_number(gbs, 0.1, 1e4) else None  # GB/s: as bandwidth_cache.py's range
+
+
+def _usable(r: Any) -> bool:
+    return (
+        is_number(r["avg_ts"], 1e-6, 1e9)
+        and (r["n_prompt"] is None or is_int(r["n_prompt"], 0, 1 << 24))
+        and (r["n_gen"] is None or is_int(r["n_gen"], 0, 1 << 24))
+        and isinstance(r["started"], str)
+    )
 
 
 def _bandwidth(root: Path, db: Path) -> tuple[float, str]:

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from edgepilot.datadir import DATA_FIX, data_dir, writable_data_folder
 from edgepilot.errors import UserError
-from edgepilot.file_errors import escaped, is_denied, note_once, refused_where
-from edgepilot.untrusted import loads_json, read_capped
+from edgepilot.file_errors import escaped, note_once, refused_where
+from edgepilot.kept import MAX_BYTES, MAX_COUNT, Dropped, is_int, is_number, read_json
 
 if TYPE_CHECKING:
     from edgepilot.device.bandwidth import Bandwidth
@@ -51,43 +51,77 @@ def _read() -> dict[str, dict[str, Any]] | None:
     """Kept figures by key ({} when none or damaged); None when permissions keep the file from us (noted)."""
     path = cache_path()
     try:
-        data = loads_json(read_capped(path, CACHE_FILE))
+        data = read_json(path, CACHE_FILE, "the memory bandwidth cache", "bandwidth is measured again")
     except OSError as exc:
-        if is_denied(exc):
-            note_once(
-                f"cannot read the memory bandwidth cache {escaped(path)} ({refused_where(path, exc)}): "
-                f"bandwidth is measured again and not kept; {DATA_FIX}"
-            )
-            return None
-        return {}
-    except (ValueError, UserError):
-        return {}
+        note_once(
+            f"cannot read the memory bandwidth cache {escaped(path)} ({refused_where(path, exc)}): "
+            f"bandwidth is measured again and not kept; {DATA_FIX}"
+        )
+        return None
     devices = data.get("devices") if isinstance(data, dict) and data.get("format") == FORMAT else None
     if not isinstance(devices, dict):
         return {}
     return {k: v for k, v in devices.items() if isinstance(k, str) and isinstance(v, dict)}
 
 
-def _from_entry(entry: dict[str, Any]) -> Bandwidth | None:
+# A memory read bandwidth outside these is no measurement of a phone's or a board's memory (a 1e-3 B/s figure
+# printed "2023410382333 % of limit"): below 100 MB/s, above 10 TB/s.
+MIN_BYTES_PER_S, MAX_BYTES_PER_S = 1e8, 1e13
+MAX_THREADS = 1 << 16
+
+
+def _checked(entry: dict[str, Any]) -> tuple[str, Any] | None:
+    """The first value of a kept figure out of its type or range (name, value), or None."""
+    by_threads = entry.get("by_threads", {})
+    checks = [
+        ("bytes_per_s", is_number(entry.get("bytes_per_s"), MIN_BYTES_PER_S, MAX_BYTES_PER_S)),
+        ("threads", is_int(entry.get("threads"), 1, MAX_THREADS)),
+        ("buffer_bytes", is_int(entry.get("buffer_bytes"), 1, MAX_BYTES)),
+        ("seconds", is_number(entry.get("seconds"), 0, 1e6)),
+        ("passes", is_int(entry.get("passes", 0), 0, MAX_COUNT)),
+        ("llc_bytes", entry.get("llc_bytes") is None or is_int(entry.get("llc_bytes"), 1, MAX_BYTES)),
+        ("method", isinstance(entry.get("method", ""), str)),
+        ("measured_at", isinstance(entry.get("measured_at", ""), str)),
+        (
+            "by_threads",
+            isinstance(by_threads, dict)
+            and len(by_threads) <= 1024
+            and all(
+                isinstance(t, str) and t.isascii() and t.isdigit() and 0 < len(t) <= 6
+                and is_number(v, MIN_BYTES_PER_S, MAX_BYTES_PER_S)
+                for t, v in by_threads.items()
+            ),
+        ),
+    ]  # fmt: skip
+    return next(((name, entry.get(name)) for name, ok in checks if not ok), None)
+
+
+def _from_entry(entry: dict[str, Any], dropped: Dropped | None = None) -> Bandwidth | None:
+    """A kept figure, every value checked (kept.py); None (said once in `dropped`) when one is out of its
+    type or range: measured again."""
     from edgepilot.device.bandwidth import Bandwidth
 
+    bad = _checked(entry)
+    if bad is not None:
+        if dropped is not None:
+            dropped.drop(*bad)
+        return None
     known = {f.name for f in fields(Bandwidth)}
-    try:
-        bw = Bandwidth(**{k: v for k, v in entry.items() if k in known and k not in NOT_KEPT})
-        bw.bytes_per_s, bw.seconds = float(bw.bytes_per_s), float(bw.seconds)
-        bw.threads, bw.buffer_bytes, bw.passes = int(bw.threads), int(bw.buffer_bytes), int(bw.passes)
-        bw.llc_bytes = int(bw.llc_bytes) if bw.llc_bytes else None
-        bw.by_threads = {int(t): float(v) for t, v in dict(bw.by_threads).items()}
-        bw.method, bw.measured_at = str(bw.method), str(bw.measured_at)
-    except (TypeError, ValueError, OverflowError):
-        return None  # a damaged or foreign entry: measured again
+    bw = Bandwidth(**{k: v for k, v in entry.items() if k in known and k not in NOT_KEPT})
+    bw.bytes_per_s, bw.seconds = float(bw.bytes_per_s), float(bw.seconds)
+    bw.by_threads = {int(t): float(v) for t, v in dict(bw.by_threads).items()}
     bw.cached = True
-    return bw if bw.bytes_per_s > 0 and bw.threads > 0 and bw.buffer_bytes > 0 else None
+    return bw
 
 
 def load(key: str) -> Bandwidth | None:
     entry = (_read() or {}).get(key)
-    return _from_entry(entry) if entry is not None else None
+    if entry is None:
+        return None
+    dropped = Dropped(cache_path(), "the memory bandwidth cache", "measured again")
+    bw = _from_entry(entry, dropped)
+    dropped.note()
+    return bw
 
 
 def store(key: str, bw: Bandwidth) -> str | None:
@@ -98,7 +132,12 @@ def store(key: str, bw: Bandwidth) -> str | None:
     if kept is None:
         return f"cannot read {escaped(cache_path())}, so it is not written over"
     kept.pop(key, None)
-    kept[key] = {k: v for k, v in asdict(bw).items() if k not in NOT_KEPT}
+    entry = {k: v for k, v in asdict(bw).items() if k not in NOT_KEPT}
+    entry["by_threads"] = {str(t): v for t, v in bw.by_threads.items()}
+    bad = _checked(entry)
+    if bad is not None:  # what the reader would refuse is not kept
+        return f"{bad[0]} {bad[1]!r} is out of range"
+    kept[key] = entry
     kept = dict(list(kept.items())[-MAX_ENTRIES:])
     text = json.dumps({"format": FORMAT, "devices": kept}, indent=1, sort_keys=True) + "\n"
     try:

@@ -17,6 +17,7 @@ from pathlib import Path
 from edgepilot.datadir import DATA_FIX, data_dir, writable_data_folder
 from edgepilot.errors import UserError
 from edgepilot.file_errors import cannot_read, escaped, is_denied, note_once, refusal, refused_where
+from edgepilot.kept import MAX_BYTES, MAX_COUNT, Dropped, is_int, is_number, read_json
 from edgepilot.safe_write import write_text
 from edgepilot.tuned.identity import device_id, model_id
 
@@ -70,8 +71,12 @@ def writable_profiles_dir(also: str = "") -> Path:
 def save_profile(profile: Profile) -> Path:
     path = profile_path(profile.model_key, profile.device_fingerprint, profile.chosen_by == "sustained")
     writable_profiles_dir()
+    text = json.dumps(asdict(profile), indent=2) + "\n"
+    while len(text.encode()) > PROFILE_FILE and profile.notes:  # within what read_profile accepts
+        profile.notes = profile.notes[: len(profile.notes) // 2]
+        text = json.dumps(asdict(profile), indent=2) + "\n"
     try:
-        write_text(path, json.dumps(asdict(profile), indent=2) + "\n", what="profile")
+        write_text(path, text, what="profile")
     except UserError as exc:
         raise UserError(f"cannot save the profile: {exc}; set EDGEPILOT_DATA_DIR") from None
     return path
@@ -91,14 +96,13 @@ def _refused(path: Path, exc: OSError, strict: bool) -> None:
 
 def read_profile(path: Path, strict: bool = False) -> Profile | None:
     """A profile file, or None if it is unreadable, from another version or damaged (an error only when
-    strict and permissions refuse it; a note otherwise)."""
+    strict and permissions refuse it; a note otherwise). Read as input (kept.py): a regular file within
+    PROFILE_FILE, every field of its type and in range; a profile with one that is not is left out, said once
+    naming the file."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = read_json(path, PROFILE_FILE, "the tuned profile", "planned without it")
     except OSError as exc:
-        if is_denied(exc):
-            _refused(path, exc, strict)
-        return None
-    except ValueError:
+        _refused(path, exc, strict)
         return None
     if not isinstance(data, dict) or data.get("version") != PROFILE_VERSION:
         return None
@@ -107,21 +111,45 @@ def read_profile(path: Path, strict: bool = False) -> Profile | None:
         profile = Profile(**{k: v for k, v in data.items() if k in known})
     except TypeError:
         return None
-    ok = (
-        isinstance(profile.n_threads, int)
-        and profile.n_threads >= 1
-        and isinstance(profile.n_threads_batch, int)
-        and profile.n_threads_batch >= 1
-        and isinstance(profile.n_ubatch, int)
-        and profile.n_ubatch >= 1
-        and isinstance(profile.cpus, list)
-        and all(isinstance(c, int) and c >= 0 for c in profile.cpus)
-        and isinstance(profile.prompt_cpus, list)
-        and all(isinstance(c, int) and c >= 0 for c in profile.prompt_cpus)
-        and isinstance(profile.repack, bool)
-        and profile.chosen_by in ("burst", "sustained")
-    )
-    return profile if ok else None
+    bad = _out_of_range(profile)
+    if bad is not None:
+        dropped = Dropped(path, "the tuned profile", "planned without it")
+        dropped.drop(*bad)
+        dropped.note()
+        return None
+    return profile
+
+
+MAX_CPUS = 1 << 16
+PROFILE_FILE = 256 << 10  # a profile is a few hundred bytes; save_profile keeps it within this
+_COUNTS = {"n_threads": 1, "n_threads_batch": 1, "n_ubatch": 1, "n_prompt": 0, "n_gen": 0, "n_gpu_layers": 0}
+_TEXTS = ("device_fingerprint", "device", "model_key", "model_name", "created", "offload_device")
+
+
+def _out_of_range(p: Profile) -> tuple[str, object] | None:
+    """The first field of the profile out of its type or range (name, value), or None."""
+    for name, low in _COUNTS.items():
+        if not is_int(getattr(p, name), low, MAX_COUNT):
+            return name, getattr(p, name)
+    checks: list[tuple[str, bool]] = [
+        ("model_size", is_int(p.model_size, 0, MAX_BYTES)),
+        ("gen_tps", is_number(p.gen_tps, 0, 1e9)),
+        ("prompt_tps", is_number(p.prompt_tps, 0, 1e9)),
+        ("sustained_tps", p.sustained_tps is None or is_number(p.sustained_tps, 0, 1e9)),
+        ("flash_attn", isinstance(p.flash_attn, bool)),
+        ("repack", isinstance(p.repack, bool)),
+        ("chosen_by", p.chosen_by in ("burst", "sustained")),
+        ("notes", isinstance(p.notes, list) and all(isinstance(n, str) for n in p.notes)),
+    ]
+    for name in ("cpus", "prompt_cpus"):
+        value = getattr(p, name)
+        ok = isinstance(value, list) and all(is_int(c, 0, MAX_CPUS) for c in value)
+        checks.append((name, ok))
+    checks += [(name, isinstance(getattr(p, name), str)) for name in _TEXTS]
+    for name, ok in checks:
+        if not ok:
+            return name, getattr(p, name)
+    return None
 
 
 @dataclass
