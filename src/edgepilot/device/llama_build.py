@@ -3,17 +3,18 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
+
+from edgepilot.untrusted import loads_json, read_capped
 
 STAMP_LIMIT = 64 * 1024  # a stamp is a few hundred bytes
 
 
 def read_stamp(path: Path) -> dict:
-    """The stamp's JSON object, {} when it is missing, unreadable, too large or not an object."""
+    """The stamp's JSON object, {} when it is missing, unreadable, too large, nested too deep or not an
+    object; a regular file only (a FIFO there never blocks probe or build)."""
     try:
-        with path.open("rb") as f:
-            data = json.loads(f.read(STAMP_LIMIT))
+        data = loads_json(read_capped(path, STAMP_LIMIT))
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}

@@ -9,6 +9,7 @@ from pathlib import Path
 from edgepilot.errors import UserError
 from edgepilot.gguf.model_path import check_model_path
 from edgepilot.safe_write import atomic_path, write_text
+from edgepilot.untrusted import read_capped
 
 __all__ = [
     "BUNDLED_NAME",
@@ -20,6 +21,7 @@ __all__ = [
 ]
 
 BUNDLED_NAME = "gemma-3-270m-q4_k_m.gguf"
+STAMP_BYTES = 4096  # "SIZE MTIME SHA256": a line
 
 
 def cache_dir() -> Path:
@@ -30,6 +32,11 @@ def cache_dir() -> Path:
 def _stamp(path: Path) -> str:
     st = path.stat()
     return f"{st.st_size} {st.st_mtime_ns}"
+
+
+def _read_stamp(path: Path) -> str:
+    """The `.verified` stamp's text: a regular file of a line (a FIFO there never blocks; OSError)."""
+    return read_capped(path, STAMP_BYTES).decode("utf-8", errors="replace").strip()
 
 
 def bundled_model_path() -> Path:
@@ -48,7 +55,7 @@ def bundled_model_path() -> Path:
     stamp_file = target.with_name(target.name + ".verified")
     if os.path.exists(target) and os.path.exists(stamp_file):
         try:
-            if stamp_file.read_text().strip() == f"{_stamp(target)} {bundled.EXPECTED_SHA256}":
+            if _read_stamp(stamp_file) == f"{_stamp(target)} {bundled.EXPECTED_SHA256}":
                 return target
         except OSError:
             pass
@@ -76,7 +83,7 @@ def bundled_model_made() -> tuple[Path, int, Path] | None:
         return None
     target = cache_dir() / "models" / BUNDLED_NAME
     with contextlib.suppress(OSError):
-        stamp = target.with_name(target.name + ".verified").read_text().strip()
+        stamp = _read_stamp(target.with_name(target.name + ".verified"))
         if stamp == f"{_stamp(target)} {bundled.EXPECTED_SHA256}":
             return target, target.stat().st_size, target
     try:

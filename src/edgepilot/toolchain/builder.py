@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from edgepilot.device.llama_build import STAMP_LIMIT
 from edgepilot.engine import native_tools
 from edgepilot.errors import UserError
 from edgepilot.file_errors import cannot_write, check_writable_folder, is_denied
@@ -32,6 +33,7 @@ from edgepilot.toolchain.vulkan_build import (
     wants_vulkan,
 )
 from edgepilot.toolchain.vulkan_fix import apply_fix
+from edgepilot.untrusted import read_capped
 
 STAMP_VERSION = 1
 PERCENT = re.compile(r"^\[\s*(\d+)%\]\s*(.*)$")
@@ -193,8 +195,8 @@ def cache_fix() -> str:
 
 
 def _up_to_date(stamp: Path, text: str, paths: dict[str, str]) -> bool:
-    try:
-        current = stamp.read_text().strip()
+    try:  # a regular file within the reader's cap (a FIFO there never blocks the build)
+        current = read_capped(stamp, STAMP_LIMIT).decode("utf-8", errors="replace").strip()
     except OSError:
         return False
     return current == text and all(os.access(p, os.X_OK) for p in paths.values())
