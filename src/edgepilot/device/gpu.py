@@ -76,6 +76,8 @@ class VulkanDevice:
     vulkan_fix: str | None = None
     # llama.cpp's own description of the device (part of the driver check's cache key)
     llama_cpp_description: str | None = field(default=None, metadata={"json": False})
+    # maxStorageBufferRange (full vulkaninfo / JSON): a larger weight stays on the CPU (plan/offload.py)
+    max_storage_range: int | None = field(default=None, metadata={"json": False})
 
 
 def _hex(value: str | None) -> int | None:
@@ -229,6 +231,7 @@ def with_details(
     dev.buffer_device_address = details.bda
     dev.subgroup_size = details.subgroup_size
     dev.memory_heaps = details.heaps
+    dev.max_storage_range = details.max_storage_range
     if dev.storage_16bit is None and details.storage16 is not None:
         dev.storage_16bit = details.storage16
         _judge(dev, parse_version(dev.api_version), parse_version(instance), details.storage16, fixed)
@@ -339,3 +342,9 @@ def read_gpus(
     if why is not None:
         reasons.append(why)
     return join(devices, llama), reasons
+
+
+def vulkan_devices(root: Path, android: bool) -> tuple[list[VulkanDevice], list[str]]:
+    """The loader's devices in its order (vulkaninfo's `GPU<n>`), without llama.cpp's list: the facts the
+    offloaded plan's driver prior reads (device/gpu_driver.py)."""
+    return _vulkan_devices(root, android, fixed=False)

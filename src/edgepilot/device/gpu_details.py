@@ -27,6 +27,7 @@ _FLAG = re.compile(r"^\s*(bufferDeviceAddress|storageBuffer16BitAccess)\s*=\s*(\
 _SUBGROUP = re.compile(r"^\s*subgroupSize\s*=\s*(\d+)")
 _HEAP = re.compile(r"^\s*memoryHeaps\[(\d+)\]:")
 _SIZE = re.compile(r"^\s*size\s*=\s*(\d+)")
+_RANGE = re.compile(r"^\s*maxStorageBufferRange\s*=\s*(\d+)")
 
 
 @dataclass
@@ -35,6 +36,7 @@ class GpuDetails:
     storage16: bool | None = None
     subgroup_size: int | None = None
     heaps: list[dict[str, Any]] = field(default_factory=list)  # [{bytes, device_local}]
+    max_storage_range: int | None = None  # maxStorageBufferRange: the largest tensor the device binds
 
 
 def parse_full(text: str) -> list[GpuDetails]:
@@ -71,6 +73,9 @@ def parse_full(text: str) -> list[GpuDetails]:
         sub = _SUBGROUP.match(line)
         if sub and current.subgroup_size is None:
             current.subgroup_size = int(sub.group(1))
+        ranged = _RANGE.match(line)
+        if ranged and current.max_storage_range is None:
+            current.max_storage_range = int(ranged.group(1))
     return out
 
 
@@ -97,6 +102,9 @@ def from_json(nodes: list[dict[str, Any]]) -> GpuDetails:
                 setattr(got, attr, _BOOL.get(str(node[key]).lower()))
         if "subgroupSize" in node and got.subgroup_size is None and isinstance(node["subgroupSize"], int):
             got.subgroup_size = node["subgroupSize"]
+        ranged = node.get("maxStorageBufferRange")
+        if got.max_storage_range is None and isinstance(ranged, int) and not isinstance(ranged, bool):
+            got.max_storage_range = ranged
         heaps = node.get("memoryHeaps")
         if isinstance(heaps, list) and not got.heaps:
             for heap in heaps[:MAX_HEAPS]:
