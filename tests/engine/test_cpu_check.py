@@ -156,3 +156,24 @@ def test_the_doctor_proposes_what_runs_here_and_it_runs(shim, gemma_path, tmp_pa
     assert fixed != crashing and fixed[: len(crashing)] == crashing and "--no-repack" in fixed
     rerun = subprocess.run(fixed, capture_output=True, text=True, env=env, timeout=300)
     assert rerun.returncode == 0, rerun.stderr[-2000:]
+
+
+def test_tune_checks_a_remembered_crash_again(tmp_path, monkeypatch):
+    """A crash is remembered with when it was seen; tune does not trust it: the library may have been rebuilt
+    with the same file name, or the crash was the machine's (a timeout never is kept at all)."""
+    _inprocess_available()
+    from edgepilot.engine import choice, cpu_check
+    from edgepilot.engine import cpu_check_store as store
+    from edgepilot.engine.llama_binding import find_library
+
+    monkeypatch.setenv("EDGEPILOT_DATA_DIR", str(tmp_path))
+    library = find_library()[0]
+    key = store.check_key("inprocess", cpu_check._files("inprocess", library), cpu_check._cpu_flags())
+    crashed = {"outcome": "crashed", "mode": "full", "seconds": 1.0, "detail": "SIGILL", "signal": "SIGILL"}
+    plain = {**crashed, "outcome": "ok", "mode": "plain", "signal": None}
+    store.store(key, {"full": crashed, "plain": plain})
+    monkeypatch.setattr(choice, "_checked", {})
+    assert choice.choose_engine("inprocess", load=False).no_repack  # fit and probe: what is remembered
+    info = choice.choose_engine("inprocess", tool="llama-bench", fresh="failed")  # tune's way
+    assert info.cpu_check["outcome"] == "ok" and info.cpu_check["full"]["cached"] is False
+    assert not info.no_repack and store.load(key)["full"]["outcome"] == "ok"

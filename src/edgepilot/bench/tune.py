@@ -83,7 +83,8 @@ def run_tune(
 ) -> TuneReport:
     """engine: "auto", "inprocess" or "tools" (each setting measured by llama.cpp's llama-bench)."""
     req.validate()
-    engine_info = choose_engine(engine, tool="llama-bench", gpu=bool(req.devices) and not req.sustained_s)
+    gpu = bool(req.devices) and not req.sustained_s
+    engine_info = choose_engine(engine, tool="llama-bench", gpu=gpu, fresh="failed")  # a crash: again
     if req.sustained_s and engine_info.kind == "tools":
         raise UserError(SUSTAINED_ENGINE)
     started = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")

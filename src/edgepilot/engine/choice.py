@@ -138,7 +138,7 @@ def choose_engine(
     gpu: bool = False,
     progress: Progress | None = None,
     check: bool | None = None,
-    fresh: bool = False,
+    fresh: bool | str = False,
 ) -> EngineInfo:
     """The engine for this command; UserError (one line) naming what to install when there is none.
     load=False: decide without loading llama.cpp (probe and fit: an installed binding whose libllama file is
@@ -149,7 +149,8 @@ def choose_engine(
     With load, the llama.cpp chosen is checked on this CPU first (engine/cpu_check.py, once per library):
     one that crashes with repacking on runs without it; one that crashes anyway gives way to the other
     engine, or is refused with the rebuild that fixes it. check: run that check (default: with load, for
-    the programs that multiply matrices); fresh: run it again even when remembered (probe --check-engine)."""
+    the programs that multiply matrices); fresh: run it again even when remembered (probe --check-engine), or
+    "failed": only when what is remembered is not a pass (tune)."""
     choice = requested_engine(requested)
     reason = ""
     check = (load and tool in CHECKED_TOOLS) if check is None else check
@@ -224,7 +225,7 @@ def _cpu_fix() -> Any:
 
 
 def _cpu_verdict(
-    kind: str, target: str | None, run: bool, progress: Progress | None, fresh: bool = False
+    kind: str, target: str | None, run: bool, progress: Progress | None, fresh: bool | str = False
 ) -> EngineCheck | None:
     """The CPU check of one engine's llama.cpp: run (once per process) when `run`, else only remembered."""
     from edgepilot.engine import cpu_check
@@ -234,8 +235,11 @@ def _cpu_verdict(
     if not run:
         return cpu_check.remembered(kind, Path(target))
     key = (kind, target)
+    if fresh == "failed" and key not in _checked:  # tune: a remembered crash is checked again
+        kept = cpu_check.remembered(kind, Path(target))
+        fresh = kept is not None and not kept.full.ok
     if key not in _checked or fresh:
-        _checked[key] = cpu_check.check_engine(kind, Path(target), progress=progress, fresh=fresh)
+        _checked[key] = cpu_check.check_engine(kind, Path(target), progress=progress, fresh=bool(fresh))
     return _checked[key]
 
 
