@@ -1,5 +1,6 @@
 """The lying Vulkan layer in the GPU lane: build it in the root (cached by source hash), and the environment
-that loads it. Modes (EDGEPILOT_LYING_MODE): `bda`, `create-device`, `enumerate`, `off` (lying_layer.c)."""
+that loads it. Modes (EDGEPILOT_LYING_MODE): `bda`, `create-device`, `enumerate`, `slow` (busy in pipeline
+creation for EDGEPILOT_LYING_SPIN_S seconds), `off` (lying_layer.c)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ MANIFEST = HERE / "VkLayer_edgepilot_lying.json"
 LIBRARY = "libVkLayer_edgepilot_lying.so"
 LAYER_NAME = "VK_LAYER_EDGEPILOT_lying"
 MODE_ENV = "EDGEPILOT_LYING_MODE"
+SPIN_ENV = "EDGEPILOT_LYING_SPIN_S"
 # What the GPU lane needs in the root, beyond the packaged lane's llama.cpp.
 PIECES = {
     "libggml0-backend-vulkan": "usr/lib/x86_64-linux-gnu/ggml/backends0/libggml-vulkan.so",

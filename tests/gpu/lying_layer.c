@@ -8,12 +8,16 @@
  *                  (and its KHR/EXT aliases) resolve to NULL: the field report's driver.
  *   create-device  the same Mali disguise; vkCreateDevice writes through a NULL pointer (SIGSEGV).
  *   enumerate      the same disguise; vkEnumeratePhysicalDevices writes through NULL once a device exists.
+ *   slow           lavapipe as it is, but each vkCreateComputePipelines first keeps a CPU busy for
+ *                  EDGEPILOT_LYING_SPIN_S seconds (default 30, across all calls of the process): a driver
+ *                  compiling its pipelines on a cold shader cache or a loaded machine.
  *   off            lavapipe as it is (the layer only passes calls on).
  *
  * Load it as an explicit layer: VK_LAYER_PATH=<dir of the manifest> VK_INSTANCE_LAYERS=VK_LAYER_EDGEPILOT_lying.
  */
 #include <pthread.h>
 #include <stdint.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,13 +27,14 @@
 #define EXPORT __attribute__((visibility("default")))
 #define MAX_OBJECTS 64
 
-enum mode { MODE_OFF, MODE_BDA, MODE_CREATE_DEVICE, MODE_ENUMERATE };
+enum mode { MODE_OFF, MODE_BDA, MODE_CREATE_DEVICE, MODE_ENUMERATE, MODE_SLOW };
 
 static enum mode current_mode(void) {
     const char *m = getenv("EDGEPILOT_LYING_MODE");
     if (m == NULL || *m == '\0' || strcmp(m, "bda") == 0) return MODE_BDA;
     if (strcmp(m, "create-device") == 0) return MODE_CREATE_DEVICE;
     if (strcmp(m, "enumerate") == 0) return MODE_ENUMERATE;
+    if (strcmp(m, "slow") == 0) return MODE_SLOW;
     return MODE_OFF;
 }
 
@@ -100,6 +105,12 @@ static int is_bda_function(const char *name) {
 #define MALI_API_VERSION VK_MAKE_API_VERSION(0, 1, 1, 177)
 #define MALI_DRIVER_VERSION 0x80400000u /* r32p1 as ARM's driver encodes it (the major part) */
 
+/* Whether the device wears the Mali disguise (slow and off: lavapipe as it is). */
+static int disguised(void) {
+    enum mode m = current_mode();
+    return m != MODE_OFF && m != MODE_SLOW;
+}
+
 static void disguise(VkPhysicalDeviceProperties *p) {
     p->apiVersion = MALI_API_VERSION;
     p->driverVersion = MALI_DRIVER_VERSION;
@@ -128,26 +139,52 @@ static void disguise2(VkPhysicalDeviceProperties2 *p) {
     }
 }
 
+/* ---- a slow compiler: busy in pipeline creation ------------------------------------------------------------ */
+
+static double spin_left = -1.0; /* seconds still to burn in this process (-1: not read yet) */
+
+static double now_seconds(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* Keep this thread busy on the CPU (not asleep: a compiler works) for the process's budget of wall time. */
+static void compile_slowly(void) {
+    pthread_mutex_lock(&lock);
+    if (spin_left < 0) {
+        const char *s = getenv("EDGEPILOT_LYING_SPIN_S");
+        spin_left = s != NULL && *s != '\0' ? atof(s) : 30.0;
+    }
+    double budget = spin_left;
+    spin_left = 0.0;
+    pthread_mutex_unlock(&lock);
+    volatile uint64_t sink = 0;
+    double start = now_seconds();
+    while (now_seconds() - start < budget)
+        for (int i = 0; i < 100000; i++) sink += (uint64_t)i * 2654435761u;
+}
+
 /* ---- instance level ------------------------------------------------------------------------------------- */
 
 static VKAPI_ATTR void VKAPI_CALL layer_GetPhysicalDeviceProperties(VkPhysicalDevice gpu,
                                                                     VkPhysicalDeviceProperties *p) {
     instance_of_gpu(gpu)->props(gpu, p);
-    if (current_mode() != MODE_OFF) disguise(p);
+    if (disguised()) disguise(p);
 }
 
 static VKAPI_ATTR void VKAPI_CALL layer_GetPhysicalDeviceProperties2(VkPhysicalDevice gpu,
                                                                      VkPhysicalDeviceProperties2 *p) {
     struct instance_entry *inst = instance_of_gpu(gpu);
     (inst->props2 ? inst->props2 : inst->props2khr)(gpu, p);
-    if (current_mode() != MODE_OFF) disguise2(p);
+    if (disguised()) disguise2(p);
 }
 
 static VKAPI_ATTR void VKAPI_CALL layer_GetPhysicalDeviceProperties2KHR(VkPhysicalDevice gpu,
                                                                         VkPhysicalDeviceProperties2 *p) {
     struct instance_entry *inst = instance_of_gpu(gpu);
     (inst->props2khr ? inst->props2khr : inst->props2)(gpu, p);
-    if (current_mode() != MODE_OFF) disguise2(p);
+    if (disguised()) disguise2(p);
 }
 
 static VKAPI_ATTR VkResult VKAPI_CALL layer_EnumeratePhysicalDevices(VkInstance instance, uint32_t *count,
@@ -258,6 +295,18 @@ static VKAPI_ATTR void VKAPI_CALL layer_DestroyDevice(VkDevice device, const VkA
     destroy(device, alloc);
 }
 
+static VKAPI_ATTR VkResult VKAPI_CALL layer_CreateComputePipelines(VkDevice device, VkPipelineCache cache,
+                                                                   uint32_t count,
+                                                                   const VkComputePipelineCreateInfo *infos,
+                                                                   const VkAllocationCallbacks *alloc,
+                                                                   VkPipeline *out) {
+    struct device_entry *e = find_device(device);
+    if (e == NULL) return VK_ERROR_INITIALIZATION_FAILED;
+    if (current_mode() == MODE_SLOW) compile_slowly();
+    PFN_vkCreateComputePipelines next = (PFN_vkCreateComputePipelines)e->gdpa(device, "vkCreateComputePipelines");
+    return next(device, cache, count, infos, alloc, out);
+}
+
 /* ---- dispatch ------------------------------------------------------------------------------------------- */
 
 EXPORT VKAPI_ATTR PFN_vkVoidFunction VKAPI_CALL layer_GetDeviceProcAddr(VkDevice device, const char *name);
@@ -268,6 +317,7 @@ EXPORT VKAPI_ATTR PFN_vkVoidFunction VKAPI_CALL layer_GetDeviceProcAddr(VkDevice
 static PFN_vkVoidFunction device_hook(const char *name) {
     HOOK(GetDeviceProcAddr);
     HOOK(DestroyDevice);
+    HOOK(CreateComputePipelines);
     return NULL;
 }
 
