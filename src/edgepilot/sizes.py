@@ -32,7 +32,7 @@ _UNITS = {
     "tib": TIB,
 }
 # one number (digits, optional fraction, optional exponent), optional space, optional unit; nothing else
-_SIZE = re.compile(r"(\d{1,30}(?:\.\d{1,30})?(?:e[+-]?\d{1,4})?) ?([a-z]{0,3})")
+_SIZE = re.compile(r"(\d{1,30}(?:\.\d{1,30})?(?:e[+-]?\d{1,4})?) ?([a-z]{0,3})", re.ASCII)
 
 
 def show_size(n: int) -> str:
@@ -75,7 +75,7 @@ def read_count(value: object, *, what: str, minimum: int = 0, maximum: int = MAX
     return value
 
 
-_DURATION = re.compile(r"(\d{1,9}(?:\.\d{1,6})?) ?(s|sec|m|min|h)?")
+_DURATION = re.compile(r"(\d{1,9}(?:\.\d{1,6})?) ?(s|sec|m|min|h)?", re.ASCII)
 _SECONDS = {None: 1, "s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600}
 
 

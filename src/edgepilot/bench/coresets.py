@@ -83,7 +83,7 @@ def _named(item: str, cpu: CpuFacts, allowed: list[int], prefixes: list[tuple[in
     if item == "big":
         big = [c for c in cpu.big_cores if c in allowed]
         return big or list(allowed)
-    if item.startswith("fast") and item[4:].isdigit():
+    if item.startswith("fast") and item[4:].isascii() and item[4:].isdigit():
         k = int(item[4:])
         if not 1 <= k <= len(prefixes):
             raise UserError(f"--cores {item}: this device has {count(len(prefixes), 'usable cluster')}")

@@ -7,7 +7,7 @@ import re
 from edgepilot.errors import UserError
 
 # first[-last[(+|*)step]], as llama-bench's parse_int_range
-_RANGE = re.compile(r"^(\d+)(?:-(\d+)(?:([+*])(\d+))?)?$")
+_RANGE = re.compile(r"^(\d+)(?:-(\d+)(?:([+*])(\d+))?)?$", re.ASCII)  # no other script's digits
 MAX_ITEMS = 4096
 _TRUE = {"1", "on", "true", "yes"}
 _FALSE = {"0", "off", "false", "no"}

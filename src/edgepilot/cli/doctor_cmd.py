@@ -151,7 +151,7 @@ def _exit_status(text: str | None) -> int | None:
     if text is None:
         return None
     value = text.strip()
-    if value.isdigit() and int(value) <= 255:
+    if value.isascii() and value.isdigit() and int(value) <= 255:
         return int(value)
     import signal
 

@@ -43,7 +43,8 @@ def parse_helper(text: str) -> Helper:
     snapshot archive) of that device, whose budget is what `edgepilot fit --root ROOT` would plan under."""
     where, sep, size = text.partition("=")
     host, colon, port = where.rpartition(":")
-    if not sep or not colon or not port.isdigit() or len(port) > 5 or not 0 < int(port) < 65536:
+    digits = port.isascii() and port.isdigit()  # "²".isdigit() is True, int("²") a ValueError
+    if not sep or not colon or not digits or len(port) > 5 or not 0 < int(port) < 65536:
         raise UserError(
             f"--helper {text!r}: write HOST:PORT=BUDGET or HOST:PORT=ROOT, e.g. 127.0.0.1:50052=512MiB"
         )

@@ -5,13 +5,17 @@ from __future__ import annotations
 MAX_CPUS = 4096  # the kernel's NR_CPUS ceiling: a larger id in a file is damage, not a CPU
 
 
+def _digits(text: str) -> bool:
+    return text.isascii() and text.isdigit()  # "²".isdigit() is True, int("²") a ValueError
+
+
 def parse_cpulist(text: str) -> list[int]:
     """Kernel cpulist syntax: `0-3,6` -> [0, 1, 2, 3, 6]; ValueError if malformed."""
     cpus: list[int] = []
     for part in text.split(","):
         part = part.strip()
         lo, dash, hi = part.partition("-")
-        if not lo.isdigit() or (dash and not hi.isdigit()):
+        if not _digits(lo) or (dash and not _digits(hi)):
             raise ValueError(part)
         first, last = int(lo), int(hi) if dash else int(lo)
         if last < first or last >= MAX_CPUS:

@@ -15,7 +15,7 @@ def parse_rpc(text: str | None) -> list[str]:
     out = []
     for part in text.split(","):
         host, colon, port = part.strip().rpartition(":")
-        if not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        if not colon or not host or not (port.isascii() and port.isdigit()) or not 0 < int(port) < 65536:
             raise UserError(f"--rpc {text!r}: write HOST:PORT[,HOST:PORT...], e.g. 127.0.0.1:50052")
         out.append(f"{host}:{port}")
     return out

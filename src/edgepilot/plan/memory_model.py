@@ -107,7 +107,7 @@ def predict(
         arch, kv.n_ctx, n_ubatch, settings.flash_attn, kv.cells_full, kv.cells_swa, a.reserve_one_output,
         settings.type_v,
     )  # fmt: skip
-    if compute.reserved_bytes + a.compute_reserved_delta_bytes >= 0:  # else a delta no graph of this shape had
+    if compute.reserved_bytes + a.compute_reserved_delta_bytes >= 0:  # else no graph of this shape had it
         compute.reserved_bytes += a.compute_reserved_delta_bytes
     compute.touched_bytes = min(compute.touched_bytes, compute.reserved_bytes)  # a run touches what there is
     weights = weights or estimate_weights(

@@ -95,7 +95,7 @@ def parse_gpu_layers(text: str | None) -> int | None:
     value = text.strip().lower()
     if value == "all":
         return ALL_LAYERS
-    if not value.isdigit() or len(value) > 7:
+    if not (value.isascii() and value.isdigit()) or len(value) > 7:
         raise UserError(f"--gpu-layers {text!r}: write a number of layers (0 or more), all, or auto")
     return int(value)
 
