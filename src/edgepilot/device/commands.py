@@ -10,6 +10,7 @@ import signal
 import subprocess
 import threading
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
@@ -104,6 +105,57 @@ def _run_live(argv: Sequence[str], timeout: float, limit: int) -> tuple[str | No
         detail = f": {last[:200]}" if last else ""
         return None, f"{shown} exited with status {proc.returncode}{detail}"
     return out.text(), None
+
+
+@dataclass
+class Output:
+    """What a program printed, read bounded (run_output)."""
+
+    stdout: str
+    stderr: str  # its last `limit` bytes
+    returncode: int | None  # None: it did not end by itself (killed at the deadline or past the cap)
+    reason: str | None = None  # why the output is not all there: timed out, too large, could not run
+
+
+def run_output(
+    argv: Sequence[str], timeout: float, limit: int, env: dict[str, str] | None = None
+) -> Output:
+    """Run a program for its output: in a session of its own, stdin closed, stdout read up to `limit` bytes
+    (past it the program and all it started are killed), stderr's last `limit` bytes kept, everything killed
+    at the deadline; a grandchild that keeps the pipes open is killed with the group, and one that left the
+    group holds us no longer than READER_SECONDS. Never raises."""
+    shown = " ".join(argv)
+    try:
+        proc = subprocess.Popen(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            env=env,
+        )
+    except (OSError, ValueError) as exc:
+        return Output("", "", None, f"could not run {shown}: {getattr(exc, 'strerror', None) or exc}")
+    assert proc.stdout is not None and proc.stderr is not None
+    out = _Drain(proc.stdout, limit, proc.pid)
+    err = _Drain(proc.stderr, limit, None)
+    hung = False
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        hung = True
+    finally:
+        _kill_group(proc.pid)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=REAP_SECONDS)
+    out.join(READER_SECONDS)
+    err.join(READER_SECONDS)
+    reason = None
+    if out.over:
+        reason = f"output larger than {untrusted.human_size(limit)}: {shown}"
+    elif hung or proc.returncode is None:
+        reason = f"timed out after {timeout:g}s: {shown}"
+    return Output(out.text(), err.text(), None if reason else proc.returncode, reason)
 
 
 class _Drain(threading.Thread):

@@ -16,7 +16,6 @@ import importlib.util
 import os
 import re
 import shutil
-import subprocess
 import sys
 from dataclasses import dataclass
 from functools import lru_cache
@@ -39,6 +38,7 @@ TARGETS = ("native", "aarch64")
 # pyproject.toml pins the same.
 PINNED_BINDING = "0.3.36"
 VERSION_SECONDS = 20
+OUTPUT_LIMIT = 1 << 20  # --help of llama-server: ~30 KiB
 # An installed GPU backend (ggml-vulkan) with no device to create: every CPU run, and --help/--version
 HIDE_VULKAN_DEVICES = {"GGML_VK_VISIBLE_DEVICES": ""}
 # What keeps every GPU driver out of a llama.cpp process (measured with Debian's vulkan-loader 1.4.363 and
@@ -242,18 +242,14 @@ def tool_source(path: Path) -> str:
 
 @lru_cache(maxsize=32)
 def _output(path: str, mtime_ns: int, flag: str) -> str | None:
-    try:
-        done = subprocess.run(
-            [path, flag],
-            capture_output=True,
-            text=True,
-            errors="replace",
-            timeout=VERSION_SECONDS,
-            stdin=subprocess.DEVNULL,
-            # --help loads the backends too: no GPU driver for a question about flags (a broken one crashes)
-            env={**os.environ, "GGML_NO_BACKTRACE": "1", **HIDE_VULKAN_DEVICES, **KEEP_OUT_ENV},
-        )
-    except (OSError, subprocess.SubprocessError):
+    """Read bounded (device/commands.run_output): a `--version` that never stops printing, or a program whose
+    child keeps the pipe open, costs at most OUTPUT_LIMIT bytes and VERSION_SECONDS (None then)."""
+    from edgepilot.device.commands import run_output
+
+    # --help loads the backends too: no GPU driver for a question about flags (a broken one crashes)
+    env = {**os.environ, "GGML_NO_BACKTRACE": "1", **HIDE_VULKAN_DEVICES, **KEEP_OUT_ENV}
+    done = run_output([path, flag], VERSION_SECONDS, OUTPUT_LIMIT, env=env)
+    if done.reason is not None:
         return None
     return done.stdout + "\n" + done.stderr
 

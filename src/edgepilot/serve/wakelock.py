@@ -6,8 +6,10 @@
 from __future__ import annotations
 
 import shutil
-import subprocess
 
+from edgepilot.device.commands import run_output
+
+OUTPUT_LIMIT = 64 << 10
 TIMEOUT = 15.0  # the command asks the Termux app over `am`: seconds on a busy phone
 
 
@@ -20,10 +22,9 @@ class WakeLock:
         exe = shutil.which(name)
         if exe is None:
             return False
-        try:
-            done = subprocess.run([exe], capture_output=True, timeout=TIMEOUT, check=False)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            self.note = f"{name} failed: {exc}"
+        done = run_output([exe], TIMEOUT, OUTPUT_LIMIT)  # bounded: `am` may leave a child on the pipe
+        if done.reason is not None:
+            self.note = f"{name} failed: {done.reason}"
             return False
         if done.returncode != 0:
             self.note = f"{name} exited with status {done.returncode}"

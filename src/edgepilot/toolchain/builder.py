@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from edgepilot.device.commands import run_output
 from edgepilot.device.llama_build import STAMP_LIMIT
 from edgepilot.engine import native_tools
 from edgepilot.errors import UserError
@@ -279,10 +280,9 @@ def smoke_run(bin_dir: Path, flags: BuildFlags, names: list[str]) -> str:
     else:
         env.pop("LD_LIBRARY_PATH", None)
     cmd = tool_command(bin_dir / tool, flags.cross) + ["--version"]
-    try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env, errors="replace")
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise UserError(f"the built {tool} does not run: {exc}") from None
+    done = run_output(cmd, 120, 1 << 20, env=env)  # bounded: output, time, and what it leaves running
+    if done.reason is not None:
+        raise UserError(f"the built {tool} does not run: {done.reason}")
     out = (done.stdout + done.stderr).strip().splitlines()
     if done.returncode != 0:
         raise UserError(f"the built {tool} does not run (exit {done.returncode}): {(out or [''])[-1][:200]}")
