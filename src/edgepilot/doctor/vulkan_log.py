@@ -17,7 +17,8 @@ _BREAKDOWN = re.compile(
 )
 _OFFLOADED = re.compile(r"offloaded (\d+)/(\d+) layers to GPU")
 _VKINFO_API = re.compile(r"^\s*apiVersion\s*=\s*(\d+)\.(\d+)(?:\.\d+)?")
-_VKINFO_NAME = re.compile(r"^\s*deviceName\s*=\s*(.+?)\s*$")
+# the value to the end of the line, stripped after: `(.+?)\s*$` was quadratic in a run of spaces
+_VKINFO_NAME = re.compile(r"^\s*deviceName\s*=(.*)")
 
 
 @dataclass
@@ -116,8 +117,8 @@ def read_vulkan(lines: list[str]) -> VulkanLog:
             out.offloaded, out.offloaded_layers = quote(line), (int(m.group(1)), int(m.group(2)))
         elif m := _VKINFO_API.match(line):
             out.api.append(ApiFact("", int(m.group(1)), int(m.group(2)), quote(line)))
-        elif (m := _VKINFO_NAME.match(line)) and out.api and not out.api[-1].name:
-            out.api[-1].name = m.group(1)  # vulkaninfo --summary prints deviceName after apiVersion
+        elif (m := _VKINFO_NAME.match(line)) and m.group(1).strip() and out.api and not out.api[-1].name:
+            out.api[-1].name = m.group(1).strip()  # vulkaninfo --summary prints deviceName after apiVersion
         header = _bench_line(line, header, out.bench)
     return out
 
