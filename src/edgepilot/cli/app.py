@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from edgepilot.cli.flags import strict_numbers
 from edgepilot.cli.help_format import Group
+from edgepilot.cli.numbers import strict_numbers
 from edgepilot.errors import UserError
 
 strict_numbers()
