@@ -273,3 +273,15 @@ def test_fit_plans_on_a_hostile_calibration_as_on_none(tmp_path, gemma_path):
     os.mkfifo(file)
     done = edgepilot(data, *args, path=path)
     assert done.returncode == 0 and any("FIFO" in n for n in notes(done.stderr)), done.stderr
+
+
+def test_a_profile_is_written_within_what_its_reader_accepts(tmp_path, monkeypatch):
+    """Notes are the one open-ended field of a profile: the writer keeps the file under the reader's cap."""
+    from edgepilot.tuned import profiles
+
+    monkeypatch.setenv("EDGEPILOT_DATA_DIR", str(tmp_path))
+    profile = profiles.Profile(**{**GOOD_PROFILE, "notes": ["a long note " * 100] * 2000})
+    path = profiles.save_profile(profile)
+    assert path.stat().st_size <= profiles.PROFILE_FILE
+    kept = profiles.read_profile(path)
+    assert kept is not None and kept.notes and kept.n_threads == 2
