@@ -205,3 +205,33 @@ def test_the_writer_keeps_the_file_within_what_its_reader_accepts(tools, tmp_pat
     assert path.stat().st_size <= calibrate.MAX_FILE_BYTES
     kept = calibrate._read(KEY)
     assert kept and "model-05999.gguf:5999" in kept["models"] and "model-00000.gguf:0" not in kept["models"]
+
+
+class _Server:
+    """What learn_from_run reads of the tools engine after a CPU run."""
+
+    LOG = [
+        "I load_tensors:   CPU_Mapped model buffer size =    72.28 MiB",
+        "I llama_kv_cache:        CPU KV buffer size =     3.94 MiB",
+        "I llama_context:        CPU  output buffer size =     0.19 MiB",
+        "I sched_reserve:        CPU compute buffer size =    7.69 MiB",
+    ]
+
+    def __init__(self, load_peak: int) -> None:
+        self.log = list(self.LOG)
+        self.load = type("Load", (), {"log": list(self.LOG), "n_ctx": 256})()
+        self.load_peak_bytes = load_peak
+
+
+@pytest.mark.parametrize("load_peak_mib", [1, 40])
+def test_the_writer_keeps_no_runtime_its_reader_would_leave_out(tools, tmp_path, smollm_path, load_peak_mib):
+    """A run whose load peak is below what it loaded (a swapped-out process) measured no runtime: before, a
+    negative one was kept, and planned with."""
+    req = RequestedSettings(n_ctx=256, n_threads=2)
+    plan = fit_model(smollm_path, req, budget_bytes=8 << 30)
+    peak = 300 << 20
+    calibrate.learn_from_run(tools, smollm_path, plan, _Server(load_peak_mib << 20), peak, 232)
+    path = _file(tmp_path)
+    kept = json.loads(path.read_text()) if path.exists() else {"models": {}}
+    for entry in kept["models"].values():
+        assert all(v >= 1 << 20 for v in entry.get("runtime", [])), entry

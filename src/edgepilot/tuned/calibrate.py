@@ -28,13 +28,13 @@ from edgepilot.file_errors import escaped, note_once, refused_where
 from edgepilot.gguf.arch import ArchParams
 from edgepilot.gguf.gguf_records import GGUFHeader
 from edgepilot.gguf.kv_cache import kv_cache_bytes
-from edgepilot.kept import Dropped, read_json
+from edgepilot.kept import MAX_BYTES, Dropped, read_json
 from edgepilot.plan.arithmetic import EngineArithmetic
 from edgepilot.plan.compute import compute_buffer
 from edgepilot.plan.memory_model import VOCAB_BYTES_PER_TOKEN
 from edgepilot.plan.types import FitResult
 from edgepilot.safe_write import write_text
-from edgepilot.tuned.calibration_check import clean_calibration
+from edgepilot.tuned.calibration_check import clean_calibration, runtime_floor
 from edgepilot.tuned.offload_calibration import learned_devices, offload_sample, record_offloaded
 
 MAX_FILE_BYTES = 1 << 20
@@ -138,7 +138,10 @@ def record_run(
     entry = entry if isinstance(entry, dict) else {}
     loaded = m.weights_bytes + m.repack_bytes + logged.kv_bytes + logged.output_bytes
     entry["n_vocab"] = int(arch.n_vocab or 0)
-    entry["runtime"] = _push(entry.get("runtime"), load_peak_bytes - loaded)
+    runtime = load_peak_bytes - loaded
+    if runtime < runtime_floor(int(arch.n_vocab or 0)) or runtime > MAX_BYTES:
+        return  # what the reader would leave out (calibration_check.py) is not kept either
+    entry["runtime"] = _push(entry.get("runtime"), runtime)
     n_batch = min(s.n_batch, n_ctx)
     n_ubatch = min(s.n_ubatch, n_batch)
     kv = kv_cache_bytes(
