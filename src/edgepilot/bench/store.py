@@ -11,6 +11,7 @@ import errno
 import json
 import os
 import sqlite3
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -154,7 +155,8 @@ def connect(path: Path | None = None, create: bool = True) -> Iterator[sqlite3.C
     path = path or db_path()
     if create:
         writable_data_folder(path.parent, HISTORY, NO_SAVE)
-    history_exists(path)
+    if history_exists(path) and not create:
+        _a_regular_file(path)
     check_target(path, what="results database")  # a FIFO or device there is not a database
     try:
         if create:
@@ -183,6 +185,17 @@ def connect(path: Path | None = None, create: bool = True) -> Iterator[sqlite3.C
         ) from None
     finally:
         con.close()
+
+
+def _a_regular_file(path: Path) -> None:
+    """The history to read is a regular file (SQLite would block on a FIFO); one line otherwise."""
+    from edgepilot.untrusted import file_kind
+
+    mode = os.stat(path).st_mode
+    if not stat.S_ISREG(mode):
+        raise UserError(
+            f"{HISTORY} {escaped(path)} is {file_kind(mode)}, not a file; move it away to start afresh"
+        )
 
 
 def _migrate(con: sqlite3.Connection) -> None:
