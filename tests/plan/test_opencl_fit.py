@@ -55,7 +55,8 @@ def test_a_k_quant_model_gets_the_pure_q4_0_command(devices, gemma_path):
     assert a.edgepilot_quantize_args == ["edgepilot", "quantize", str(gemma_path), "--to", "Q4_0", "--pure"]
     o = a.offload
     assert (o.device, o.n_gpu_layers, o.fits) == ("GPUOpenCL", 19, True)  # Gemma 3 270M: 18 layers + output
-    assert o.device_bytes > 0 and o.peak_rss_bytes > plan.memory.peak_rss_bytes
+    # the device's buffers count as RAM on a phone; no CPU_REPACK copy beside them (the CPU plan's 193 MiB)
+    assert o.device_bytes > 0 and o.peak_rss_bytes > o.device_bytes + plan.memory.runtime_bytes
     assert o.llama_cpp_args[-4:] == ["-dev", "GPUOpenCL", "-ngl", "19"]
     assert any("no OpenCL driver measured on a phone yet" in n for n in o.notes)
 

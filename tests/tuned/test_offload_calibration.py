@@ -12,9 +12,12 @@ import pytest
 
 from edgepilot.engine.choice import EngineInfo
 from edgepilot.engine.load_log import logged_buffers
+from edgepilot.plan import planner
+from edgepilot.plan.driver_prior import prior_costs
 from edgepilot.plan.fit import fit_model
 from edgepilot.plan.requested import ALL_LAYERS, RequestedSettings
 from edgepilot.tuned import calibrate
+from lavapipe_facts import LAVAPIPE
 
 MIB = 2**20
 DEVICE = "I llama_prepare_model_devices: using device Vulkan0 (llvmpipe (LLVM 22.1.8, 256 bits)) (unknown id)"
@@ -59,6 +62,8 @@ class FakeServer:
 @pytest.fixture
 def tools(monkeypatch, tmp_path) -> EngineInfo:
     monkeypatch.setenv("EDGEPILOT_DATA_DIR", str(tmp_path))
+    # the device these logs came from, as probe's facts show it (this host has no Vulkan driver)
+    monkeypatch.setattr(planner, "_driver_facts", lambda root, gpu, android: LAVAPIPE)
     monkeypatch.setattr(calibrate, "version_key", lambda info: "llama-server-0.7.0-test")
     return EngineInfo("tools", "/usr/bin/llama-server", "0.7.0 (build 11669, commit Debian)", "test")
 
@@ -100,8 +105,8 @@ def test_one_offloaded_run_calibrates_the_plan_at_other_layer_counts(
         assert "calibrated" in note and "llvmpipe" in note and "this model" in note, note
         predicted = plan.memory.peak_rss_bytes
         assert 0.95 <= measured / predicted <= 1.05, (which, layers, ubatch, predicted / MIB, measured / MIB)
-    if which == "gemma":  # uncalibrated, the AMX copy alone (190 MiB) was missing
-        assert before.memory.peak_rss_bytes < 0.8 * peaks[(10, 256)]
+    # uncalibrated, the plan is for a first run (every pipeline compiled): above what later runs need
+    assert before.memory.peak_rss_bytes > peaks[(10, 256)]
 
 
 def test_the_first_run_on_a_device_compiled_its_pipelines_and_gives_way_to_later_runs(tools, smollm_path):
@@ -119,17 +124,21 @@ def test_the_first_run_on_a_device_compiled_its_pipelines_and_gives_way_to_later
 
 def test_another_model_borrows_the_driver_scaled_by_its_weight_types(tools, gemma_path, smollm_path):
     _calibrate(tools, smollm_path, SMOLLM_10, SMOLLM_PEAKS[(10, 256)])
+    smol = _plan(tools, smollm_path, ALL_LAYERS)
     plan = _plan(tools, gemma_path, ALL_LAYERS)
     note = next(n for n in plan.notes if "driver memory" in n)
     assert "other models" in note, note
-    # SmolLM2's 187 MiB + 2 more weight types at lavapipe's 55 MiB each: Gemma's measured 297, without its
-    # AMX copy (another model's runs say nothing of this model's tensors)
-    assert plan.memory.driver_bytes / MIB == pytest.approx(297, abs=8)
+    # SmolLM2's driver + the pipelines of Gemma's 2 more weight types, which its first run compiles (the
+    # prior's per set), without SmolLM2's runtime difference or any AMX copy (that model's tensors)
+    per_set = prior_costs(LAVAPIPE).per_type_bytes
+    assert plan.memory.driver_bytes - smol.memory.driver_bytes == pytest.approx(2 * per_set, abs=8 * MIB)
     no_amx = GEMMA_PEAKS[(19, 256)] - 190 * MIB
-    assert abs(plan.memory.peak_rss_bytes - no_amx) / no_amx < 0.05
+    assert plan.memory.peak_rss_bytes > no_amx  # measured warm: the plan is for its first run
 
 
-def test_a_large_ubatch_not_measured_assumes_the_drivers_growth(tools, smollm_path):
+def test_a_large_ubatch_not_measured_assumes_no_growth(tools, smollm_path):
+    """The +376 MiB once assumed past a ubatch of 256 was a compile (measured again on an empty shader cache:
+    ctx 512 at ubatch 512 left 385 MiB of LLVM's mappings, ctx 256 382): runs at 256 plan 512 as well."""
     _calibrate(tools, smollm_path, SMOLLM_10, SMOLLM_PEAKS[(10, 256)])
     small = _plan(tools, smollm_path, ALL_LAYERS, 256)
     large = fit_model(
@@ -138,10 +147,8 @@ def test_a_large_ubatch_not_measured_assumes_the_drivers_growth(tools, smollm_pa
         budget_bytes=8 << 30,
         arithmetic=lambda arch: calibrate.arithmetic_for(tools, smollm_path, arch),
     )
-    assert large.memory.driver_bytes - small.memory.driver_bytes == 376 * MIB
-    assert any("ubatch 512 not measured" in n for n in large.notes), large.notes
-    # measured with SmolLM2 at ctx 512, ubatch 512, all layers: 793.5 MiB
-    assert abs(large.memory.peak_rss_bytes / MIB - 793.5) / 793.5 < 0.05
+    assert large.memory.driver_bytes == small.memory.driver_bytes
+    assert not any("not measured" in n for n in large.notes), large.notes
 
 
 def test_a_cpu_run_still_calibrates_only_the_cpu_plan(tools, smollm_path):

@@ -90,7 +90,7 @@ def fit_model(
     path, header, arch = load_model_facts(model)
     if callable(arithmetic):
         arithmetic = arithmetic(arch)
-    device = read_device(root)
+    device = read_device(root, req.device)
     if own_process is None:
         own_process = arithmetic is None
     budget = compute_budget(device.memory, device.android, budget_bytes, own_process)

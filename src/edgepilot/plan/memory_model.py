@@ -30,7 +30,8 @@ from edgepilot.gguf.gguf_records import GGUFHeader
 from edgepilot.gguf.kv_cache import KVCacheSize, kv_cache_bytes
 from edgepilot.plan.arithmetic import EngineArithmetic
 from edgepilot.plan.compute import ComputeEstimate, compute_buffer
-from edgepilot.plan.offload import OffloadEstimate, driver_for, plan_offload
+from edgepilot.plan.driver_prior import driver_for
+from edgepilot.plan.offload import DriverCosts, OffloadEstimate, plan_offload
 from edgepilot.plan.settings import EngineSettings
 from edgepilot.plan.types import MemoryBreakdown
 from edgepilot.plan.weights import WeightsEstimate, estimate_weights
@@ -87,8 +88,10 @@ def predict(
     repack_plan: dict[str, tuple[str, int]],
     weights: WeightsEstimate | None = None,
     arithmetic: EngineArithmetic | None = None,
+    driver: DriverCosts | None = None,
 ) -> Prediction:
-    """arithmetic: how the llama.cpp that runs differs from the pinned one (None: it is the pinned one)."""
+    """arithmetic: how the llama.cpp that runs differs from the pinned one (None: it is the pinned one).
+    driver: the offload device's assumed driver costs (plan/driver_prior.py; None: from no facts)."""
     a = arithmetic or EngineArithmetic("pinned")
     n_batch = min(settings.n_batch, max(settings.n_ctx, 1))
     n_ubatch = min(settings.n_ubatch, n_batch)
@@ -118,7 +121,7 @@ def predict(
     if not settings.on_cpu:
         device = str(settings.device)
         offload = plan_offload(
-            header, arch, device, settings.n_gpu_layers, kv, n_ubatch, driver=driver_for(device),
+            header, arch, device, settings.n_gpu_layers, kv, n_ubatch, driver=driver or driver_for(device),
             learned=a.offload.get(device), runtime_bytes=runtime,
             engine=a.engine if a.engine != "pinned" else "llama-server",
         )  # fmt: skip

@@ -17,22 +17,23 @@ llama.cpp 0.7.0's load log (`-lv 4`) on Mesa's lavapipe with both test models at
   (`Vulkan_Host output buffer`). At -ngl 0 the device still reserves its compute buffer (op offload).
 What counts in RSS: on a UMA device (every phone GPU; lavapipe, whose device memory is host RAM) every
 Vulkan buffer is the process's memory (lavapipe: memfd pages, RssShmem, measured equal to the logged buffers
-+ 1-3 MiB), plus the driver itself: its libraries and its heap (lavapipe compiles each pipeline with LLVM).
-The driver's share is not in any log. Until a run on that device says otherwise the planner assumes UMA and
-LAVAPIPE's figures below; after an offloaded run of llama.cpp's own programs it uses what that run showed
++ 1-3 MiB), plus the driver itself: its libraries, its heap and the pipelines it compiled. The driver's share
+is not in any log. Until a run on that device says otherwise the planner assumes what the device's facts
+imply (plan/driver_prior.py: its type and heaps, the driver's libraries, a first run that compiles every
+pipeline); after an offloaded run of llama.cpp's own programs it uses what that run showed
 (tuned/offload_calibration.py: per llama.cpp version, device as llama.cpp describes it, and model), with the
 CPU's extra buffer types that run logged (x86 AMX copies of some weights: never on a phone). Measured on
 lavapipe, the driver's memory depends on the model (one set of compiled pipelines per weight type on the
-device: SmolLM2, two types, ~190 MiB; Gemma 3, four, ~300 MiB), hardly on the layer count (10, 20, all:
-within 7 MiB) and on the ubatch only for some models (SmolLM2 +376 MiB past 256, Gemma 3 none at 128, 256,
-512): a learned figure is applied per ubatch class, and a ubatch not measured yet assumes the growth.
+device), hardly on the layer count (10, 20, all: within 7 MiB), and on whether the driver's cache held the
+pipelines: a model's first run compiles them (SmolLM2 at ubatch 512: 771 MiB peak on an empty
+mesa_shader_cache, 353 the next run), later runs load them. A ubatch not run before may compile a few more
+(larger matrix tiles): the plan follows the runs of the same ubatch class when there are some.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from edgepilot.device.gpu_llama import backend_of
 from edgepilot.gguf.arch import ArchParams
 from edgepilot.gguf.ggml_types import is_quantized
 from edgepilot.gguf.gguf_records import GGUFHeader, TensorInfo
@@ -45,6 +46,9 @@ MIB = 1 << 20
 F32 = 4
 LARGE_UBATCH = 256
 DEVICE_ALIGN = 256  # ggml-vulkan aligns each tensor to the device's minStorageBufferOffsetAlignment (<= 256)
+# The Vulkan specification's minimum maxStorageBufferRange (2^27): every device binds a tensor this large; the
+# plan of a device whose own limit is not known keeps larger ones on the CPU, as llama.cpp does on lavapipe.
+SPEC_MIN_STORAGE_RANGE = 128 * MIB
 
 
 @dataclass(frozen=True)
@@ -53,49 +57,13 @@ class DriverCosts:
 
     source: str
     base_bytes: int  # libraries (Vulkan loader, driver, its compiler) and the driver's heap
-    large_ubatch_bytes: int = 0  # more driver heap once the ubatch passes LARGE_UBATCH
-    max_tensor_bytes: int | None = None  # a larger weight cannot be bound on the device: it stays on the CPU
+    max_tensor_bytes: int | None = SPEC_MIN_STORAGE_RANGE  # a larger weight stays on the CPU
     uma: bool = True  # device memory is this RAM (integrated GPUs, lavapipe): it counts in RSS
     base_types: int = 2  # the quantized weight types on the device base_bytes was measured with
     per_type_bytes: int = 0  # more per quantized weight type on the device beyond base_types
 
-    def bytes_for(self, n_ubatch: int, weight_types: int = 1) -> int:
-        more_types = self.per_type_bytes * max(0, weight_types - self.base_types)
-        return self.base_bytes + more_types + (self.large_ubatch_bytes if n_ubatch > LARGE_UBATCH else 0)
-
-
-# Measured on lavapipe (Mesa 26.2, LLVM 22) with llama.cpp 0.7.0 and SmolLM2: VmHWM of llama-server minus
-# the planner's runtime (the uncalibrated one: what a fresh install plans with) and every buffer it logged:
-# 188-193 MiB at 10, 20 and all layers with ubatch 128 or 256 (ctx 256 and 512); 209 at -ngl 0, where op
-# offload adds staging of its own; 567 MiB with ubatch 512: lavapipe's heap (its LLVM-compiled pipelines,
-# RssAnon) jumps past a ubatch of 256, while the libraries (libLLVM, the ICD, libggml-vulkan: 85-96 MiB of
-# file pages) stay. Gemma 3's heap is larger at the same settings, with four quantized weight types on the
-# device (Q4_K, Q5_0, Q6_K, Q8_0) where SmolLM2 has two (Q4_1, and Q8_0 in its tied output's copy): 297-304
-# MiB at 10 and all layers, ubatch 128, 256 and 512 (no jump there), so ~55 MiB per type. One software
-# driver's figures, not a phone's.
-LAVAPIPE = DriverCosts(
-    "lavapipe (Mesa 26.2) with llama.cpp 0.7.0, measured here with SmolLM2 and Gemma 3",
-    base_bytes=int(190.9 * MIB),
-    large_ubatch_bytes=376 * MIB,
-    max_tensor_bytes=128 * MIB,  # lavapipe's maxStorageBufferRange
-    per_type_bytes=55 * MIB,
-)
-# ggml's OpenCL backend on an Adreno: never measured here (no phone ran it for this project), so the driver's
-# own memory is lavapipe's Vulkan figure, as an assumption the first offloaded run replaces
-# (tuned/offload_calibration.py); the largest buffer is CL_DEVICE_MAX_MEM_ALLOC_SIZE as the public clinfo
-# and ggml_opencl logs of Adreno 7xx/8xx phones report it: 1 GiB (tests/devices/sd8gen3-*, sd8elite-*).
-OPENCL_ASSUMED = DriverCosts(
-    "lavapipe's Vulkan figures (no OpenCL driver measured on a phone yet)",
-    base_bytes=LAVAPIPE.base_bytes,
-    large_ubatch_bytes=LAVAPIPE.large_ubatch_bytes,
-    max_tensor_bytes=1 << 30,
-    per_type_bytes=LAVAPIPE.per_type_bytes,
-)
-
-
-def driver_for(device: str) -> DriverCosts:
-    """The assumed driver costs of a llama.cpp device by its backend (`GPUOpenCL`: OpenCL; else Vulkan's)."""
-    return OPENCL_ASSUMED if backend_of(device) == "opencl" else LAVAPIPE
+    def bytes_for(self, weight_types: int = 1) -> int:
+        return self.base_bytes + self.per_type_bytes * max(0, weight_types - self.base_types)
 
 
 @dataclass
@@ -170,7 +138,7 @@ def _weight_types(bound: list[TensorInfo]) -> int:
 
 
 def device_weight_types(
-    header: GGUFHeader, n_layer: int, n_gpu_layers: int, limit: int | None = LAVAPIPE.max_tensor_bytes
+    header: GGUFHeader, n_layer: int, n_gpu_layers: int, limit: int | None = SPEC_MIN_STORAGE_RANGE
 ) -> int:
     """How many quantized weight types the device computes with (each compiles its own pipelines)."""
     return _weight_types(_bound_on_device(header, n_layer, n_gpu_layers, limit))
@@ -183,7 +151,7 @@ def plan_offload(
     n_gpu_layers: int,
     kv: KVCacheSize,
     n_tokens: int,
-    driver: DriverCosts = LAVAPIPE,
+    driver: DriverCosts,
     learned: LearnedDevice | None = None,
     runtime_bytes: int = 0,
     engine: str = "llama.cpp",
@@ -207,11 +175,9 @@ def plan_offload(
     device_kv = sum(per_layer[il] for il in range(first, n_layer + 1))
     n_kv = kv.cells_full or kv.cells_swa
     n_ff = _n_ff(header)
-    notes = [
-        f"{ngl} of {n_layer + 1} layers on {device}: its memory counted as RAM (assumed UMA, as on every "
-        "phone GPU); no CPU_REPACK copies while a GPU is in use"
-    ]
-    driver_bytes = driver.bytes_for(n_tokens, weight_types)
+    where = "its memory counted as RAM (UMA)" if driver.uma else "its memory is its own (not counted as RAM)"
+    notes = [f"{ngl} of {n_layer + 1} layers on {device}: {where}; no CPU_REPACK copies while a GPU is used"]
+    driver_bytes = driver.bytes_for(weight_types)
     extra, calibrated = 0, False
     if learned is not None and learned.samples:
         driver_bytes, extra, note = learned_driver(
@@ -256,20 +222,16 @@ def learned_driver(
     runtime_bytes: int,
 ) -> tuple[int, int, str]:
     """The driver's memory and the CPU's extra buffers for these settings from the runs on this device:
-    the runs after the device's first (which compiled the driver's pipelines) when there are some, those that
+    the runs after the model's first (which compiled the driver's pipelines) when there are some, those that
     filled their context first (the others may not have compiled every pipeline), those at -ngl 0 or not as
     planned (op offload alone costs differently), those in the same ubatch class; the largest figure of those.
     The same model: all that was not a buffer, less today's runtime. Another model: its driver figure, plus
     the per-type cost for each weight type more on the device; no extra buffers (they are that model's
-    tensors). A ubatch class not measured adds the assumed growth past LARGE_UBATCH."""
+    tensors)."""
     samples = [s for s in learned.samples if not s.cold] or list(learned.samples)
     samples = [s for s in samples if s.filled] or samples
     samples = [s for s in samples if (s.n_gpu_layers == 0) == (n_gpu_layers == 0)] or samples
-    same_class = [s for s in samples if _large(s.n_ubatch) == _large(n_ubatch)]
-    growth = 0
-    if not same_class and _large(n_ubatch):
-        growth = assumed.large_ubatch_bytes
-    chosen = same_class or samples
+    chosen = [s for s in samples if _large(s.n_ubatch) == _large(n_ubatch)] or samples
     per_type = assumed.per_type_bytes if learned.per_type_bytes is None else learned.per_type_bytes
 
     def driver_of(s: DriverSample) -> int:
@@ -277,15 +239,13 @@ def learned_driver(
             return s.driver_bytes + s.runtime_bytes - runtime_bytes
         return s.driver_bytes + per_type * max(0, weight_types - s.weight_types)
 
-    driver = max(0, max(driver_of(s) for s in chosen) + growth)
+    driver = max(0, max(driver_of(s) for s in chosen))
     extra = max(s.extra_bytes for s in chosen) if learned.same_model else 0
     n = len(learned.samples)
     note = f"measured on {learned.device} ({learned.description}) in {n} run{'s' if n != 1 else ''} of "
     note += "this model" if learned.same_model else "other models, scaled by the weight types on the device"
     if not any(s.filled for s in learned.samples):
         note += "; no context-filling run yet: a long prompt may compile more"
-    if growth:
-        note += f"; ubatch {n_ubatch} not measured: +{growth / MIB:.0f} MiB assumed past {LARGE_UBATCH}"
     if extra:
         note += f"; with {extra / MIB:.0f} MiB of the CPU's extra buffers (e.g. x86 AMX) its runs logged"
     return driver, extra, note

@@ -3,13 +3,15 @@ about both). `fit`, the search and the alternatives all ask it; it imports none 
 
 from __future__ import annotations
 
+import functools
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from edgepilot.device import fs
 from edgepilot.device.android import AndroidFacts, read_android
 from edgepilot.device.cpu import CpuFacts, read_cpu
+from edgepilot.device.gpu_driver import DriverFacts, driver_facts
 from edgepilot.device.memory import MemoryFacts, read_memory
 from edgepilot.device.probe import open_root
 from edgepilot.device.process import allowed_cpus
@@ -18,9 +20,11 @@ from edgepilot.gguf.arch import ArchParams, arch_params
 from edgepilot.gguf.gguf_records import GGUFHeader
 from edgepilot.gguf.verdict import model_verdict
 from edgepilot.plan.arithmetic import EngineArithmetic
+from edgepilot.plan.driver_prior import driver_for
 from edgepilot.plan.memory_model import Prediction, predict
+from edgepilot.plan.offload import DriverCosts
 from edgepilot.plan.requested import default_threads
-from edgepilot.plan.settings import EngineSettings
+from edgepilot.plan.settings import CPU_DEVICE, EngineSettings
 
 CTX_STEP = 256  # llama.cpp pads the context to 256 cells
 DEFAULT_UBATCH = 512
@@ -45,19 +49,37 @@ class DeviceFacts:
     cpu: CpuFacts
     live: bool
     allowed_cpus: int | None = None  # CPUs this process may use, when planning for this machine itself
+    # the offload devices' drivers, read only when a plan offloads (fit_model): llama.cpp name -> its costs
+    drivers: dict[str, DriverCosts] = field(default_factory=dict)
 
     def default_threads(self) -> int:
         return default_threads(self.cpu, self.allowed_cpus if self.live else None)
 
 
-def read_device(root: Path | str) -> DeviceFacts:
-    """Only what planning needs (no GPU enumeration: `cmd gpu vkjson` can take seconds on a phone)."""
+def read_device(root: Path | str, gpu: str | None = None) -> DeviceFacts:
+    """Only what planning needs: no GPU enumeration (`cmd gpu vkjson` can take seconds on a phone) unless the
+    plan offloads to `gpu` (llama.cpp's name): then that device's driver facts (plan/driver_prior.py)."""
     with open_root(Path(root)) as base:
         env, _ = fs.read_env(base)
         android, _ = read_android(base, env)
         live = fs.is_live(base)
         allowed = len(allowed_cpus()) if live else None
-        return DeviceFacts(read_memory(base), android, read_cpu(base), live, allowed)
+        facts = DeviceFacts(read_memory(base), android, read_cpu(base), live, allowed)
+        if gpu is not None and gpu != CPU_DEVICE:
+            facts.drivers[gpu] = driver_for(gpu, _driver_facts(base, gpu, android is not None))
+        return facts
+
+
+@functools.lru_cache(maxsize=8)
+def _cached_facts(root: Path, gpu: str, android: bool, visible: str | None) -> DriverFacts | None:
+    return driver_facts(root, gpu, android)
+
+
+def _driver_facts(root: Path, gpu: str, android: bool) -> DriverFacts | None:
+    """vulkaninfo runs once per process and device (tune and serve plan many times)."""
+    if not fs.is_live(root):
+        return driver_facts(root, gpu, android)
+    return _cached_facts(root, gpu, android, os.environ.get("GGML_VK_VISIBLE_DEVICES"))
 
 
 def load_model_facts(model: str | os.PathLike[str]) -> tuple[Path, GGUFHeader, ArchParams]:
@@ -94,6 +116,7 @@ class Planner:
             self.repack_plan,
             weights=self._weights,
             arithmetic=self.arithmetic,
+            driver=self.device.drivers.get(str(settings.device)),
         )
         self._weights = pred.weights
         if self.reserve_bytes:
