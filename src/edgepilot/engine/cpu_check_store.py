@@ -2,9 +2,10 @@
 
 A check loads a model in a child process, so it runs once per llama.cpp library (or program) and CPU: the key
 hashes the file's real path, size and mtime, the CPU's flags, LD_PRELOAD (a library loaded into every
-process changes what runs) and QEMU_CPU (the CPU qemu-user acts out). The file is input like any other: read bounded (a regular file, at most
-CACHE_FILE bytes, JSON depth-limited), each entry's fields checked for type; the writer keeps it under the
-reader's cap. Only verdicts are kept (`ok`, `crashed`, `failed`): a timeout is not one.
+process changes what runs) and QEMU_CPU (the CPU qemu-user acts out). The file is input like any other:
+read bounded (a regular file, at most CACHE_FILE bytes, JSON depth-limited), each entry's fields checked for
+type; the writer keeps it under the reader's cap. Only verdicts are kept (`ok`, `crashed`, `failed`): a
+timeout is not one.
 """
 
 from __future__ import annotations
