@@ -142,6 +142,7 @@ static void disguise2(VkPhysicalDeviceProperties2 *p) {
 /* ---- a slow compiler: busy in pipeline creation ------------------------------------------------------------ */
 
 static double spin_left = -1.0; /* seconds still to burn in this process (-1: not read yet) */
+static volatile uint64_t spin_sink;  /* what the busy loop computes, so the compiler keeps the loop */
 
 static double now_seconds(void) {
     struct timespec t;
@@ -159,10 +160,9 @@ static void compile_slowly(void) {
     double budget = spin_left;
     spin_left = 0.0;
     pthread_mutex_unlock(&lock);
-    volatile uint64_t sink = 0;
     double start = now_seconds();
     while (now_seconds() - start < budget)
-        for (int i = 0; i < 100000; i++) sink += (uint64_t)i * 2654435761u;
+        for (int i = 0; i < 100000; i++) spin_sink += (uint64_t)i * 2654435761u;
 }
 
 /* ---- instance level ------------------------------------------------------------------------------------- */

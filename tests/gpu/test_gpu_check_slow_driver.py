@@ -10,12 +10,12 @@ import json
 import uuid
 from pathlib import Path
 
+import pytest
 import sidlane as lane
 from gpulane import SPIN_ENV, lying_env
 
 VISIBLE = {"GGML_VK_VISIBLE_DEVICES": "0"}  # lavapipe is a CPU-type device: ggml skips it unless named
 DEADLINE_ENV = "EDGEPILOT_GPU_CHECK_DEADLINE"
-COLD = {"MESA_SHADER_CACHE_DISABLE": "true"}  # every run compiles its pipelines again
 
 
 def _edgepilot(root: Path, env: dict[str, str], *args: str, timeout: float = 900):
@@ -28,27 +28,53 @@ def _lavapipe(probed: dict) -> dict:
     return gpu
 
 
+def _data() -> dict[str, str]:
+    return {"EDGEPILOT_DATA_DIR": f"/tmp/ep-slow-{uuid.uuid4().hex[:10]}", **VISIBLE}
+
+
+def _tune(root: Path, env: dict[str, str], model: str):
+    short = ("-p", "8", "-n", "2", "-r", "1")
+    done = _edgepilot(root, env, "tune", model, *short, "--no-save", "--json", timeout=2400)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout), " ".join(done.stderr.split())  # tune's console wraps its lines
+
+
 def test_a_slow_driver_is_slow_not_hung_and_tune_checks_it_again(
     gpu_root: Path, lying_layer: str, smollm_in_root: str
 ) -> None:
-    data = {"EDGEPILOT_DATA_DIR": f"/tmp/ep-slow-{uuid.uuid4().hex[:10]}", **VISIBLE, **COLD}
-    slow = lying_env(lying_layer, "slow", **{SPIN_ENV: "120", DEADLINE_ENV: "3"}, **data)
+    slow = lying_env(lying_layer, "slow", **{SPIN_ENV: "600", DEADLINE_ENV: "3"}, **_data())
     done = _edgepilot(gpu_root, slow, "probe", "--json", "--check-gpu")
     assert done.returncode == 0, done.stderr[-3000:]
     check = _lavapipe(json.loads(done.stdout))["check"]
     assert (check["outcome"], check["ok"], check["attempts"]) == ("slow", None, 2), check
     assert check["checked_at"] and "slow start, not a verdict" in check["detail"]
-    assert "trying once more" in done.stderr
+    assert "trying once more" in " ".join(done.stderr.split())
 
-    # the same driver, a slow start that ends within the longer second try: tune checks again and measures it
-    # the first try ends at 10 s still compiling; the second (30 s) holds the 11 s and the run
-    spin, deadline = 11, 10
-    later = lying_env(lying_layer, "slow", **{SPIN_ENV: str(spin), DEADLINE_ENV: str(deadline)}, **data)
-    short = ("-p", "8", "-n", "2", "-r", "1")
-    done = _edgepilot(gpu_root, later, "tune", smollm_in_root, *short, "--no-save", "--json", timeout=1800)
+    report, said = _tune(gpu_root, slow, smollm_in_root)  # a remembered timeout is checked again
+    assert "checking Vulkan0" in said and "still busy (a slow start): trying once more" in said, said[-2000:]
+    assert any("Vulkan0 not tried" in n and "slow start" in n for n in report["notes"]), report["notes"]
+    done = _edgepilot(gpu_root, slow, "probe", "--json", "--no-gpu-check")
+    kept = _lavapipe(json.loads(done.stdout))["check"]
+    assert kept["outcome"] == "slow" and kept["checked_at"] > check["checked_at"], (kept, check)
+
+
+def test_a_slow_start_passes_its_longer_try_and_tune_measures_lavapipe(
+    gpu_root: Path, lying_layer: str, smollm_in_root: str
+) -> None:
+    data = _data()
+    # what the check takes here and now without the layer's delay (4 s on an idle machine; at a load of 11 on
+    # 2 cores a plain lavapipe llama-bench of one token took 52 s, and the check outlasted 60 + 180 s)
+    done = _edgepilot(gpu_root, lying_env(lying_layer, "off", **data), "probe", "--json", "--check-gpu")
     assert done.returncode == 0, done.stderr[-3000:]
-    report = json.loads(done.stdout)
-    assert "checking Vulkan0" in done.stderr and "trying once more" in done.stderr, done.stderr[-2000:]
+    plain = _lavapipe(json.loads(done.stdout))["check"]
+    if plain["outcome"] != "ok" or plain["attempts"] != 1:
+        pytest.skip(f"this machine is too busy for lavapipe to be measured: {plain['detail']}")
+    # the same driver with a slow start: the first try (as long as the usual check) ends still compiling, the
+    # second (3x) holds both with room; tune checks it and measures the GPU
+    deadline, spin = max(4.0, plain["seconds"]), max(2.0, plain["seconds"] / 2)
+    later = lying_env(lying_layer, "slow", **{SPIN_ENV: str(spin), DEADLINE_ENV: str(deadline)}, **data)
+    report, said = _tune(gpu_root, later, smollm_in_root)
+    assert "checking Vulkan0" in said and "still busy (a slow start): trying once more" in said, said[-2000:]
     assert not any("Vulkan0 not tried" in n for n in report["notes"]), report["notes"]
     assert report["gpu"] is not None and report["gpu"]["device"] == "Vulkan0", report["gpu"]
     assert any(p["device"] == "Vulkan0" and p["tg_ts"] for p in report["gpu"]["points"]), report["gpu"]
