@@ -1,8 +1,9 @@
 """The offloaded plan before any run on the device (plan/driver_prior.py): the driver's memory from its
 facts, not from one driver's measurements. Measured in the packaged lane (lavapipe, llama.cpp 0.7.0, SmolLM2,
 all layers, ctx 256, ubatch 512, a prompt filling the context): 771 MiB peak on an empty mesa_shader_cache
-(the first run: every pipeline compiled), 353 MiB the next run. fit predicted 976 before (+27 %, 955 in the
-issue's run: +84 % of a run that peaked at 519)."""
+(the first run: every pipeline compiled), 353 MiB the next run. The old figure (lavapipe's warm
+driver) planned 399 MiB there; the issue measured 955 planned for a run of 519 at another context (+84 %),
+the +376 MiB assumed past a ubatch of 256, which was a compile."""
 
 from __future__ import annotations
 
