@@ -29,9 +29,33 @@ def _finite_float(value: object) -> float:
     return number
 
 
+class NotFinite(click.ClickException):
+    """`--temp nan`: one line and exit code 2, as every other bad value (not click's usage text)."""
+
+    exit_code = 2
+
+
+def _float_convert(original):  # type: ignore[no-untyped-def]
+    def convert(value: object, param: click.Parameter | None, ctx: click.Context | None) -> object:
+        if isinstance(value, str) and value.strip().isascii():
+            try:
+                number = float(value)
+            except ValueError:
+                number = 0.0
+            if not math.isfinite(number):
+                name = param.opts[0] if param is not None and getattr(param, "opts", None) else "the value"
+                raise NotFinite(f"{name} {value}: not a finite number")
+        return original(value, param, ctx)
+
+    return convert
+
+
 def strict_numbers() -> None:
     """Every option of type int or float (given as such, or from an int or float default) reads a typed
     number as above: click's INT and FLOAT are the types those options share, so one place covers them all
     (a traceback or a NaN deep in a command before: `--window nan`)."""
     click.INT._number_class = _ascii_int  # type: ignore[attr-defined]
     click.FLOAT._number_class = _finite_float  # type: ignore[attr-defined]
+    if not getattr(click.FLOAT.convert, "edgepilot_finite", False):
+        click.FLOAT.convert = _float_convert(click.FLOAT.convert)  # type: ignore[method-assign]
+        click.FLOAT.convert.edgepilot_finite = True  # type: ignore[attr-defined]
