@@ -45,7 +45,8 @@ def test_every_numeric_option_refuses_other_digits_and_non_finite_values(cli_app
         for value in HOSTILE_FLOAT if param.type is click.FLOAT else HOSTILE_INT:
             res = _refused(cli_app, [*path, f"{flag}={value}"])
             said = res.output
-            assert "is not a valid" in said or f"{value}: not a finite number" in said, (path, flag, value, said)
+            refused = "is not a valid" in said or f"{value}: not a finite number" in said
+            assert refused, (path, flag, value, said)
 
 
 @pytest.mark.parametrize(
