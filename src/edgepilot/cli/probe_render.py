@@ -35,7 +35,7 @@ def _check(check: dict[str, Any] | None) -> str:
     """The driver check in a few words: `ok 3.1 s`, `SIGSEGV`, `hung`, `not run`, `-` (not listed)."""
     if not check:
         return "-"
-    outcome = check.get("outcome")
+    outcome = "rescued" if check.get("runs_without_repack") else check.get("outcome")
     if outcome == "ok":
         return f"ok {check.get('seconds', 0):.1f} s" + (" (cached)" if check.get("cached") else "")
     if outcome == "crashed":
@@ -243,11 +243,11 @@ def _cpu_check_line(e: dict[str, Any]) -> str:
     check = e.get("cpu_check")
     if not check:
         return "not checked on this CPU yet: --check-engine runs it"
-    outcome = check.get("outcome")
+    outcome = "rescued" if check.get("runs_without_repack") else check.get("outcome")
     when = str(check.get("full", {}).get("checked_at") or "")[:10]
     words = {
         "ok": "runs on this CPU",
-        "crashed-with-repack": "crashes repacked: runs with --no-repack",
+        "rescued": "crashes repacked: runs with --no-repack",
         "crashed": "crashes on this CPU",
     }.get(outcome, f"check: {outcome}")
     return f"{words} (checked {when})" if when else words

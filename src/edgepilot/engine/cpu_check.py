@@ -84,13 +84,14 @@ class EngineCheck:
 
     @property
     def outcome(self) -> str:
-        if self.repack_crashes:
-            return "crashed-with-repack"
+        """The verdict of the run's own paths (design.md's vocabulary: ok, slow, crashed, hung, failed,
+        not-run); `runs_without_repack` says whether the plain check rescued it."""
         return self.full.outcome
 
     def as_json(self) -> dict[str, Any]:
         out = asdict(self)
         out["outcome"] = self.outcome
+        out["runs_without_repack"] = self.repack_crashes
         return out
 
 
