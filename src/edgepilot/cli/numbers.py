@@ -34,6 +34,9 @@ class NotFinite(click.ClickException):
 
     exit_code = 2
 
+    def show(self, file: object = None) -> None:
+        click.echo(f"edgepilot: error: {self.format_message()}", err=True)
+
 
 def _float_convert(original):  # type: ignore[no-untyped-def]
     def convert(value: object, param: click.Parameter | None, ctx: click.Context | None) -> object:
