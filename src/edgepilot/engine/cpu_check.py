@@ -134,7 +134,9 @@ def _child_env() -> dict[str, str]:
 
 
 def _threads() -> int:
-    return max(1, min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 2))
+    from edgepilot.device.process import allowed_cpus
+
+    return max(1, min(4, len(allowed_cpus())))
 
 
 def _inprocess_argv(model: Path, repack: bool) -> list[str]:
