@@ -10,16 +10,15 @@ timeout is not one.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import math
 import os
-import time
 from pathlib import Path
 from typing import Any
 
 from edgepilot.datadir import DATA_FIX, data_dir, writable_data_folder
+from edgepilot.engine.checked_run import checked_at_now
 from edgepilot.errors import UserError
 from edgepilot.file_errors import escaped, is_denied, note_once, refused_where
 from edgepilot.untrusted import loads_json, read_capped
@@ -140,7 +139,7 @@ def store(key: str, modes: dict[str, dict[str, Any]]) -> str | None:
     if checks is None:
         return f"cannot read {escaped(cache_path())}, so it is not written over"
     checks.pop(key, None)
-    checks[key] = {**modes, "stored_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    checks[key] = {**modes, "stored_at": checked_at_now()}
     kept = dict(list(checks.items())[-MAX_ENTRIES:])
     text = json.dumps({"format": FORMAT, "checks": kept}, indent=1, sort_keys=True) + "\n"
     while len(text.encode()) > CACHE_FILE and len(kept) > 1:
@@ -152,19 +151,3 @@ def store(key: str, modes: dict[str, dict[str, Any]]) -> str | None:
     except UserError as exc:
         return str(exc)
     return None
-
-
-def forget(key: str | None = None) -> None:
-    """Drop one remembered check (None: all of them)."""
-    from edgepilot.safe_write import write_text
-
-    checks = _read()
-    if not checks:
-        return
-    if key is None:
-        checks = {}
-    else:
-        checks.pop(key, None)
-    text = json.dumps({"format": FORMAT, "checks": checks}, indent=1, sort_keys=True) + "\n"
-    with contextlib.suppress(UserError):
-        write_text(cache_path(), text, what="CPU check cache")
