@@ -1,7 +1,8 @@
 """A planned run survives under a real memory limit equal to its budget (cgroup v1, the kernel's OOM killer).
 
-The planner picks the largest context whose predicted peak fits 300 MiB; the run, with a prompt that fills
-that context, must finish inside a 300 MiB cgroup. (The doctor's end-to-end test covers the other side: a
+The planner picks the largest context whose predicted peak fits 200 MiB; the run, with a prompt that fills
+that context, must finish inside a 200 MiB cgroup. (At 300 MiB the plan is an 8192-token q8_0 context whose
+prefill alone takes over 10 minutes on two cores: the same check, five times the cost.) (The doctor's end-to-end test covers the other side: a
 context far beyond the plan is killed.)
 """
 
@@ -20,7 +21,7 @@ from edgepilot.plan.fit import fit_model
 from edgepilot.plan.settings import EngineSettings
 
 MIB = 1 << 20
-BUDGET = 300 * MIB
+BUDGET = 200 * MIB
 EDGEPILOT = str(Path(sys.executable).with_name("edgepilot"))
 problem = cgroup_problem()
 pytestmark = pytest.mark.skipif(problem is not None, reason=problem or "")
@@ -51,7 +52,7 @@ def _run_limited(model: Path, prompt: Path, extra: list[str]) -> dict:
         "--temp",
         "0",
     ]
-    doctor = [EDGEPILOT, "doctor", "--memory-limit", "300MiB", "--json", "--", *run, *extra]
+    doctor = [EDGEPILOT, "doctor", "--memory-limit", "200MiB", "--json", "--", *run, *extra]
     proc = subprocess.run(doctor, capture_output=True, text=True, timeout=900)
     return json.loads(proc.stdout)
 
@@ -60,10 +61,13 @@ def test_planned_context_survives_a_memory_limit_equal_to_the_budget(tmp_path, s
     plan = fit_model(smollm_path, budget_bytes=BUDGET)
     assert plan.fits and plan.max_ctx >= 1024
     prompt = _filling_prompt(tmp_path / "p.txt", smollm_path, plan.settings.n_ctx)
-    report = _run_limited(smollm_path, prompt, ["--budget", "300MiB"])
+    report = _run_limited(smollm_path, prompt, ["--budget", "200MiB"])
     assert report["run"]["exit_code"] == 0, report["causes"][:1]
+    cgroup = report["run"]["cgroup"]
+    assert cgroup["oom_kill"] == 0 and cgroup["max_usage_bytes"] <= BUDGET, cgroup  # what the kernel counts
     peak = report["run"]["peak_rss_bytes"]
-    assert peak <= BUDGET
+    # a plan bound by the budget fills it (no margin with --budget): RSS may pass it by the prediction's error
+    assert peak <= BUDGET * 1.05, peak / MIB
     # the prediction was for exactly this: a prompt that fills the planned context
     assert abs(plan.memory.peak_rss_bytes - peak) / peak < 0.05, (
         plan.memory.peak_rss_bytes / MIB,
