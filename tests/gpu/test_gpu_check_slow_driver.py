@@ -72,7 +72,9 @@ def test_a_slow_start_passes_its_longer_try_and_tune_measures_lavapipe(
     # the same driver with a slow start: the first try (as long as the usual check) ends still compiling, the
     # second (3x) holds both with room; tune checks it and measures the GPU
     deadline, spin = max(4.0, plain["seconds"]), max(2.0, plain["seconds"] / 2)
-    later = lying_env(lying_layer, "slow", **{SPIN_ENV: str(spin), DEADLINE_ENV: str(deadline)}, **data)
+    # a data folder of its own: the plain check's "ok" above is remembered (a check passed is kept), and tune
+    # must meet the slow start itself
+    later = lying_env(lying_layer, "slow", **{SPIN_ENV: str(spin), DEADLINE_ENV: str(deadline)}, **_data())
     report, said = _tune(gpu_root, later, smollm_in_root)
     assert "checking Vulkan0" in said and "still busy (a slow start): trying once more" in said, said[-2000:]
     assert not any("Vulkan0 not tried" in n for n in report["notes"]), report["notes"]
