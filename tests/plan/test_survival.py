@@ -1,9 +1,9 @@
 """A planned run survives under a real memory limit equal to its budget (cgroup v1, the kernel's OOM killer).
 
 The planner picks the largest context whose predicted peak fits 200 MiB; the run, with a prompt that fills
-that context, must finish inside a 200 MiB cgroup. (At 300 MiB the plan is an 8192-token q8_0 context whose
-prefill alone takes over 10 minutes on two cores: the same check, five times the cost.) (The doctor's end-to-end test covers the other side: a
-context far beyond the plan is killed.)
+that context, must finish inside a 200 MiB cgroup. (At 300 MiB the plan is an 8192-token q8_0 context
+whose prefill alone takes over 10 minutes on two cores: the same check, five times the cost.) The doctor's
+end-to-end test covers the other side: a context far beyond the plan is killed.
 """
 
 from __future__ import annotations
