@@ -45,6 +45,8 @@ class ChatTurn:
     stopped_by: str  # "eog" | "limit" | "context" | "caller" (a stop string, or Ctrl-C)
     notes: list[str] = field(default_factory=list)
     text: str = ""
+    dropped: int = 0  # messages dropped this turn to fit the context
+    n_slid: int = 0  # of n_reused: cached tokens slid down after the drop instead of processed again
 
 
 @dataclass
@@ -106,6 +108,7 @@ class ChatSession:
             engine=self.engine_info,
         )
         # a base model (no chat template): said once at the start, the chat goes on as a transcript
+        self._full_said = False  # the context-full note is said once
         self.template_note = no_template_note(self.path)
         if self.template_note:
             self.result.notes.append(self.template_note)
@@ -176,7 +179,7 @@ class ChatSession:
                 on_text(rest)
         answer = "".join(pieces)
         self.messages = [*rendered.messages, ("assistant", answer.strip())]
-        notes = list(rendered.notes) + ([t.reuse_note] if t.reuse_note else [])
+        notes = self._full_notes(rendered.notes, t) + ([t.reuse_note] if t.reuse_note else [])
         turn = ChatTurn(
             n_prompt=t.n_prompt,
             n_prompt_new=t.n_prompt_new,
@@ -189,9 +192,25 @@ class ChatSession:
             stopped_by=gen.stopped_by,
             notes=notes,
             text=answer,
+            dropped=rendered.dropped,
+            n_slid=t.n_slid,
         )
         self.result.turns.append(turn)
         return turn
+
+    def _full_notes(self, dropped_notes: list[str], t: Any) -> list[str]:
+        """The context-full note, said at the first drop only (later turns count their drops in `dropped`),
+        with what the cache did: slid, or (a memory that cannot shift) processed the kept turns again."""
+        if not dropped_notes or self._full_said:
+            return []
+        self._full_said = True
+        if t.n_slid:
+            how = f"the turns kept slid down in the cache ({t.n_slid} tokens not processed again)"
+        elif t.slide_blocked:
+            how = t.slide_blocked
+        else:
+            return list(dropped_notes)
+        return [f"{dropped_notes[0]}; {how}"]
 
     def _session_files(self) -> None:
         if self.engine.kind != "inprocess":

@@ -75,9 +75,14 @@ class TurnStats:
     prompt_tps: float
     stopped_by: str
     reuse_note: str = ""  # why the cache could not be reused, when it could not
+    n_slid: int = 0  # of n_reused: cached tokens moved down after dropped turns (engine/kv_slide.py)
+    slide_blocked: str = ""  # why kept turns were processed again when they could have slid
 
     @classmethod
-    def of(cls, gen: GenerationStats, ttft_seconds: float, reuse_note: str = "") -> TurnStats:
+    def of(
+        cls, gen: GenerationStats, ttft_seconds: float, reuse_note: str = "", n_slid: int = 0,
+        slide_blocked: str = "",
+    ) -> TurnStats:
         """A turn's figures from its generation (gen.n_past: the prompt tokens the cache kept)."""
         return cls(
             n_prompt=gen.n_prompt,
@@ -91,6 +96,8 @@ class TurnStats:
             prompt_tps=gen.prompt_tps,
             stopped_by=gen.stopped_by,
             reuse_note=reuse_note,
+            n_slid=n_slid,
+            slide_blocked=slide_blocked,
         )
 
 

@@ -256,11 +256,13 @@ class ServerEngine:
         on_phase: Callable[[str], None] | None = None,
         n_past: int = 0,
         cache_prompt: bool = True,
+        cache_reuse: int = 0,
     ) -> GenerationStats:
         """Process the prompt and generate up to n_predict tokens, streaming text to on_text (True from it
         stops the answer). The server keeps the longest common prefix with its last sequence (cache_prompt):
         the result's n_past says how many prompt tokens it did not process again. `n_past` and `on_phase`
-        are the in-process engine's: the server decides reuse itself and pins with -C/-Cb."""
+        are the in-process engine's: the server decides reuse itself and pins with -C/-Cb. cache_reuse > 0:
+        runs of at least that many cached tokens after the common prefix are shifted into place."""
         del n_past, on_phase
         if not prompt_tokens:
             raise UserError("the prompt is empty")
@@ -279,6 +281,7 @@ class ServerEngine:
             "n_predict": budget,
             "stream": True,
             "cache_prompt": cache_prompt,
+            "n_cache_reuse": cache_reuse,  # slide cached runs this long after dropped turns (kv_slide.py)
             "ignore_eos": not stop_at_eog,
             "temperature": chosen.temperature,
             "top_k": chosen.top_k,

@@ -5,6 +5,9 @@ it). For the next prompt it keeps the longest common prefix, removes the rest fr
 (llama_memory_seq_rm from the divergence point) and decodes only the new tokens, as llama-server does with
 its slots' cache_prompt.
 
+When the conversation dropped its oldest turns to fit, the turns kept are found further on in the cache and
+slid down to their new positions (engine/kv_slide.py) rather than processed again.
+
 Some memories cannot keep a prefix: a recurrent model's state cannot drop a partial range (seq_rm returns
 false), and a sliding-window cache (Gemma 3 without swa_full) has already forgotten the cells the window
 needs before the divergence point when the divergence lies far back. Then the cache is cleared and the whole
@@ -18,6 +21,7 @@ from collections.abc import Callable
 
 from edgepilot.engine.base import GenerationStats, TurnStats, common_prefix
 from edgepilot.engine.inprocess import LlamaEngine
+from edgepilot.engine.kv_slide import apply_moves, kept_after, plan_moves, slide_note
 from edgepilot.engine.llama_binding import llama_cpp
 from edgepilot.engine.sampling import SamplerSettings
 
@@ -31,6 +35,9 @@ class KVSession:
         self.cached: list[int] = []  # the tokens the KV cache holds, in order from position 0
         s = engine.settings
         self.n_swa = 0 if s.swa_full else int(llama_cpp.llama_model_n_swa(engine._model))
+        self.can_shift = bool(llama_cpp.llama_memory_can_shift(llama_cpp.llama_get_memory(engine._ctx)))
+        self.slid = 0  # tokens the last turn moved down instead of processing again
+        self.blocked = ""  # why the last turn could not slide what it could have
 
     @property
     def n_ctx(self) -> int:
@@ -43,14 +50,23 @@ class KVSession:
     def keep(self, tokens: list[int]) -> tuple[int, str]:
         """Trim the cache to what it shares with `tokens` (leaving one token to process, for the logits).
         Returns (tokens kept, a note when the memory could not keep them)."""
+        self.slid, self.blocked = 0, ""
         if not self.reuse or not self.cached:
             self.reset()
             return 0, ""
-        n_keep = min(common_prefix(self.cached, tokens), len(tokens) - 1)
-        if n_keep <= 0:
+        limit = len(tokens) - 1
+        n_keep = min(common_prefix(self.cached, tokens), limit)
+        moves = plan_moves(self.cached, tokens, n_keep, limit)
+        if moves and not self.can_shift:
+            self.blocked, moves = slide_note(False, self.n_swa), []
+        if n_keep <= 0 and not moves:
             self.reset()
             return 0, ""
         mem = llama_cpp.llama_get_memory(self.engine._ctx)
+        if moves:
+            apply_moves(mem, llama_cpp, moves, self.cached)
+            n_keep = kept_after(moves, n_keep)
+            self.slid = sum(m.n for m in moves if m.src != m.dst)
         if n_keep < len(self.cached) and not llama_cpp.llama_memory_seq_rm(mem, 0, n_keep, -1):
             self.reset()
             return 0, "this model's memory cannot drop part of the cache (recurrent state): all re-processed"
@@ -91,5 +107,5 @@ class KVSession:
         )
         ttft = (time.perf_counter() - t0) - gen.gen_seconds
         self.cached = [*tokens, *gen.tokens]
-        turn = TurnStats.of(gen, ttft, note)
+        turn = TurnStats.of(gen, ttft, note, n_slid=self.slid, slide_blocked=self.blocked)
         return gen, turn
