@@ -44,3 +44,35 @@ def test_a_cpu_command_carries_the_keep_out_variable_where_drivers_are_installed
     assert _fit(tmp_path, smollm_path, False).startswith("llama-cli ")
     gpu = _fit(tmp_path, smollm_path, True, "--device", "Vulkan0", "--gpu-layers", "2")
     assert gpu.startswith("llama-cli ") and " -dev Vulkan0 " in gpu
+
+
+def test_the_doctors_cpu_fix_command_keeps_the_drivers_out_too(tmp_path, smollm_path, monkeypatch):
+    """The doctor's `run:` line for a CPU llama.cpp run carries the same prefix fit's line does."""
+    from rich.console import Console
+
+    from edgepilot.cli.doctor_cmd import render_diagnosis
+    from edgepilot.doctor.diagnose import diagnose
+
+    failed = ["llama-cli", "-m", str(smollm_path), "-c", "32768", "-dev", "none", "-ngl", "0"]
+    fail = ["ggml_backend_cpu_buffer_type_alloc_buffer: failed to allocate buffer of size 754974720"]
+    d = diagnose(fail, exit_code=1, command=failed, root=None, budget_bytes=200 << 20)
+    fix = next(c.fix_commands[0] for c in d.causes if c.fix_commands)
+    assert fix[0] == "llama-cli" and "-dev" in fix and fix[fix.index("-dev") + 1] == "none", fix
+
+    def shown(drivers: bool) -> list[str]:
+        xdg = tmp_path / ("xdg" if drivers else "none")
+        if drivers:
+            (xdg / "vulkan" / "icd.d").mkdir(parents=True, exist_ok=True)
+            (xdg / "vulkan" / "icd.d" / "lvp_icd.json").write_text(json.dumps(MANIFEST))
+        monkeypatch.setenv("XDG_DATA_HOME", str(xdg))
+        for k in [k for k in os.environ if k.startswith("VK_")]:
+            monkeypatch.delenv(k)
+        out = Console(width=400, record=True, force_terminal=False)
+        render_diagnosis(d, out)
+        return [ln.strip() for ln in out.export_text().splitlines() if ln.strip().startswith("run:")]
+
+    with_drivers = shown(True)
+    assert with_drivers and all(line.startswith("run: VK_ICD_FILENAMES=/nonexistent/") for line in with_drivers)
+    assert all(" -dev none " in line for line in with_drivers)
+    without = shown(False)
+    assert without and all(line.startswith("run: llama-cli ") for line in without)

@@ -54,6 +54,7 @@ def render_diagnosis(d: Diagnosis, out: Console) -> None:
     from rich.text import Text
 
     from edgepilot.cli.narrow import print_command, say
+    from edgepilot.engine.child_env import shown_keep_out
     from edgepilot.shown import shell_word, shown
 
     run = d.run
@@ -72,7 +73,9 @@ def render_diagnosis(d: Diagnosis, out: Console) -> None:
             say(out, f"   {label}: {line}")
         say(out, f"   fix: {_fix_text(c.fix, c.fix_commands)}", style="bold")
         for n, argv in enumerate(c.fix_commands, 1):  # whole words, wrapped with ` \`: still pasteable
-            print_command(out, f"   {n}." if len(c.fix_commands) > 1 else "   run:", argv, style="bold")
+            # a CPU run of llama.cpp keeps the GPU drivers out, as edgepilot's own runs do
+            shown_argv = [*shown_keep_out(argv), *argv]
+            print_command(out, f"   {n}." if len(c.fix_commands) > 1 else "   run:", shown_argv, style="bold")
 
 
 def _fix_text(fix: str, commands: list[list[str]]) -> str:
