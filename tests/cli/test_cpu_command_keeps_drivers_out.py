@@ -72,7 +72,7 @@ def test_the_doctors_cpu_fix_command_keeps_the_drivers_out_too(tmp_path, smollm_
         return [ln.strip() for ln in out.export_text().splitlines() if ln.strip().startswith("run:")]
 
     with_drivers = shown(True)
-    assert with_drivers and all(line.startswith("run: VK_ICD_FILENAMES=/nonexistent/") for line in with_drivers)
+    assert with_drivers and all(ln.startswith("run: VK_ICD_FILENAMES=/nonexistent/") for ln in with_drivers)
     assert all(" -dev none " in line for line in with_drivers)
     without = shown(False)
     assert without and all(line.startswith("run: llama-cli ") for line in without)
