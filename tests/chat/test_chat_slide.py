@@ -54,6 +54,10 @@ def test_a_full_context_slides_and_the_next_turn_processes_only_its_message(smol
         if t["dropped"]:
             # only its message (and the template around it) is new: the kept turns slid down
             assert t["n_slid"] > 0 and t["n_prompt_new"] <= 2 * normal, (t, normal)
+            shift = t["context_shift"]
+            assert shift["dropped"] > 0 and shift["kept"] == t["n_reused"] and shift["recomputed"] == 0, t
+        else:
+            assert t["context_shift"] is None
         assert t["n_prompt_new"] + t["n_reused"] == t["n_prompt"]
     full = [n for t in turns for n in t["notes"] if "context full" in n]
     assert len(full) == 1 and "slid down" in full[0], full
@@ -67,6 +71,7 @@ def test_a_sliding_window_cache_says_once_that_it_cannot_slide(gemma_path):
     dropped = [t for t in turns if t["dropped"]]
     assert dropped, [t["n_prompt"] for t in turns]
     assert all(t["n_slid"] == 0 for t in turns)
+    assert all(t["context_shift"]["recomputed"] > 0 for t in dropped), [t["context_shift"] for t in dropped]
     full = [n for t in turns for n in t["notes"] if "context full" in n]
     assert len(full) == 1 and "cannot slide" in full[0] and "sliding-window" in full[0], full
 

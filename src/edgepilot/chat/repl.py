@@ -173,7 +173,33 @@ def _answer(chat: ChatSession, term: Terminal, text: str) -> None:
         term.say("(stopped)")
     for note in turn.notes:
         term.prose(f"note: {note}")
+    keeper = chat.keeper
+    if keeper is not None:  # the status line says the turn is kept: a kill from here on loses nothing
+        keeper.wait()
+        if keeper.error:  # said once: the chat goes on unsaved
+            term.say(f"warning: the chat is not being saved: {keeper.error}")
+            chat.keeper = None
     term.say(status_line(turn))
+
+
+def _resumed(chat: ChatSession, term: Terminal) -> None:
+    """A resumed chat: the transcript so far (the last turns), the unanswered question, what was restored."""
+    r = chat.resumed
+    if r is None:
+        return
+    shown = [m for m in chat.messages if m[0] != "system"][-SHOWN_ON_RESUME:]
+    if term.interactive:
+        for role, text in shown:
+            term.prose(f"{'you' if role == 'user' else 'model'}: {text}")
+    if r.unanswered is not None:
+        term.prose(f"unanswered: {r.unanswered}")
+    cache = f", {count(r.cached_tokens, 'cached token')}" if r.cached_tokens else ""
+    term.say(f"resumed {count(r.messages, 'message')}{cache} from {r.path}")
+    for note in r.notes:
+        term.prose(f"note: {note}")
+
+
+SHOWN_ON_RESUME = 6  # messages of the transcript shown when a chat resumes in a terminal
 
 
 def chat_loop(chat: ChatSession, term: Terminal, read: Callable[[str], str] | None = None) -> ChatResult:
@@ -188,6 +214,7 @@ def chat_loop(chat: ChatSession, term: Terminal, read: Callable[[str], str] | No
         term.prose(f"warning: {warning}")
     if chat.template_note:
         term.prose(f"note: {chat.template_note}")
+    _resumed(chat, term)
     if read is None:
         read = _terminal_reader(limit) if term.interactive else _stdin_reader(limit)
     for line in _lines(term, read):

@@ -47,6 +47,9 @@ class ChatTurn:
     text: str = ""
     dropped: int = 0  # messages dropped this turn to fit the context
     n_slid: int = 0  # of n_reused: cached tokens slid down after the drop instead of processed again
+    # design.md's context_shift, on a turn that dropped messages: cached tokens dropped, kept (slid or the
+    # common prefix), and kept ones processed again (a cache that cannot slide)
+    context_shift: dict[str, int] | None = None
 
 
 @dataclass
@@ -59,6 +62,8 @@ class ChatResult:
     notes: list[str] = field(default_factory=list)
     engine: EngineInfo | None = None
     thermal: ThermalReport | None = None  # --max-temp: the readings, each thread switch, what was said
+    session_file: str | None = None  # where the chat is kept as it goes (None: --no-save)
+    resumed: Any = None  # chat/persist.Resumed: what --resume brought back
 
 
 class ChatSession:
@@ -76,7 +81,11 @@ class ChatSession:
         force: bool = False,
         budget_bytes: int | None = None,
         engine: str | None = None,
+        save: bool = False,
+        resume: str | None = None,
     ) -> None:
+        """save: keep the session on disk after every turn (chat/keeper.py); resume: "" the newest session
+        of this model, or a session file (chat/persist.py)."""
         if n_predict < 1:
             raise UserError("-n must be at least 1")
         self.engine_info = choose_engine(engine, gpu=requested is not None and requested.wants_gpu)
@@ -113,6 +122,28 @@ class ChatSession:
         if self.template_note:
             self.result.notes.append(self.template_note)
         self.reset()
+        self.resumed = None
+        self.keeper = None
+        try:
+            self._persist(save, resume)
+        except BaseException:
+            self.engine.close()
+            raise
+
+    def _persist(self, save: bool, resume: str | None) -> None:
+        from edgepilot.chat import persist
+        from edgepilot.engine.session_state import model_identity
+
+        if resume is not None:
+            self.resumed = self.result.resumed = persist.resume(self, resume)
+        if save:
+            self._identity = model_identity(self.path)
+            self.keeper = persist.keeper_for(self, self.resumed)
+            self.result.session_file = str(self.keeper.path)
+
+    @property
+    def max_state_bytes(self) -> int:
+        return 2 * self.plan.memory.kv_bytes + 64 * MIB
 
     def __enter__(self) -> ChatSession:
         return self
@@ -121,6 +152,8 @@ class ChatSession:
         self.close()
 
     def close(self) -> None:
+        if self.keeper is not None:
+            self.keeper.wait()
         if self.engine.kind == "tools" and self.result.turns:
             from edgepilot.tuned.calibrate import learn_from_run
 
@@ -147,6 +180,8 @@ class ChatSession:
     ) -> ChatTurn:
         """Answer one user message. `stop()` true (Ctrl-C) ends the answer where it is; the partial answer
         stays in the history (and in the cache). Too long a message: UserError, the history unchanged."""
+        if self.keeper is not None:
+            self.keeper.before_turn(user_text, len(self.messages))
         rendered = fit_conversation(
             self.engine,
             [*self.messages, ("user", user_text)],
@@ -194,8 +229,13 @@ class ChatSession:
             text=answer,
             dropped=rendered.dropped,
             n_slid=t.n_slid,
+            context_shift=_context_shift(t) if rendered.dropped else None,
         )
         self.result.turns.append(turn)
+        if self.keeper is not None:
+            from edgepilot.chat.persist import keep_turn
+
+            keep_turn(self, self.keeper, self._identity)
         return turn
 
     def _full_notes(self, dropped_notes: list[str], t: Any) -> list[str]:
@@ -230,7 +270,7 @@ class ChatSession:
         from edgepilot.engine.session_state import load_session
 
         self._session_files()
-        max_state = 2 * self.plan.memory.kv_bytes + 64 * MIB
+        max_state = self.max_state_bytes
         before = (list(self.messages), list(self.kv.cached))
 
         def check(header: dict[str, Any]) -> None:  # the messages too, before the cache is touched
@@ -257,6 +297,14 @@ class ChatSession:
             "prompt_tokens_reused": sum(t.n_reused for t in turns),
             "rss_bytes": rss_bytes()[0] or 0,
         }
+
+
+def _context_shift(t: Any) -> dict[str, int]:
+    return {
+        "dropped": max(0, t.n_cached_before - t.n_reused - t.n_recomputed),
+        "kept": t.n_reused,
+        "recomputed": t.n_recomputed,
+    }
 
 
 def _messages(header: dict[str, Any], path: str | Path, n_ctx: int) -> list[tuple[str, str]]:

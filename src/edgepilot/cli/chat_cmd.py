@@ -42,6 +42,15 @@ def render_end(result: ChatResult, out: Console) -> None:
 @click.option("--temp", default=0.8, help="Sampling temperature (0 = greedy)", metavar="N")
 @click.option("--seed", type=int, help="Sampling seed (default: random)", metavar="N")
 @flags.NO_CACHE_REUSE
+@click.option(
+    "--resume",
+    is_flag=False,
+    flag_value="",
+    default=None,
+    help="Go on with the newest saved chat of this model (or with FILE): its messages and KV cache",
+    metavar="[FILE]",
+)
+@click.option("--no-save", is_flag=True, help="Do not keep this chat in the data folder's sessions/")
 @flags.FORCE
 @flags.BUDGET
 @flags.VERBOSE
@@ -60,6 +69,8 @@ def chat(
     temp: float,
     seed: int | None,
     no_cache_reuse: bool,
+    resume: str | None,
+    no_save: bool,
     force: bool,
     budget: str | None,
     verbose: bool,
@@ -100,6 +111,8 @@ def chat(
             force=force,
             budget_bytes=flags.size_or_none(budget),
             engine=engine,
+            save=not no_save,
+            resume=resume,
         )
     except DoesNotFit as refusal:
         render_fit(refusal.plan, err_console())

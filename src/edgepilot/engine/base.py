@@ -77,11 +77,13 @@ class TurnStats:
     reuse_note: str = ""  # why the cache could not be reused, when it could not
     n_slid: int = 0  # of n_reused: cached tokens moved down after dropped turns (engine/kv_slide.py)
     slide_blocked: str = ""  # why kept turns were processed again when they could have slid
+    n_recomputed: int = 0  # kept tokens processed again because they could not slide
+    n_cached_before: int = 0  # tokens the cache held when the turn began
 
     @classmethod
     def of(
         cls, gen: GenerationStats, ttft_seconds: float, reuse_note: str = "", n_slid: int = 0,
-        slide_blocked: str = "",
+        slide_blocked: str = "", n_recomputed: int = 0, n_cached_before: int = 0,
     ) -> TurnStats:
         """A turn's figures from its generation (gen.n_past: the prompt tokens the cache kept)."""
         return cls(
@@ -98,6 +100,8 @@ class TurnStats:
             reuse_note=reuse_note,
             n_slid=n_slid,
             slide_blocked=slide_blocked,
+            n_recomputed=n_recomputed,
+            n_cached_before=n_cached_before,
         )
 
 

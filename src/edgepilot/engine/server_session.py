@@ -42,7 +42,7 @@ class ServerSession:
         t0 = time.perf_counter()
         n_past = min(common_prefix(self.cached, tokens), len(tokens) - 1)
         moves = plan_moves(self.cached, tokens, n_past, len(tokens) - 1) if self.reuse else []
-        self.cached = []
+        before, self.cached = len(self.cached), []
         gen = self.engine.generate(
             tokens, n_predict, sampler=sampler, on_text=on_text, stop_at_eog=stop_at_eog,
             cache_prompt=self.reuse, cache_reuse=MIN_CHUNK if self.reuse else 0,
@@ -51,8 +51,10 @@ class ServerSession:
         ttft = gen.first_token_seconds if gen.first_token_seconds is not None else time.perf_counter() - t0
         # what it kept past the common prefix came from after the dropped turns: it slid (its own count of a
         # turn's tokens can differ from ours by the reply's last one, so a shorter slide still counts)
-        slid, blocked = max(0, gen.n_past - n_past) if moves else 0, ""
+        slid, blocked, recomputed = max(0, gen.n_past - n_past) if moves else 0, "", 0
         if moves and slid < min(MIN_CHUNK, kept_after(moves, n_past) - n_past):
-            slid = 0
+            slid, recomputed = 0, kept_after(moves, n_past) - n_past
             blocked = "llama-server could not shift this model's cache: the kept turns were processed again"
-        return gen, TurnStats.of(gen, ttft, n_slid=slid, slide_blocked=blocked)
+        return gen, TurnStats.of(
+            gen, ttft, n_slid=slid, slide_blocked=blocked, n_recomputed=recomputed, n_cached_before=before
+        )

@@ -38,6 +38,7 @@ class KVSession:
         self.can_shift = bool(llama_cpp.llama_memory_can_shift(llama_cpp.llama_get_memory(engine._ctx)))
         self.slid = 0  # tokens the last turn moved down instead of processing again
         self.blocked = ""  # why the last turn could not slide what it could have
+        self.recomputed = 0  # and how many tokens it processed again for that
 
     @property
     def n_ctx(self) -> int:
@@ -50,7 +51,7 @@ class KVSession:
     def keep(self, tokens: list[int]) -> tuple[int, str]:
         """Trim the cache to what it shares with `tokens` (leaving one token to process, for the logits).
         Returns (tokens kept, a note when the memory could not keep them)."""
-        self.slid, self.blocked = 0, ""
+        self.slid, self.blocked, self.recomputed = 0, "", 0
         if not self.reuse or not self.cached:
             self.reset()
             return 0, ""
@@ -58,6 +59,7 @@ class KVSession:
         n_keep = min(common_prefix(self.cached, tokens), limit)
         moves = plan_moves(self.cached, tokens, n_keep, limit)
         if moves and not self.can_shift:
+            self.recomputed = kept_after(moves, n_keep) - n_keep
             self.blocked, moves = slide_note(False, self.n_swa), []
         if n_keep <= 0 and not moves:
             self.reset()
@@ -94,6 +96,7 @@ class KVSession:
     ) -> tuple[GenerationStats, TurnStats]:
         """Generate after `tokens`, reusing the cache for their common prefix with the last sequence."""
         t0 = time.perf_counter()
+        before = len(self.cached)
         n_keep, note = self.keep(tokens) if tokens else (0, "")
         self.cached = []  # unknown while llama.cpp works (an exception, Ctrl-C): the next turn starts clean
         gen = self.engine.generate(
@@ -107,5 +110,8 @@ class KVSession:
         )
         ttft = (time.perf_counter() - t0) - gen.gen_seconds
         self.cached = [*tokens, *gen.tokens]
-        turn = TurnStats.of(gen, ttft, note, n_slid=self.slid, slide_blocked=self.blocked)
+        turn = TurnStats.of(
+            gen, ttft, note, n_slid=self.slid, slide_blocked=self.blocked, n_recomputed=self.recomputed,
+            n_cached_before=before,
+        )  # fmt: skip
         return gen, turn

@@ -41,7 +41,7 @@ def model_identity(path: Path) -> dict[str, Any]:
     return {"size": size, "head_sha256": hashlib.sha256(head).hexdigest()}
 
 
-def context_identity(session: KVSession) -> dict[str, Any]:
+def context_identity(session: Any) -> dict[str, Any]:
     s = session.engine.settings
     return {
         "n_ctx": session.n_ctx,
@@ -58,23 +58,62 @@ def save_session(session: KVSession, path: str | Path, extra: dict[str, Any], fi
     to do when the path may not be written."""
     inputs = [session.engine.model_path]
     check_target(path, inputs=inputs, what="session file", fix=fix)  # before the copy
+    data = session_bytes(session, extra)
+    # never over the model being chatted with, a device node or a directory; a fresh temporary file
+    with atomic_write(path, inputs=inputs, what="session file", fix=fix) as f:
+        f.write(data)
+    return len(data)
+
+
+def session_bytes(
+    session: KVSession, extra: dict[str, Any], max_state_bytes: int | None = None, identity: Any = None
+) -> bytes:
+    """The session file's bytes: the cache's state copied now (the context is free again when this
+    returns), left out when it is larger than max_state_bytes (the messages alone are kept then).
+    `identity`: model_identity of the model, when the caller keeps it (it reads the model's first 4 MiB)."""
     ctx = session.engine._ctx
-    size = llama_cpp.llama_state_seq_get_size(ctx, 0)
+    size = llama_cpp.llama_state_seq_get_size(ctx, 0) if session.cached else 0
+    if max_state_bytes is not None and size > max_state_bytes:
+        size = 0
     buf = (ctypes.c_uint8 * max(1, size))()
-    n = llama_cpp.llama_state_seq_get_data(ctx, buf, size, 0) if session.cached else 0
+    n = llama_cpp.llama_state_seq_get_data(ctx, buf, size, 0) if size else 0
     header = {
         "format": FORMAT,
-        "model": model_identity(session.engine.model_path),
+        "model": identity or model_identity(session.engine.model_path),
         "context": context_identity(session),
         "tokens": list(session.cached) if n else [],
         "state_bytes": n,
         **extra,
     }
+    return _file_bytes(header, bytes(buf)[:n])
+
+
+def messages_only_bytes(session: Any, extra: dict[str, Any], identity: Any = None) -> bytes:
+    """A session file without the cache (llama-server's engine, whose cache lives in its own process)."""
+    header = {
+        "format": FORMAT,
+        "model": identity or model_identity(session.engine.model_path),
+        "context": context_identity(session),
+        "tokens": [],
+        "state_bytes": 0,
+        **extra,
+    }
+    return _file_bytes(header, b"")
+
+
+def _file_bytes(header: dict[str, Any], state: bytes) -> bytes:
     head = json.dumps(header, ensure_ascii=False).encode("utf-8")
-    # never over the model being chatted with, a device node or a directory; a fresh temporary file
-    with atomic_write(path, inputs=inputs, what="session file", fix=fix) as f:
-        f.write(MAGIC + f"{len(head)}\n".encode() + head + bytes(buf)[:n])
-    return len(MAGIC) + len(head) + n
+    return MAGIC + f"{len(head)}\n".encode() + head + state
+
+
+def saved_header(path: str | Path, model_path: Path, max_state_bytes: int) -> dict[str, Any]:
+    """A session file's header, the model checked (SessionFileError otherwise): for taking its messages
+    alone, when its cache cannot be loaded here."""
+    data = read_user_file(path, "session file", len(MAGIC) + 16 + MAX_HEADER_BYTES + max_state_bytes)
+    header, _ = _header(data, path)
+    if header.get("model") != model_identity(model_path):
+        raise SessionFileError(f"{path} was saved with another model file; load it with that model")
+    return header
 
 
 def _header(data: bytes, path: str | Path) -> tuple[dict[str, Any], bytes]:

@@ -1,0 +1,125 @@
+"""A killed chat comes back whole (issue 41, part 2): the chat keeps its session in the data folder after
+every turn; SIGKILLed in the middle of its 6th answer, `chat --resume` has turns 1-5, shows the 6th question
+as unanswered, and (in-process, the KV cache restored) its first turn processes only its new tokens. Killed at
+random instants, a resume never meets a damaged session and never loses a turn whose status line was shown.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+QUESTIONS = ["What is a battery?", "What is RAM?", "Name a planet.", "What is rain?", "What is a cat?"]
+SIXTH = "Tell me a long story about a river and a boat."
+STATUS = "[prompt "  # the status line a turn ends with, once it is kept
+
+
+def _env(data: Path) -> dict[str, str]:
+    return {**os.environ, "EDGEPILOT_DATA_DIR": str(data)}
+
+
+class Chat:
+    """`edgepilot chat` fed line by line, its stderr read as it comes."""
+
+    def __init__(self, model: Path, data: Path, *args: str) -> None:
+        argv = [sys.executable, "-m", "edgepilot", "chat", str(model), "--temp", "0", "--ctx", "1024", *args]
+        self.proc = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(data),
+            text=True, bufsize=1,
+        )  # fmt: skip
+        self.err: list[str] = []
+        self.out: list[str] = []
+        for stream, lines in ((self.proc.stderr, self.err), (self.proc.stdout, self.out)):
+            reader = threading.Thread(target=lambda s=stream, ls=lines: ls.extend(iter(s.readline, "")))
+            reader.daemon = True
+            reader.start()
+
+    def send(self, line: str) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+
+    def kept_turns(self) -> int:
+        return sum(line.startswith(STATUS) for line in list(self.err))
+
+    def wait_for(self, test, timeout: float = 300) -> None:
+        end = time.monotonic() + timeout
+        while not test():
+            assert self.proc.poll() is None, "".join(self.err)[-3000:]
+            assert time.monotonic() < end, "".join(self.err)[-3000:]
+            time.sleep(0.02)
+
+    def kill(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(30)
+
+
+def _resume(model: Path, data: Path, engine: str, *lines: str) -> dict:
+    done = subprocess.run(
+        [sys.executable, "-m", "edgepilot", "chat", str(model), "--ctx", "1024", "--temp", "0", "-n", "8",
+         "--resume", "--json", "--engine", engine],
+        input="".join(f"{line}\n" for line in lines), capture_output=True, text=True, timeout=600,
+        env=_env(data),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout)
+
+
+@pytest.mark.parametrize("engine", ["inprocess", "tools"])
+def test_a_chat_killed_in_its_sixth_answer_resumes_with_five_turns(smollm_path, tmp_path, engine):
+    chat = Chat(smollm_path, tmp_path, "-n", "40", "--engine", engine)
+    for i, question in enumerate(QUESTIONS, 1):
+        chat.send(question)
+        chat.wait_for(lambda i=i: chat.kept_turns() == i)
+    typed = len("".join(chat.out))
+    chat.send(SIXTH)
+    chat.wait_for(lambda: len("".join(chat.out)) > typed + 8)  # the sixth answer is being written
+    chat.kill()
+
+    result = _resume(smollm_path, tmp_path, engine, "Thanks. And what is the sun?")
+    resumed = result["resumed"]
+    assert resumed["messages"] == 2 * len(QUESTIONS), resumed
+    assert resumed["unanswered"] == SIXTH
+    assert result["session_file"] == resumed["path"]
+    (turn,) = result["turns"]
+    if engine == "inprocess":  # the cache came back: only the new message is processed
+        assert resumed["cached_tokens"] > 100, resumed
+        assert turn["n_reused"] >= resumed["cached_tokens"] - 2, (resumed, turn)
+        assert turn["n_prompt_new"] < 40, turn
+    else:  # llama-server's cache is its own: the messages come back and are processed again, said once
+        assert turn["n_prompt_new"] > 100 and any("not kept" in n for n in resumed["notes"]), resumed
+
+
+def test_killed_at_random_instants_a_resume_never_meets_damage_or_loses_a_kept_turn(
+    smollm_path, tmp_path
+):
+    rng = random.Random(41)
+    expected = 0  # messages that must come back: every turn whose status line was shown before a kill
+    resumes = 0
+    for i in range(50):
+        saved = any((tmp_path / "sessions").glob("*.session"))
+        chat = Chat(smollm_path, tmp_path, "-n", "4", "--ctx", "4096", *(["--resume"] if saved else []))
+        if saved:  # a session is there: it must load, whole
+            err = chat.err
+            chat.wait_for(lambda err=err: any(line.startswith("resumed ") for line in list(err)))
+            line = next(line for line in err if line.startswith("resumed "))
+            n = int(re.match(r"resumed (\d+) message", line).group(1))  # type: ignore[union-attr]
+            assert n >= expected, (i, line, expected)
+            expected, resumes = n, resumes + 1
+        for q in range(3):
+            chat.send(f"Round {i} question {q}: name a colour.")
+        time.sleep(rng.uniform(0.0, 2.5))
+        seen = chat.kept_turns()
+        chat.kill()
+        expected += 2 * seen
+    assert resumes >= 40 and expected >= 20, (resumes, expected)  # the kills fell at many places
