@@ -2,7 +2,8 @@
 planner, the engine's set-up and the doctor get that value (gguf/verdict.py) instead of reading it again.
 
 Counted in a real process of each command. Two readers are deliberate and named: `run`'s preload (it reads the
-whole file into the page cache on purpose) and the model identity of bench/tune (a hash of 2 MiB of it).
+whole file into the page cache on purpose) and the model identity of bench/tune (a hash of 2 MiB of it) and
+of a chat's kept session (model_identity: 4 MiB).
 """
 
 from __future__ import annotations

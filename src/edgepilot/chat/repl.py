@@ -215,6 +215,8 @@ def chat_loop(chat: ChatSession, term: Terminal, read: Callable[[str], str] | No
     if chat.template_note:
         term.prose(f"note: {chat.template_note}")
     _resumed(chat, term)
+    if chat.save_note:
+        term.prose(f"note: {chat.save_note}")
     if read is None:
         read = _terminal_reader(limit) if term.interactive else _stdin_reader(limit)
     for line in _lines(term, read):

@@ -124,6 +124,7 @@ class ChatSession:
         self.reset()
         self.resumed = None
         self.keeper = None
+        self.save_note = ""
         try:
             self._persist(save, resume)
         except BaseException:
@@ -138,7 +139,12 @@ class ChatSession:
             self.resumed = self.result.resumed = persist.resume(self, resume)
         if save:
             self._identity = model_identity(self.path)
-            self.keeper = persist.keeper_for(self, self.resumed)
+            try:
+                self.keeper = persist.keeper_for(self, self.resumed)
+            except UserError as exc:  # a data folder we may not write: the chat goes on, unsaved, said once
+                self.save_note = f"the chat is not being saved: {exc}"
+                self.result.notes.append(self.save_note)
+                return
             self.result.session_file = str(self.keeper.path)
 
     @property
