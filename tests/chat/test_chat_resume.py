@@ -123,3 +123,24 @@ def test_killed_at_random_instants_a_resume_never_meets_damage_or_loses_a_kept_t
         chat.kill()
         expected += 2 * seen
     assert resumes >= 40 and expected >= 20, (resumes, expected)  # the kills fell at many places
+
+
+def test_kept_chats_are_listed_and_forgotten_and_no_save_keeps_none(smollm_path, gemma_path, tmp_path):
+    env = _env(tmp_path)
+
+    def edgepilot(*args: str, stdin: str = "") -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "edgepilot", *args], input=stdin, capture_output=True,
+                              text=True, timeout=300, env=env)  # fmt: skip
+
+    chat = ["chat", str(smollm_path), "--ctx", "256", "-n", "2", "--temp", "0"]
+    assert edgepilot(*chat, "--no-save", stdin="Hi.\n").returncode == 0
+    assert json.loads(edgepilot("chat", "--sessions", "--json").stdout)["sessions"] == []
+    assert edgepilot(*chat, stdin="Hi.\n").returncode == 0
+    (kept,) = json.loads(edgepilot("chat", "--sessions", "--json").stdout)["sessions"]
+    assert kept["model_file"] == smollm_path.name and Path(kept["path"]).stat().st_size == kept["size"]
+    assert json.loads(edgepilot("chat", str(gemma_path), "--sessions", "--json").stdout)["sessions"] == []
+    missing = edgepilot("chat", str(gemma_path), "--resume")
+    assert missing.returncode == 2 and "no saved chat with" in missing.stderr, missing.stderr
+    assert "Traceback" not in missing.stderr
+    gone = json.loads(edgepilot("chat", "--forget-sessions", "--json").stdout)
+    assert gone["forgotten"] == 1 and not Path(kept["path"]).exists()

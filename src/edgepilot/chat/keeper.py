@@ -16,6 +16,7 @@ import json
 import re
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from edgepilot.datadir import data_dir
@@ -45,22 +46,76 @@ def new_session_path(model: Path) -> Path:
     return sessions_dir() / f"{model_prefix(model)}{stamp}-{time.time_ns() % 1_000_000:06d}{SUFFIX}"
 
 
-def latest_session(model: Path) -> Path | None:
-    """The newest session file of this model (by modification time), or None."""
+@dataclass
+class KeptSession:
+    path: str
+    model_file: str  # the model's file name, as the session's name keeps it
+    size: int
+    modified: float  # seconds since the epoch
+
+
+def list_sessions(model: Path | None = None) -> list[KeptSession]:
+    """The kept sessions (of one model, or all), newest first; at most MAX_LISTED entries are looked at."""
     folder = sessions_dir()
     if not folder.is_dir():
-        return None
-    prefix = model_prefix(model)
-    found: list[tuple[float, Path]] = []
+        return []
+    prefix = model_prefix(model) if model is not None else ""
+    found: list[KeptSession] = []
     try:
         for i, entry in enumerate(folder.iterdir()):
             if i >= MAX_LISTED:
                 break
-            if entry.name.startswith(prefix) and entry.name.endswith(SUFFIX) and entry.is_file():
-                found.append((entry.stat().st_mtime, entry))
+            name = entry.name
+            if name.startswith(prefix) and name.endswith(SUFFIX) and "--" in name and entry.is_file():
+                st = entry.stat()
+                found.append(KeptSession(str(entry), name.rsplit("--", 1)[0], st.st_size, st.st_mtime))
     except OSError as exc:
         raise UserError(f"cannot list the sessions in {folder}: {exc.strerror or exc}") from None
-    return max(found)[1] if found else None
+    return sorted(found, key=lambda s: s.modified, reverse=True)
+
+
+@dataclass
+class SessionList:
+    folder: str
+    sessions: list[KeptSession]
+
+
+@dataclass
+class Forgotten:
+    folder: str
+    forgotten: int
+
+
+def kept_chats(model: Path | None = None) -> SessionList:
+    """`chat --sessions`: the kept chats, newest first."""
+    return SessionList(str(sessions_dir()), list_sessions(model))
+
+
+def forget_chats(model: Path | None = None) -> Forgotten:
+    """`chat --forget-sessions`: remove them."""
+    return Forgotten(str(sessions_dir()), forget_sessions(model))
+
+
+def latest_session(model: Path) -> Path | None:
+    """The newest session file of this model (by modification time), or None."""
+    found = list_sessions(model)
+    return Path(found[0].path) if found else None
+
+
+def forget_sessions(model: Path | None = None) -> int:
+    """Remove the kept sessions (of one model, or all) with their pending questions; returns how many."""
+    gone = 0
+    for s in list_sessions(model):
+        path = Path(s.path)
+        try:
+            path.unlink()
+            path.with_name(path.name + PENDING).unlink(missing_ok=True)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise UserError(f"cannot remove {path}: {exc.strerror or exc}") from None
+        gone += 1
+    return gone
 
 
 def pending_question(session_file: Path, n_messages: int) -> str | None:

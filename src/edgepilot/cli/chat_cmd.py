@@ -13,6 +13,7 @@ from edgepilot.cli.app import app, emit, err_console, user_errors
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from edgepilot.chat.keeper import SessionList
     from edgepilot.chat.session import ChatResult
     from edgepilot.plan.requested import RequestedSettings
 
@@ -51,6 +52,12 @@ def render_end(result: ChatResult, out: Console) -> None:
     metavar="[FILE]",
 )
 @click.option("--no-save", is_flag=True, help="Do not keep this chat in the data folder's sessions/")
+@click.option(
+    "--sessions", "list_kept", is_flag=True, help="List the kept chats (of MODEL when given) and exit"
+)
+@click.option(
+    "--forget-sessions", is_flag=True, help="Remove the kept chats (of MODEL when given) and exit"
+)
 @flags.FORCE
 @flags.BUDGET
 @flags.VERBOSE
@@ -71,6 +78,8 @@ def chat(
     no_cache_reuse: bool,
     resume: str | None,
     no_save: bool,
+    list_kept: bool,
+    forget_sessions: bool,
     force: bool,
     budget: str | None,
     verbose: bool,
@@ -94,6 +103,9 @@ def chat(
     from edgepilot.plan.settings import MAX_TOKENS_SETTING
     from edgepilot.plan.types import DoesNotFit
 
+    if list_kept or forget_sessions:
+        _kept_sessions(model, forget_sessions, as_json)
+        return
     thermal = thermal_limit(max_temp, watch_root)
     flags.check_range("--temp", temp, 0.0, 100.0)
     flags.check_range("--seed", seed, 0, 2**32 - 1)
@@ -133,6 +145,38 @@ def chat(
         result.thermal = guard.report() if guard is not None else None
     if as_json or term.interactive:
         emit(result, as_json, render_end)
+
+
+def _kept_sessions(model: str | None, forget: bool, as_json: bool) -> None:
+    from pathlib import Path
+
+    from edgepilot.chat.keeper import forget_chats, kept_chats
+    from edgepilot.gguf.resolve import resolve_model
+
+    path: Path | None = resolve_model(model) if model else None
+    if forget:
+        gone = forget_chats(path)
+        words = f"{gone.forgotten} kept chat{'s' if gone.forgotten != 1 else ''}"
+        emit(gone, as_json, lambda r, out: out.print(f"removed {words} from {r.folder}", soft_wrap=True))
+        return
+    emit(kept_chats(path), as_json, _render_sessions)
+
+
+def _render_sessions(result: SessionList, out: Console) -> None:
+    import time
+
+    from edgepilot.sizes import show_size
+
+    if not result.sessions:
+        out.print(f"no kept chats in {result.folder}", soft_wrap=True)
+        return
+    for s in result.sessions:
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(s.modified))
+        # one fact per line: a phone's screen
+        out.print(s.model_file, style="bold", soft_wrap=True, highlight=False)
+        out.print(f"  {when} · {show_size(s.size)}", highlight=False)
+        out.print(f"  {s.path}", style="dim", soft_wrap=True, highlight=False)
+    out.print("go on with one: edgepilot chat MODEL --resume [FILE]", style="dim", soft_wrap=True)
 
 
 def _wrapped(text: str) -> None:
