@@ -5,8 +5,10 @@ first run's peak; after the second offloaded run of the same model it is within 
 On lavapipe (Debian's libggml0-backend-vulkan, Mesa's software driver, visible with GGML_VK_VISIBLE_DEVICES=0)
 with an empty data folder and an empty Mesa shader cache (the driver compiles every pipeline in the first
 run, as on a new device), at llama.cpp's default ubatch (512) and all layers on the device, a prompt filling
-the context: the settings of the issue's measurement (a prior 84 % over the first run). Each model has its
-own data folder and shader cache."""
+the context: the settings of the issue's measurement (a prior 84 % over the first run), on SmolLM2. (Gemma 3
+ran here too until a fresh CI run measured the pair at over 20 minutes, most of it lavapipe compiling every
+pipeline twice; its prior's arithmetic is the same and plan/test_driver_prior.py covers its facts, and the
+packaged lane's offload-plan test still calibrates and plans Gemma on lavapipe.)"""
 
 from __future__ import annotations
 
@@ -63,7 +65,7 @@ def _driver_note(plan: dict[str, Any]) -> str:
     return next(n for n in plan["notes"] if "driver memory" in n)
 
 
-@pytest.mark.parametrize("which", ["smollm", "gemma"])
+@pytest.mark.parametrize("which", ["smollm"])
 def test_the_prior_is_within_25_percent_of_the_first_run_and_two_runs_bring_it_within_5(gpu_root, which):
     c = _chain(gpu_root, which)
     first, second, third = c["peaks"]

@@ -2,7 +2,7 @@
 software Vulkan driver, made visible with GGML_VK_VISIBLE_DEVICES=0), one `edgepilot run --engine tools
 --device Vulkan0 --gpu-layers 10` teaches the plan its driver's memory and this host's extra CPU buffers
 (tuned/offload_calibration.py); then `edgepilot run` peaks within 5 % of what `fit` predicts with the same
-flags at three layer counts, for both test models. Before that run the plan says its driver figure is
+flags at two more layer counts, for both test models. Before that run the plan says its driver figure is
 assumed (and for Gemma 3 on this x86 host it is far under: the AMX copy of its output, 190 MiB).
 
 The device's first offloaded run is special: lavapipe compiles ggml's pipelines with LLVM on a cold cache
@@ -26,7 +26,8 @@ import sidlane as lane
 N_GEN = 2
 CTX = 256
 CALIBRATE_AT = "10"
-LAYERS = {"smollm": ["10", "20", "all"], "gemma": ["5", "10", "all"]}  # Gemma 3 has 18 blocks + output
+# two counts besides the calibrating one (a third cost minutes of lavapipe per model and told nothing new)
+LAYERS = {"smollm": ["20", "all"], "gemma": ["5", "all"]}  # Gemma 3 has 18 blocks + output
 
 
 def _env(which: str) -> dict[str, str]:
@@ -92,6 +93,6 @@ def test_fit_predicts_offloaded_peaks_within_5_percent_after_one_calibrating_run
         chains = [pool.submit(_chain, sid_root, which) for which in LAYERS]
         rows = [row for chain in chains for row in chain.result()]
     table = [(which, layers, predicted >> 20, measured >> 20) for which, layers, predicted, measured in rows]
-    assert len(rows) == 6
+    assert len(rows) == 4
     for _which, _layers, predicted, measured in rows:
         assert 0.95 <= measured / predicted <= 1.05, table
