@@ -47,17 +47,15 @@ def resume(chat: ChatSession, spec: str) -> Resumed:
             )
         path = found
     notes: list[str] = []
-    if chat.engine.kind == "inprocess":
-        try:
-            chat.load(path)
-        except SessionFileError as exc:
-            if "other settings" not in str(exc):
-                raise
-            chat.messages = _messages_only(chat, path)
-            notes.append(f"{exc}: the messages are back, the next turn processes them again")
-    else:
+    try:
+        chat.load(path)
+    except SessionFileError as exc:
+        if "other settings" not in str(exc) and "refused the cache" not in str(exc):
+            raise
         chat.messages = _messages_only(chat, path)
-        notes.append("llama-server's cache is not kept in sessions: the next turn processes the chat again")
+        notes.append(f"{exc}: the messages are back, the next turn processes them again")
+    if chat.messages and not chat.kv.cached:
+        notes.append("the cache was not kept with this chat: the next turn processes it again")
     question = pending_question(path, len(chat.messages))
     if question is not None:
         notes.append("the last question was not answered (the chat was stopped): it is shown, ask it again")
@@ -78,11 +76,12 @@ def keeper_for(chat: ChatSession, resumed: Resumed | None) -> SessionKeeper:
 
 def keep_turn(chat: ChatSession, keeper: SessionKeeper, identity: Any) -> None:
     """The session's bytes copied now, written in the background."""
-    from edgepilot.engine.session_state import messages_only_bytes, session_bytes
+    from edgepilot.engine.session_state import server_session_bytes, session_bytes
 
     extra = {"messages": [list(m) for m in chat.messages]}
+    budget = min(DISK_BUDGET, chat.max_state_bytes)
     if chat.engine.kind == "inprocess":
-        data = session_bytes(chat.kv, extra, min(DISK_BUDGET, chat.max_state_bytes), identity)
+        data = session_bytes(chat.kv, extra, budget, identity)
     else:
-        data = messages_only_bytes(chat.kv, extra, identity)
+        data = server_session_bytes(chat.kv, extra, budget, identity)
     keeper.after_turn(data)

@@ -258,24 +258,15 @@ class ChatSession:
             return list(dropped_notes)
         return [f"{dropped_notes[0]}; {how}"]
 
-    def _session_files(self) -> None:
-        if self.engine.kind != "inprocess":
-            raise UserError(
-                "/save and /load need the in-process engine (llama-cpp-python); this chat runs llama.cpp's "
-                "llama-server"
-            )
-
     def save(self, path: str | Path) -> int:
         from edgepilot.engine.session_state import save_session
 
-        self._session_files()
         return save_session(self.kv, path, {"messages": [list(m) for m in self.messages]}, SAVE_FIX)
 
     def load(self, path: str | Path) -> int:
         """Load a saved chat; returns the number of messages. The session is unchanged on refusal."""
         from edgepilot.engine.session_state import load_session
 
-        self._session_files()
         max_state = self.max_state_bytes
         before = (list(self.messages), list(self.kv.cached))
 

@@ -28,6 +28,7 @@ from edgepilot.engine.base import EngineError, GenerationStats, LoadInfo
 from edgepilot.engine.child_env import DRIVER_CRASH_STATUSES, llama_env
 from edgepilot.engine.native_tools import find_tool, tool_version
 from edgepilot.engine.sampling import SamplerSettings
+from edgepilot.engine.server_slots import slot_flags
 from edgepilot.engine.tool_flags import adapt_args
 from edgepilot.engine.unix_http import UnixClient, WorkerUnavailable
 from edgepilot.errors import UserError
@@ -83,6 +84,7 @@ class ServerEngine:
     # -- the child ------------------------------------------------------------------------------------------
     def _argv(self, cpus: list[int] | None, prompt_cpus: list[int] | None) -> list[str]:
         extra = ["--host", self.socket_path, "-np", "1", "--no-webui", "--cache-ram", "0", "--fit", "off"]
+        extra += slot_flags(self._dir)  # chat keeps its cache in its session (engine/server_slots.py)
         # newer llama-servers log the load (buffer sizes, for the plan) at -lv 4 only
         extra += ["-lv", "4"]
         argv = llama_cpp_command(self.model_path, self.settings, str(self.tool), cpus, prompt_cpus, extra)

@@ -53,12 +53,15 @@ def context_identity(session: Any) -> dict[str, Any]:
     }
 
 
-def save_session(session: KVSession, path: str | Path, extra: dict[str, Any], fix: str = "") -> int:
+def save_session(session: Any, path: str | Path, extra: dict[str, Any], fix: str = "") -> int:
     """Write the session (and `extra`, JSON-able) to path atomically; returns the file's size. `fix`: what
     to do when the path may not be written."""
     inputs = [session.engine.model_path]
     check_target(path, inputs=inputs, what="session file", fix=fix)  # before the copy
-    data = session_bytes(session, extra)
+    if session.engine.kind == "tools":
+        data = server_session_bytes(session, extra, 1 << 40, None)
+    else:
+        data = session_bytes(session, extra)
     # never over the model being chatted with, a device node or a directory; a fresh temporary file
     with atomic_write(path, inputs=inputs, what="session file", fix=fix) as f:
         f.write(data)
@@ -101,6 +104,26 @@ def messages_only_bytes(session: Any, extra: dict[str, Any], identity: Any = Non
     return _file_bytes(header, b"")
 
 
+def server_session_bytes(session: Any, extra: dict[str, Any], max_state_bytes: int, identity: Any) -> bytes:
+    """llama-server's session file: its slot's cache (llama.cpp's own slot file, carried as the state) and
+    the tokens the session knows it holds; the messages alone when it cannot save."""
+    from edgepilot.engine.server_slots import save_slot, slot_token_count
+
+    state = save_slot(session.engine, max_state_bytes) if session.cached else b""
+    tokens = list(session.cached)
+    if not state or slot_token_count(state) is None or not tokens:
+        return messages_only_bytes(session, extra, identity)
+    header = {
+        "format": FORMAT,
+        "model": identity or model_identity(session.engine.model_path),
+        "context": context_identity(session),
+        "tokens": tokens,
+        "state_bytes": len(state),
+        **extra,
+    }
+    return _file_bytes(header, state)
+
+
 def _file_bytes(header: dict[str, Any], state: bytes) -> bytes:
     head = json.dumps(header, ensure_ascii=False).encode("utf-8")
     return MAGIC + f"{len(head)}\n".encode() + head + state
@@ -135,7 +158,7 @@ def _header(data: bytes, path: str | Path) -> tuple[dict[str, Any], bytes]:
 
 
 def load_session(
-    session: KVSession,
+    session: Any,
     path: str | Path,
     max_state_bytes: int,
     check_extra: Callable[[dict[str, Any]], object] | None = None,
@@ -163,7 +186,9 @@ def load_session(
     if check_extra is not None:
         check_extra(header)
     session.reset()
-    if state:
+    if state and session.engine.kind == "tools":
+        _restore_slot(session, state, tokens, path)
+    elif state:
         buf = (ctypes.c_uint8 * len(state)).from_buffer_copy(state)
         read = llama_cpp.llama_state_seq_set_data(session.engine._ctx, buf, len(state), 0)
         mem = llama_cpp.llama_get_memory(session.engine._ctx)
@@ -172,6 +197,21 @@ def load_session(
             raise SessionFileError(f"llama.cpp refused the state in {path} (damaged or another build)")
     session.cached = list(tokens)
     return header
+
+
+def _restore_slot(session: Any, state: bytes, tokens: list[int], path: str | Path) -> None:
+    from edgepilot.engine.base import EngineError
+    from edgepilot.engine.server_slots import restore_slot, slot_token_count
+
+    if slot_token_count(state) is None:
+        raise SessionFileError(f"{path} is damaged (its state is not a llama-server slot)")
+    try:
+        restored = restore_slot(session.engine, state)  # its own check of the file (an error otherwise)
+    except EngineError as exc:
+        raise SessionFileError(f"llama-server refused the cache in {path}: {exc}") from None
+    if restored <= 0:
+        session.reset()
+        raise SessionFileError(f"llama-server refused the cache in {path} (damaged or another build)")
 
 
 # the chat flag that sets each recorded setting to the saved value

@@ -28,6 +28,7 @@ OPTIONAL = {
     "-Cb": 1,
     "--progress": 0,
     "--no-warmup": 0,
+    "--slot-save-path": 1,
     "-dev": 1,  # llama.cpp before late 2024 has no device selection (and no GPU backend loading behind it)
 }
 # An older spelling to use when the newer one is missing: (new flag, its value) -> replacement argv
