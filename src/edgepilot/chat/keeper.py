@@ -17,6 +17,7 @@ import re
 import threading
 import time
 from dataclasses import dataclass
+from glob import escape as glob_escape
 from pathlib import Path
 
 from edgepilot.datadir import data_dir
@@ -138,9 +139,17 @@ class SessionKeeper:
     def __init__(self, path: Path) -> None:
         self.path = path
         ensure_dir(path.parent, what="sessions folder", fix=NO_SAVE)
+        self._sweep()
         self._writer: threading.Thread | None = None
         self.error: str | None = None  # the last write's failure, said once by the chat
         self.saved_turns = 0
+
+    def _sweep(self) -> None:
+        """Temporary files of this session a kill left mid-write (safe_write names them .NAME.*.tmp): the
+        session they were becoming is older than the file in place, so they are garbage."""
+        for name in (self.path.name, self.path.name + PENDING):
+            for stale in list(self.path.parent.glob(f".{glob_escape(name)}.*.tmp"))[:MAX_LISTED]:
+                stale.unlink(missing_ok=True)
 
     @property
     def pending_path(self) -> Path:
