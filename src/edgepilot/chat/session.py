@@ -212,7 +212,10 @@ class ChatSession:
                     on_text(out)
             return hit
 
-        gen, t = self.kv.generate(rendered.tokens, self.n_predict, self.sampler, on_piece, self.on_phase)
+        slide = bool(rendered.dropped)  # the turns kept move down in the cache (engine/kv_slide.py)
+        gen, t = self.kv.generate(
+            rendered.tokens, self.n_predict, self.sampler, on_piece, self.on_phase, slide=slide
+        )
         rest = matcher.flush()
         if rest:
             pieces.append(rest)

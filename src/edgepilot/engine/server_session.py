@@ -38,14 +38,16 @@ class ServerSession:
         on_text: Callable[[str], bool | None] | None = None,
         on_phase: Callable[[str], None] | None = None,
         stop_at_eog: bool = True,
+        slide: bool = False,
     ) -> tuple[GenerationStats, TurnStats]:
         t0 = time.perf_counter()
         n_past = min(common_prefix(self.cached, tokens), len(tokens) - 1)
-        moves = plan_moves(self.cached, tokens, n_past, len(tokens) - 1) if self.reuse else []
+        slide = slide and self.reuse
+        moves = plan_moves(self.cached, tokens, n_past, len(tokens) - 1) if slide else []
         before, self.cached = len(self.cached), []
         gen = self.engine.generate(
             tokens, n_predict, sampler=sampler, on_text=on_text, stop_at_eog=stop_at_eog,
-            cache_prompt=self.reuse, cache_reuse=MIN_CHUNK if self.reuse else 0,
+            cache_prompt=self.reuse, cache_reuse=MIN_CHUNK if slide else 0,
         )  # fmt: skip
         self.cached = [*tokens, *gen.tokens]
         ttft = gen.first_token_seconds if gen.first_token_seconds is not None else time.perf_counter() - t0

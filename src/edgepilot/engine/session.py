@@ -48,8 +48,10 @@ class KVSession:
         self.engine.reset()
         self.cached = []
 
-    def keep(self, tokens: list[int]) -> tuple[int, str]:
-        """Trim the cache to what it shares with `tokens` (leaving one token to process, for the logits).
+    def keep(self, tokens: list[int], slide: bool = False) -> tuple[int, str]:
+        """Trim the cache to what it shares with `tokens` (leaving one token to process, for the logits);
+        `slide` (the conversation dropped its oldest turns): move the turns kept down, too (their keys were
+        computed after the dropped ones: an approximation, as llama-server's --cache-reuse, taken only then).
         Returns (tokens kept, a note when the memory could not keep them)."""
         self.slid, self.blocked, self.recomputed = 0, "", 0
         if not self.reuse or not self.cached:
@@ -57,7 +59,7 @@ class KVSession:
             return 0, ""
         limit = len(tokens) - 1
         n_keep = min(common_prefix(self.cached, tokens), limit)
-        moves = plan_moves(self.cached, tokens, n_keep, limit)
+        moves = plan_moves(self.cached, tokens, n_keep, limit) if slide else []
         if moves and not self.can_shift:
             self.recomputed = kept_after(moves, n_keep) - n_keep
             self.blocked, moves = slide_note(False, self.n_swa), []
@@ -93,11 +95,13 @@ class KVSession:
         on_text: Callable[[str], bool | None] | None = None,
         on_phase: Callable[[str], None] | None = None,
         stop_at_eog: bool = True,
+        slide: bool = False,
     ) -> tuple[GenerationStats, TurnStats]:
-        """Generate after `tokens`, reusing the cache for their common prefix with the last sequence."""
+        """Generate after `tokens`, reusing the cache for their common prefix with the last sequence (and
+        with `slide`, the turns kept after a drop: keep())."""
         t0 = time.perf_counter()
         before = len(self.cached)
-        n_keep, note = self.keep(tokens) if tokens else (0, "")
+        n_keep, note = self.keep(tokens, slide) if tokens else (0, "")
         self.cached = []  # unknown while llama.cpp works (an exception, Ctrl-C): the next turn starts clean
         gen = self.engine.generate(
             tokens,

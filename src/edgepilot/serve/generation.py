@@ -193,8 +193,9 @@ class Generator:
 
             with self.short_turns.short_request() if self.short_turns else contextlib.nullcontext():
                 stats, turn = self.session.generate(
-                    tokens, job.max_tokens, sampler=job.sampler, on_text=on_text, on_phase=self.on_phase
-                )
+                    tokens, job.max_tokens, sampler=job.sampler, on_text=on_text, on_phase=self.on_phase,
+                    slide=bool(notes),  # older turns dropped: the kept ones slide down (engine/kv_slide.py)
+                )  # fmt: skip
             tail = matcher.flush()
             if tail:
                 pieces.append(tail)
