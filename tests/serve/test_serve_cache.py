@@ -61,3 +61,22 @@ def test_overflowing_conversation_drops_old_turns_with_a_note(served):
         "POST", "/v1/completions", {"prompt": filler * 10, "max_tokens": 4}, served.auth()
     )
     assert code == 400 and json.loads(raw)["error"]["code"] == "context_length_exceeded"
+
+
+def test_a_conversation_past_the_context_slides_instead_of_starting_over(served):
+    """Issue 41: when a growing conversation passes the context, the turns kept slide down in the worker's
+    cache: the request processes only its new message, and says what it dropped in `context_shift`."""
+    messages = [SYSTEM]
+    slid = None
+    for i in range(16):
+        messages.append({"role": "user", "content": f"Question {i}: name an animal and say where it lives."})
+        _, body = chat(served, messages, max_tokens=24)
+        messages.append({"role": "assistant", "content": body["choices"][0]["message"]["content"]})
+        if "context_shift" in body:
+            slid = body
+            break
+    assert slid is not None, "the conversation never passed the 512-token context"
+    usage, shift = slid["usage"], slid["context_shift"]
+    assert shift["dropped"] > 0 and shift["recomputed"] == 0, shift
+    assert shift["kept"] == usage["prompt_tokens_details"]["cached_tokens"] > 200, (shift, usage)
+    assert usage["prompt_tokens"] - shift["kept"] < 40, usage  # only the new message was processed

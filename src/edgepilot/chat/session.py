@@ -17,6 +17,7 @@ from edgepilot.chat.template_note import no_template_note
 from edgepilot.device.process import rss_bytes
 from edgepilot.engine.choice import EngineInfo, choose_engine, open_engine, open_session
 from edgepilot.engine.conversation import TRANSCRIPT_STOP, answer_room, fit_conversation
+from edgepilot.engine.kv_slide import context_shift
 from edgepilot.engine.sampling import SamplerSettings
 from edgepilot.engine.stops import StopMatcher
 from edgepilot.engine.thermal_guard import ThermalReport
@@ -238,7 +239,7 @@ class ChatSession:
             text=answer,
             dropped=rendered.dropped,
             n_slid=t.n_slid,
-            context_shift=_context_shift(t) if rendered.dropped else None,
+            context_shift=context_shift(t) if rendered.dropped else None,
         )
         self.result.turns.append(turn)
         if self.keeper is not None:
@@ -297,14 +298,6 @@ class ChatSession:
             "prompt_tokens_reused": sum(t.n_reused for t in turns),
             "rss_bytes": rss_bytes()[0] or 0,
         }
-
-
-def _context_shift(t: Any) -> dict[str, int]:
-    return {
-        "dropped": max(0, t.n_cached_before - t.n_reused - t.n_recomputed),
-        "kept": t.n_reused,
-        "recomputed": t.n_recomputed,
-    }
 
 
 def _messages(header: dict[str, Any], path: str | Path, n_ctx: int) -> list[tuple[str, str]]:

@@ -68,3 +68,13 @@ def slide_note(can_shift: bool, n_swa: int) -> str:
         f"a sliding-window cache ({n_swa} tokens) without --swa-full" if n_swa else "its memory cannot shift"
     )
     return f"this model's cache cannot slide ({why}): after a drop, the kept turns are processed again"
+
+
+def context_shift(turn: Any) -> dict[str, int]:
+    """design.md's `context_shift` of a turn that dropped old turns (engine/base.TurnStats): the cached
+    tokens dropped, those kept (slid, or the common prefix) and the kept ones processed again."""
+    return {
+        "dropped": max(0, turn.n_cached_before - turn.n_reused - turn.n_recomputed),
+        "kept": turn.n_reused,
+        "recomputed": turn.n_recomputed,
+    }

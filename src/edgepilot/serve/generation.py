@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from edgepilot.engine.conversation import TRANSCRIPT_STOP, ConversationTooLong, answer_room
 from edgepilot.engine.inprocess import LlamaEngine
+from edgepilot.engine.kv_slide import context_shift
 from edgepilot.engine.sampling import SamplerSettings
 from edgepilot.engine.session import KVSession
 from edgepilot.engine.stops import StopMatcher
@@ -228,6 +229,7 @@ class Generator:
             n_cached=turn.n_reused,
             ttft_ms=round(turn.ttft_seconds * 1000, 1),
             notes=[*notes, *([turn.reuse_note] if turn.reuse_note else [])],
+            context_shift=context_shift(turn) if notes else None,
         )
 
     async def stream(self, job: Job, cancelled: threading.Event) -> AsyncIterator[str | Outcome]:

@@ -23,6 +23,7 @@ class Outcome:
     n_cached: int = 0  # prompt tokens reused from the KV cache (not processed again)
     ttft_ms: float = 0.0
     notes: list[str] = field(default_factory=list)  # e.g. old turns dropped to fit the context
+    context_shift: dict[str, int] | None = None  # old turns dropped: cached tokens dropped, kept, recomputed
 
 
 def finish_reason(stopped_by: str, hit_stop: bool) -> str:
@@ -57,6 +58,8 @@ def with_notes(body: dict[str, Any], o: Outcome) -> dict[str, Any]:
     """edgepilot's extension: what the server changed about the request (old turns dropped to fit)."""
     if o.notes:
         body["notes"] = list(o.notes)
+    if o.context_shift is not None:
+        body["context_shift"] = dict(o.context_shift)
     return body
 
 
