@@ -32,11 +32,13 @@ QUESTIONS = [
 ]
 
 
-def _chat(model: Path, *args: str, engine: str = "inprocess") -> tuple[dict, str]:
+def _chat(
+    model: Path, *args: str, engine: str = "inprocess", questions: list[str] = QUESTIONS
+) -> tuple[dict, str]:
     done = subprocess.run(
         [sys.executable, "-m", "edgepilot", "chat", str(model), *args, "--temp", "0", "--json",
          "--engine", engine],
-        input="\n".join(QUESTIONS) + "\n", capture_output=True, text=True, timeout=900,
+        input="\n".join(questions) + "\n", capture_output=True, text=True, timeout=900,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout), done.stderr
@@ -65,8 +67,10 @@ def test_a_full_context_slides_and_the_next_turn_processes_only_its_message(smol
 
 
 def test_a_sliding_window_cache_says_once_that_it_cannot_slide(gemma_path):
-    # ubatch 64: Gemma 3's window cache (512 + 64 cells, padded) is smaller than the 1024-token context
-    result, said = _chat(gemma_path, "--ctx", "1024", "--ubatch", "64", "-n", "120")
+    # ubatch 64: Gemma 3's window cache (512 + 64 cells, padded) is smaller than the 1024-token context;
+    # the base model's answers are short, so the questions carry the length that fills it
+    longer = [f"{q} Phones keep their memory small and their batteries warm. " * 4 for q in QUESTIONS]
+    result, said = _chat(gemma_path, "--ctx", "1024", "--ubatch", "64", "-n", "64", questions=longer)
     turns = result["turns"]
     dropped = [t for t in turns if t["dropped"]]
     assert dropped, [t["n_prompt"] for t in turns]
