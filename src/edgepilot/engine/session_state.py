@@ -16,13 +16,17 @@ import json
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from edgepilot.engine.llama_binding import llama_cpp
-from edgepilot.engine.session import KVSession
 from edgepilot.engine.session_header import SessionFileError, check_header
 from edgepilot.safe_write import atomic_write, check_target
 from edgepilot.untrusted import loads_json, open_regular, read_user_file
+
+if TYPE_CHECKING:
+    from edgepilot.engine.session import KVSession
+
+# llama.cpp's binding is imported where the in-process cache is read or written: llama-server's chat (Termux's
+# engine, without llama-cpp-python) keeps its sessions through this module too
 
 MAGIC = b"EDGEPILOT-SESSION 1\n"
 FORMAT = "edgepilot-session/1"
@@ -74,6 +78,8 @@ def session_bytes(
     """The session file's bytes: the cache's state copied now (the context is free again when this
     returns), left out when it is larger than max_state_bytes (the messages alone are kept then).
     `identity`: model_identity of the model, when the caller keeps it (it reads the model's first 4 MiB)."""
+    from edgepilot.engine.llama_binding import llama_cpp
+
     ctx = session.engine._ctx
     size = llama_cpp.llama_state_seq_get_size(ctx, 0) if session.cached else 0
     if max_state_bytes is not None and size > max_state_bytes:
@@ -189,6 +195,8 @@ def load_session(
     if state and session.engine.kind == "tools":
         _restore_slot(session, state, tokens, path)
     elif state:
+        from edgepilot.engine.llama_binding import llama_cpp
+
         buf = (ctypes.c_uint8 * len(state)).from_buffer_copy(state)
         read = llama_cpp.llama_state_seq_set_data(session.engine._ctx, buf, len(state), 0)
         mem = llama_cpp.llama_get_memory(session.engine._ctx)
