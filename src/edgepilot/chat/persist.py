@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from edgepilot.chat.keeper import (
     DISK_BUDGET,
@@ -19,11 +19,12 @@ from edgepilot.chat.keeper import (
     pending_question,
     sessions_dir,
 )
+from edgepilot.chat.saved_messages import saved_messages
 from edgepilot.engine.session_header import SessionFileError
 from edgepilot.errors import UserError
 
-if TYPE_CHECKING:
-    from edgepilot.chat.session import ChatSession
+# `chat` below is a chat.session.ChatSession (not imported: it imports this module)
+ChatSession = Any
 
 
 @dataclass
@@ -63,10 +64,9 @@ def resume(chat: ChatSession, spec: str) -> Resumed:
 
 
 def _messages_only(chat: ChatSession, path: Path) -> list[tuple[str, str]]:
-    from edgepilot.chat.session import _messages
     from edgepilot.engine.session_state import saved_header
 
-    return _messages(saved_header(path, chat.path, chat.max_state_bytes), path, chat.n_ctx)
+    return saved_messages(saved_header(path, chat.path, chat.max_state_bytes), path, chat.n_ctx)
 
 
 def keeper_for(chat: ChatSession, resumed: Resumed | None) -> SessionKeeper:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from edgepilot.chat.saved_messages import saved_messages
 from edgepilot.chat.template_note import no_template_note
 from edgepilot.device.process import rss_bytes
 from edgepilot.engine.choice import EngineInfo, choose_engine, open_engine, open_session
@@ -29,7 +30,6 @@ from edgepilot.plan.types import DoesNotFit
 from edgepilot.tuned.decide import RUN_CTX, decide
 
 MIB = 1 << 20
-ROLES = ("system", "user", "assistant")  # what a chat's messages hold
 SAVE_FIX = "give /save a path in a folder you can write, e.g. /save ~/chat.sess"
 
 
@@ -275,10 +275,10 @@ class ChatSession:
         before = (list(self.messages), list(self.kv.cached))
 
         def check(header: dict[str, Any]) -> None:  # the messages too, before the cache is touched
-            _messages(header, path, self.n_ctx)
+            saved_messages(header, path, self.n_ctx)
 
         try:
-            messages = _messages(load_session(self.kv, path, max_state, check), path, self.n_ctx)
+            messages = saved_messages(load_session(self.kv, path, max_state, check), path, self.n_ctx)
         except UserError:
             if self.kv.cached != before[1]:  # llama.cpp refused the state after the cache was cleared
                 self.kv.reset()
@@ -298,23 +298,3 @@ class ChatSession:
             "prompt_tokens_reused": sum(t.n_reused for t in turns),
             "rss_bytes": rss_bytes()[0] or 0,
         }
-
-
-def _messages(header: dict[str, Any], path: str | Path, n_ctx: int) -> list[tuple[str, str]]:
-    """The chat's messages from a session header: a list of [role, text], at most one per context token
-    (each took at least one when it was saved), roles the chat writes, texts within the header's own bound."""
-    from edgepilot.engine.session_header import HeaderFields
-    from edgepilot.engine.session_state import MAX_HEADER_BYTES
-
-    fields = HeaderFields(path)
-    if "messages" not in header:
-        raise fields.missing("messages")
-    out = []
-    for i, item in enumerate(fields.items("messages", header["messages"], n_ctx)):
-        if type(item) is not list or len(item) != 2:
-            raise fields.refuse(f"messages[{i}]", item, "a [role, text] pair")
-        role = fields.text(f"messages[{i}] role", item[0], 16)
-        if role not in ROLES:
-            raise fields.refuse(f"messages[{i}] role", role, f"one of {', '.join(ROLES)}")
-        out.append((role, fields.text(f"messages[{i}] text", item[1], MAX_HEADER_BYTES)))
-    return out
