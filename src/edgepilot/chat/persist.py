@@ -1,8 +1,9 @@
 """A chat's session across processes: resume the newest (or a named) session file, keep each turn.
 
-In-process, the KV cache comes back with the messages, so the resumed chat's next turn processes only its new
-tokens; when the settings differ from the saved ones (or on llama-server, whose cache is its own), the
-messages come back and the next turn processes the conversation again, said once.
+The KV cache comes back with the messages (in-process llama.cpp's sequence state, on llama-server its slot
+file), so the resumed chat's next turn processes only its new tokens; when the settings differ from the saved
+ones (or llama-server refuses the slot), the messages come back and the next turn processes the conversation
+again, said once.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from edgepilot.chat.keeper import (
     sessions_dir,
 )
 from edgepilot.chat.saved_messages import saved_messages
-from edgepilot.engine.session_header import SessionFileError
+from edgepilot.engine.session_header import CacheNotLoaded
 from edgepilot.errors import UserError
 
 # `chat` below is a chat.session.ChatSession (not imported: it imports this module)
@@ -50,9 +51,7 @@ def resume(chat: ChatSession, spec: str) -> Resumed:
     notes: list[str] = []
     try:
         chat.load(path)
-    except SessionFileError as exc:
-        if "other settings" not in str(exc) and "refused the cache" not in str(exc):
-            raise
+    except CacheNotLoaded as exc:
         chat.messages = _messages_only(chat, path)
         notes.append(f"{exc}: the messages are back, the next turn processes them again")
     if chat.messages and not chat.kv.cached:

@@ -26,6 +26,11 @@ class SessionFileError(UserError):
     """A session file that cannot be loaded into this session."""
 
 
+class CacheNotLoaded(SessionFileError):
+    """A sound session file whose cache this session cannot take (other settings; llama-server refused its
+    slot): its messages can still be taken alone."""
+
+
 def _shown(value: Any) -> str:
     if isinstance(value, dict):
         return "an object"

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from edgepilot.engine.session_header import SessionFileError, check_header
+from edgepilot.engine.session_header import CacheNotLoaded, SessionFileError, check_header
 from edgepilot.safe_write import atomic_write, check_target
 from edgepilot.untrusted import loads_json, open_regular, read_user_file
 
@@ -86,28 +86,12 @@ def session_bytes(
         size = 0
     buf = (ctypes.c_uint8 * max(1, size))()
     n = llama_cpp.llama_state_seq_get_data(ctx, buf, size, 0) if size else 0
-    header = {
-        "format": FORMAT,
-        "model": identity or model_identity(session.engine.model_path),
-        "context": context_identity(session),
-        "tokens": list(session.cached) if n else [],
-        "state_bytes": n,
-        **extra,
-    }
-    return _file_bytes(header, bytes(buf)[:n])
+    return _file_bytes(session, identity, list(session.cached) if n else [], bytes(buf)[:n], extra)
 
 
 def messages_only_bytes(session: Any, extra: dict[str, Any], identity: Any = None) -> bytes:
     """A session file without the cache (llama-server's engine, whose cache lives in its own process)."""
-    header = {
-        "format": FORMAT,
-        "model": identity or model_identity(session.engine.model_path),
-        "context": context_identity(session),
-        "tokens": [],
-        "state_bytes": 0,
-        **extra,
-    }
-    return _file_bytes(header, b"")
+    return _file_bytes(session, identity, [], b"", extra)
 
 
 def server_session_bytes(session: Any, extra: dict[str, Any], max_state_bytes: int, identity: Any) -> bytes:
@@ -119,6 +103,12 @@ def server_session_bytes(session: Any, extra: dict[str, Any], max_state_bytes: i
     tokens = list(session.cached)
     if not state or slot_token_count(state) is None or not tokens:
         return messages_only_bytes(session, extra, identity)
+    return _file_bytes(session, identity, tokens, state, extra)
+
+
+def _file_bytes(session: Any, identity: Any, tokens: list[int], state: bytes, extra: dict[str, Any]) -> bytes:
+    """The file: magic, the header (the model's identity, the context's, the cached tokens, the state's
+    length and the caller's `extra`), then the state."""
     header = {
         "format": FORMAT,
         "model": identity or model_identity(session.engine.model_path),
@@ -127,10 +117,6 @@ def server_session_bytes(session: Any, extra: dict[str, Any], max_state_bytes: i
         "state_bytes": len(state),
         **extra,
     }
-    return _file_bytes(header, state)
-
-
-def _file_bytes(header: dict[str, Any], state: bytes) -> bytes:
     head = json.dumps(header, ensure_ascii=False).encode("utf-8")
     return MAGIC + f"{len(head)}\n".encode() + head + state
 
@@ -185,7 +171,7 @@ def load_session(
     )
     want = context_identity(session)
     if header["context"] != want:
-        raise SessionFileError(f"{path} was saved with other settings: {_differs(header['context'], want)}")
+        raise CacheNotLoaded(f"{path} was saved with other settings: {_differs(header['context'], want)}")
     tokens = header["tokens"]
     if header["state_bytes"] != len(state) or bool(tokens) != bool(state):
         raise SessionFileError(f"{path} is damaged (its tokens or state do not match its header)")
@@ -216,10 +202,10 @@ def _restore_slot(session: Any, state: bytes, tokens: list[int], path: str | Pat
     try:
         restored = restore_slot(session.engine, state)  # its own check of the file (an error otherwise)
     except EngineError as exc:
-        raise SessionFileError(f"llama-server refused the cache in {path}: {exc}") from None
+        raise CacheNotLoaded(f"llama-server refused the cache in {path}: {exc}") from None
     if restored <= 0:
         session.reset()
-        raise SessionFileError(f"llama-server refused the cache in {path} (damaged or another build)")
+        raise CacheNotLoaded(f"llama-server refused the cache in {path} (damaged or another build)")
 
 
 # the chat flag that sets each recorded setting to the saved value
