@@ -24,7 +24,7 @@ from edgepilot.serve.config import ServeConfig, is_loopback
 from edgepilot.serve.incoming import ClientGone, Receive, TooLarge, loopback_host_header, read_body
 from edgepilot.serve.request_body import InvalidRequest
 from edgepilot.serve.request_log import Exchange, StreamTokens, logged, request_line
-from edgepilot.serve.short_lane import LANE_HEADER, SHORT, short_enough
+from edgepilot.serve.short_lane import LANE_HEADER, SHORT, pinned_to_slot, short_enough
 from edgepilot.serve.state import FAILED, STARTING, STOPPING, ServerState
 from edgepilot.serve.wire import NOTE_HEADER, error_body, note_header, sse, with_notes, worker_error
 
@@ -50,6 +50,7 @@ class Front:
         predicted_peak_bytes: int | None = None,
         n_ctx: int = 4096,  # the planned context, from which the character cap is derived
         short_ctx: int = 0,  # the worker's short lane (serve/short_lane.py); 0: none
+        slots: bool = False,  # the worker is llama-server: each lane is pinned to a slot of its own
     ) -> None:
         self.config, self.state, self.socket_path, self.log = config, state, socket_path, log
         self.caps = Caps(
@@ -65,6 +66,7 @@ class Front:
         self.slot = asyncio.Lock()  # the engine: one generation at a time, first come first served
         # A short request that finds the main lane busy takes the short lane (one at a time), not the queue.
         self.short_ctx = short_ctx
+        self.pin_slots = slots and short_ctx > 0
         self.short_slot = asyncio.Lock()
         self._stats: tuple[float, dict[str, Any] | None] = (0.0, None)
 
@@ -191,8 +193,10 @@ class Front:
             if not s.ready:  # the worker died while this request waited its turn
                 s.counts["restarting"] += 1
                 return await self.busy(send, self.unavailable() or "the model server is restarting")
-            lane = [(LANE_HEADER, SHORT)] if slot is self.short_slot else []
-            return await self.relay(path, admitted.body, receive, send, admitted.notes, lane, seen)
+            short = slot is self.short_slot
+            lane = [(LANE_HEADER, SHORT)] if short else []
+            body = pinned_to_slot(admitted.body, short) if self.pin_slots else admitted.body
+            return await self.relay(path, body, receive, send, admitted.notes, lane, seen)
         finally:
             s.in_flight -= 1
             slot.release()

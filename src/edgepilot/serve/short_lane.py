@@ -9,6 +9,7 @@ Which requests take it is the front's call, from an upper bound on their tokens 
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -17,6 +18,10 @@ from edgepilot.plan.settings import EngineSettings
 
 LANE_HEADER = "x-edgepilot-lane"  # front -> worker: which lane a request takes
 SHORT = "short"
+# llama-server fills each batch slot by slot in id order, and a slot still reading its prompt fills the batch
+# up to n_batch: a short request must be in the first slot for its tokens to go before the long prompt's
+# next chunk (in the second, it waits for the whole long prompt).
+SHORT_SLOT_ID, MAIN_SLOT_ID = 0, 1
 # Upper bounds for a prompt's tokens before it is tokenized: a character is at most 4 byte tokens (byte
 # fallback), and a chat template adds a few tokens per message and around the conversation.
 TOKENS_PER_CHAR = 4
@@ -41,6 +46,13 @@ def short_lane_bytes(
     if slot:
         return memory.kv_bytes + memory.output_bytes
     return memory.kv_bytes + memory.compute_touched_bytes + memory.compute_work_bytes + memory.output_bytes
+
+
+def pinned_to_slot(body: bytes, short: bool) -> bytes:
+    """An admitted body (JSON the front wrote itself) sent to llama-server's slot for its lane."""
+    request = json.loads(body)
+    request["id_slot"] = SHORT_SLOT_ID if short else MAIN_SLOT_ID
+    return json.dumps(request).encode()
 
 
 def short_enough(chars: int, n_messages: int, max_tokens: int, n_ctx: int) -> bool:
