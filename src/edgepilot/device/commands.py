@@ -62,49 +62,25 @@ def run_command(
 
 
 def _run_live(argv: Sequence[str], timeout: float, limit: int) -> tuple[str | None, str | None]:
-    """argv in a child of its own session: killed with everything it started at the deadline or once its
-    output passes `limit` (a hung or flooding driver is a reason, never a stall or a memory blow-up here);
+    """argv run for its output (run_output: killed with everything it started at the deadline or once its
+    output passes `limit`: a hung or flooding driver is a reason, never a stall or a memory blow-up here);
     a crash is named by its signal."""
     exe = shutil.which(argv[0])
     shown = " ".join(argv)
     if exe is None:
         return None, f"command not found: {argv[0]}"
-    try:
-        proc = subprocess.Popen(
-            [exe, *argv[1:]],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-        )
-    except OSError as exc:
-        return None, f"could not run {shown}: {exc.strerror or exc}"
-    assert proc.stdout is not None and proc.stderr is not None
-    out = _Drain(proc.stdout, limit, proc.pid)
-    err = _Drain(proc.stderr, STDERR_KEPT, None)
-    hung = False
-    try:
-        proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        hung = True
-    finally:
-        _kill_group(proc.pid)  # a hung child, or whatever it left holding the pipes
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=REAP_SECONDS)
-    out.join(READER_SECONDS)
-    err.join(READER_SECONDS)
-    if out.over:
-        return None, f"output larger than {untrusted.human_size(limit)}: {shown}"
-    if hung or proc.returncode is None:
-        return None, f"timed out after {timeout:g}s: {shown}"
-    if proc.returncode < 0:
-        return None, f"{shown} crashed: {_signal_name(-proc.returncode)}"
-    if proc.returncode != 0:
-        lines = err.text().strip().splitlines()
+    got = run_output([exe, *argv[1:]], timeout, limit, stderr_limit=STDERR_KEPT, shown=shown)
+    if got.reason is not None:
+        return None, got.reason
+    assert got.returncode is not None
+    if got.returncode < 0:
+        return None, f"{shown} crashed: {_signal_name(-got.returncode)}"
+    if got.returncode != 0:
+        lines = got.stderr.strip().splitlines()
         last = lines[-1].strip() if lines else ""
         detail = f": {last[:200]}" if last else ""
-        return None, f"{shown} exited with status {proc.returncode}{detail}"
-    return out.text(), None
+        return None, f"{shown} exited with status {got.returncode}{detail}"
+    return got.stdout, None
 
 
 @dataclass
@@ -118,13 +94,19 @@ class Output:
 
 
 def run_output(
-    argv: Sequence[str], timeout: float, limit: int, env: dict[str, str] | None = None
+    argv: Sequence[str],
+    timeout: float,
+    limit: int,
+    env: dict[str, str] | None = None,
+    stderr_limit: int | None = None,
+    shown: str | None = None,
 ) -> Output:
     """Run a program for its output: in a session of its own, stdin closed, stdout read up to `limit` bytes
     (past it the program and all it started are killed), stderr's last `limit` bytes kept, everything killed
     at the deadline; a grandchild that keeps the pipes open is killed with the group, and one that left the
-    group holds us no longer than READER_SECONDS. Never raises."""
-    shown = " ".join(argv)
+    group holds us no longer than READER_SECONDS. Never raises. stderr_limit: stderr's bytes kept (`limit`);
+    shown: the command as reasons name it."""
+    shown = shown or " ".join(argv)
     try:
         proc = subprocess.Popen(
             list(argv),
@@ -138,7 +120,7 @@ def run_output(
         return Output("", "", None, f"could not run {shown}: {getattr(exc, 'strerror', None) or exc}")
     assert proc.stdout is not None and proc.stderr is not None
     out = _Drain(proc.stdout, limit, proc.pid)
-    err = _Drain(proc.stderr, limit, None)
+    err = _Drain(proc.stderr, limit if stderr_limit is None else stderr_limit, None)
     hung = False
     try:
         proc.wait(timeout=timeout)
