@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -38,8 +39,12 @@ def compare(*args: str, timeout: float = 120) -> tuple[subprocess.CompletedProce
     return out, time.monotonic() - start
 
 
+HEARTBEAT = re.compile(r"^compare\b.* · \d+ s$")  # progress on a slow step (a loaded machine)
+
+
 def last_line(out: subprocess.CompletedProcess[str]) -> str:
-    lines = [ln for ln in out.stderr.strip().splitlines() if not ln.startswith(("reference =", "["))]
+    said = [ln for ln in out.stderr.strip().splitlines() if not HEARTBEAT.match(ln)]
+    lines = [ln for ln in said if not ln.startswith(("reference =", "["))]
     assert out.returncode == 2 and len(lines) == 1 and "Traceback" not in out.stderr, out.stderr[-3000:]
     return lines[0]
 

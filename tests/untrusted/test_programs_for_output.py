@@ -106,3 +106,53 @@ def test_probe_answers_with_a_llama_server_whose_child_holds_the_pipe(tmp_path, 
     )
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-2000:]
     assert "7001" in done.stdout
+
+
+def test_a_llama_perplexity_that_floods_its_output_is_stopped_at_the_cap(tmp_path, monkeypatch):
+    from edgepilot.engine.base import EngineError
+    from edgepilot.store import compare_tool
+
+    monkeypatch.setattr(compare_tool, "OUTPUT_BYTES", 1 << 20)
+    tool = _program(tmp_path, "llama-perplexity", "exec yes '[1]12.5,[2]13.0,'\n")
+    started = time.monotonic()
+    with pytest.raises(EngineError, match="output larger than 1 MiB"):
+        compare_tool._perplexity(tool, ["-m", "x.gguf"], "x.gguf")
+    assert time.monotonic() - started < 30
+
+
+def test_a_llama_perplexity_that_hangs_is_stopped_at_its_deadline(tmp_path, monkeypatch, leftovers):
+    from edgepilot.engine.base import EngineError
+    from edgepilot.store import compare_tool
+
+    pid_file = tmp_path / "child.pid"
+    leftovers.append(pid_file)
+    monkeypatch.setattr(compare_tool, "TIMEOUT_S", 2)
+    tool = _program(tmp_path, "llama-perplexity", f"sleep 300 &\necho $! > {pid_file}\nwait\n")
+    with pytest.raises(EngineError, match="timed out after 2s"):
+        compare_tool._perplexity(tool, ["-m", "x.gguf"], "x.gguf")
+    assert not _alive(int(pid_file.read_text()))  # what it started ended with it
+
+
+def test_a_llama_quantize_that_floods_its_output_is_one_error_and_no_file(tmp_path, monkeypatch):
+    from edgepilot.errors import UserError
+    from edgepilot.store import quantize_tool
+
+    monkeypatch.setattr(quantize_tool, "LOG_BYTES", 1 << 20)
+    tool = _program(tmp_path, "llama-quantize", "exec yes 'llama_model_quantize_impl: tensor'\n")
+    source = tmp_path / "in.gguf"
+    source.write_bytes(b"GGUF" + bytes(64))
+    target = tmp_path / "out.gguf"
+    job = quantize_tool.QuantizeJob(tool, source, target, "Q4_0", 1)
+    with pytest.raises(UserError, match="output larger than 1 MiB"):
+        quantize_tool.run_tool_quantizer(job)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.gguf", "llama-quantize"]  # no part left
+
+
+def test_compares_measuring_child_is_read_with_a_cap(monkeypatch):
+    from edgepilot.errors import UserError
+    from edgepilot.store import compare
+
+    monkeypatch.setattr(compare, "CHILD_OUTPUT", 1 << 20)
+    flood = "import sys\nwhile True: sys.stdout.write('{' * 65536)"
+    with pytest.raises(UserError, match="output larger than 1 MiB: measuring flood"):
+        compare._child(["-c", flood], "flood", stdin="{}")

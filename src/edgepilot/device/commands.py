@@ -91,6 +91,7 @@ class Output:
     stderr: str  # its last `limit` bytes
     returncode: int | None  # None: it did not end by itself (killed at the deadline or past the cap)
     reason: str | None = None  # why the output is not all there: timed out, too large, could not run
+    started: bool = True  # False: it could not be run at all (reason says why)
 
 
 def run_output(
@@ -100,27 +101,33 @@ def run_output(
     env: dict[str, str] | None = None,
     stderr_limit: int | None = None,
     shown: str | None = None,
+    input: bytes | None = None,
 ) -> Output:
     """Run a program for its output: in a session of its own, stdin closed, stdout read up to `limit` bytes
     (past it the program and all it started are killed), stderr's last `limit` bytes kept, everything killed
     at the deadline; a grandchild that keeps the pipes open is killed with the group, and one that left the
     group holds us no longer than READER_SECONDS. Never raises. stderr_limit: stderr's bytes kept (`limit`);
-    shown: the command as reasons name it."""
+    shown: the command as reasons name it; input: written to its stdin (closed otherwise)."""
     shown = shown or " ".join(argv)
     try:
         proc = subprocess.Popen(
             list(argv),
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL if input is None else subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
             env=env,
         )
     except (OSError, ValueError) as exc:
-        return Output("", "", None, f"could not run {shown}: {getattr(exc, 'strerror', None) or exc}")
+        why = f"could not run {shown}: {getattr(exc, 'strerror', None) or exc}"
+        return Output("", "", None, why, started=False)
     assert proc.stdout is not None and proc.stderr is not None
     out = _Drain(proc.stdout, limit, proc.pid)
     err = _Drain(proc.stderr, limit if stderr_limit is None else stderr_limit, None)
+    if (
+        input is not None
+    ):  # from a thread: a child that never reads its stdin cannot hold us past the deadline
+        threading.Thread(target=_feed, args=(proc.stdin, input), daemon=True).start()
     hung = False
     try:
         proc.wait(timeout=timeout)
@@ -138,6 +145,15 @@ def run_output(
     elif hung or proc.returncode is None:
         reason = f"timed out after {timeout:g}s: {shown}"
     return Output(out.text(), err.text(), None if reason else proc.returncode, reason)
+
+
+def _feed(stream: IO[bytes] | None, data: bytes) -> None:
+    if stream is None:
+        return
+    with contextlib.suppress(OSError, ValueError):
+        stream.write(data)
+    with contextlib.suppress(OSError, ValueError):
+        stream.close()
 
 
 class _Drain(threading.Thread):

@@ -12,13 +12,13 @@ divergence of each file's next-token distributions from the reference's.
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 from edgepilot.datadir import data_dir
+from edgepilot.device.commands import run_output
 from edgepilot.engine.choice import choose_engine
 from edgepilot.errors import UserError
 from edgepilot.gguf.resolve import resolve_model
@@ -33,6 +33,7 @@ from edgepilot.tuned.decide import decide
 __all__ = ["CompareResult", "Compared", "compare_models"]
 
 DATA_FIX = "set EDGEPILOT_DATA_DIR to a folder you can write"
+CHILD_OUTPUT = 4 << 20  # one JSON object (a run's report, its notes)
 CHILD_TIMEOUT_S = 3600  # a 1B model's pp + quality on a slow phone core takes minutes, not hours
 MAX_FILES = 32
 
@@ -67,13 +68,15 @@ def _check_tokenizers(paths: list[Path], ref_index: int) -> None:
 
 
 def _child(args: list[str], name: str, stdin: str | None = None) -> dict:
-    """The one JSON object `python ARGS` prints on stdout; a UserError with its reason otherwise."""
-    try:
-        done = subprocess.run(
-            [sys.executable, *args], input=stdin, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S
-        )
-    except subprocess.TimeoutExpired:
-        raise UserError(f"measuring {name} took more than {CHILD_TIMEOUT_S} s; stopped") from None
+    """The one JSON object `python ARGS` prints on stdout (read bounded); a UserError with its reason
+    otherwise."""
+    data = None if stdin is None else stdin.encode()
+    done = run_output(
+        [sys.executable, *args], CHILD_TIMEOUT_S, CHILD_OUTPUT, input=data, shown=f"measuring {name}"
+    )
+    if done.reason is not None:
+        raise UserError(f"{done.reason}; stopped")
+    assert done.returncode is not None
     if done.returncode < 0:
         raise UserError(
             f"measuring {name}: the process was killed by signal {-done.returncode} (out of memory?)"
@@ -83,6 +86,8 @@ def _child(args: list[str], name: str, stdin: str | None = None) -> dict:
     except json.JSONDecodeError:
         tail = done.stderr.strip().splitlines()[-1:] or [f"exit code {done.returncode}"]
         raise UserError(f"measuring {name} failed: {tail[0]}") from None
+    if not isinstance(result, dict):
+        raise UserError(f"measuring {name} failed: its output is not a JSON object")
     if "error" in result:
         raise UserError(f"measuring {name} failed: {result['error']}")
     return result

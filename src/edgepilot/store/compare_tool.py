@@ -12,10 +12,10 @@ own tokens, is cut with llama-server's tokenizer.
 from __future__ import annotations
 
 import re
-import subprocess
 from pathlib import Path
 from typing import Any
 
+from edgepilot.device.commands import run_output
 from edgepilot.engine.base import EngineError
 from edgepilot.engine.child_env import llama_env
 from edgepilot.plan.settings import EngineSettings
@@ -29,6 +29,7 @@ MEAN_KLD = re.compile(rf"Mean\s+KLD:\s*{NUMBER}")
 MAX_KLD = re.compile(rf"Maximum KLD:\s*{NUMBER}")
 SAME_TOP = re.compile(rf"Same top p:\s*{NUMBER}")
 TIMEOUT_S = 3600
+OUTPUT_BYTES = 16 << 20  # its log and a line of scores per chunk
 
 
 def _find(pattern: re.Pattern[str], text: str, what: str) -> re.Match[str]:
@@ -75,22 +76,14 @@ def _parsed(parse: Any, text: str, name: str) -> dict[str, Any]:
 
 
 def _perplexity(tool: Path, argv: list[str], name: str) -> str:
-    try:
-        done = subprocess.run(
-            [str(tool), *argv],
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            errors="replace",
-            timeout=TIMEOUT_S,
-            env=llama_env(True, tool),
-        )
-    except subprocess.TimeoutExpired:
-        raise EngineError(f"llama-perplexity on {name} took more than {TIMEOUT_S} s; stopped") from None
-    except OSError as exc:
-        raise EngineError(f"cannot start {tool}: {exc.strerror or exc}") from None
+    done = run_output([str(tool), *argv], TIMEOUT_S, OUTPUT_BYTES, env=llama_env(True, tool), shown=str(tool))
+    if not done.started:
+        raise EngineError(done.reason or f"cannot start {tool}")
+    if done.reason is not None:
+        raise EngineError(f"llama-perplexity on {name}: {done.reason}; stopped")
     text = done.stdout + "\n" + done.stderr
     if done.returncode != 0:
+        assert done.returncode is not None
         if done.returncode < 0:
             raise EngineError(f"llama-perplexity on {name} was killed by signal {-done.returncode}")
         lines = [ln.strip() for ln in text.splitlines() if "error" in ln.lower() or "failed" in ln.lower()]

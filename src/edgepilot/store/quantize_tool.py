@@ -9,11 +9,11 @@ a newer llama.cpp extends. What the in-process path passes as parameters goes on
 from __future__ import annotations
 
 import re
-import subprocess
 from collections import deque
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from edgepilot.device.commands import run_output
 from edgepilot.engine.base import EngineError
 from edgepilot.engine.child_env import llama_env
 from edgepilot.engine.tool_flags import help_text, known_flags
@@ -26,6 +26,9 @@ FALLBACK = re.compile(r"(\d+) of \d+ tensor\(s\) required fallback")
 FAILED = re.compile(r"failed to quantize:\s*(.*)$")
 KV_VALUE_BYTES = 127  # llama_model_kv_override.val_str holds 128 bytes with its terminator
 LOG_LINES = 400
+LOG_BYTES = 8 << 20  # llama-quantize's output: a line per tensor (a 70B model has about 700)
+QUANTIZE_BASE_S = 600.0
+QUANTIZE_PER_GIB_S = 900.0
 
 
 def tool_quant_types(tool: Path) -> dict[str, int]:
@@ -75,23 +78,27 @@ def run_tool_quantizer(job: QuantizeJob) -> int:
     inputs = [job.source] + ([Path(job.imatrix)] if job.imatrix else [])
     with atomic_path(job.target, inputs=inputs, what="quantized model", fix=OUT_FIX) as part:
         argv = quantize_argv(replace(job, target=part))
-        try:
-            done = subprocess.run(
-                argv,
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                text=True,
-                errors="replace",
-                env=llama_env(True, argv[0]),
-            )
-        except OSError as exc:
-            raise EngineError(f"cannot start {job.tool}: {exc.strerror or exc}") from None
+        # bounded like every program read for its output: its log is a line per tensor, and the deadline
+        # grows with the model (minutes per GiB on a phone's cores)
+        deadline = QUANTIZE_BASE_S + QUANTIZE_PER_GIB_S * _gib(job.source)
+        done = run_output(argv, deadline, LOG_BYTES, env=llama_env(True, argv[0]), shown=str(job.tool))
+        if not done.started:
+            raise EngineError(done.reason or f"cannot start {job.tool}")
+        if done.reason is not None:
+            raise UserError(f"llama.cpp could not quantize {job.source.name}: {done.reason}")
         log.extend((done.stderr + "\n" + done.stdout).splitlines())
         if done.returncode != 0:
             reason = _reason(done.returncode, log)
             raise UserError(f"llama.cpp could not quantize {job.source.name}: {reason}")
     found = [FALLBACK.search(line) for line in log]
     return next((int(m.group(1)) for m in found if m), 0)
+
+
+def _gib(path: Path) -> float:
+    try:
+        return path.stat().st_size / (1 << 30)
+    except OSError:
+        return 0.0
 
 
 def _reason(rc: int, log: deque[str]) -> str:

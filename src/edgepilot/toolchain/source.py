@@ -11,17 +11,18 @@ from __future__ import annotations
 import copy
 import os
 import shutil
-import subprocess
 import sys
 import tarfile
 import tempfile
 from pathlib import Path, PurePosixPath
 
+from edgepilot.device.commands import run_output
 from edgepilot.errors import UserError
 
 MAX_MEMBERS = 20000  # the 0.3.36 sdist has ~3,700 members under vendor/llama.cpp
 MAX_BYTES = 1 << 30  # ~210 MB there
 PIP_TIMEOUT = 600
+PIP_OUTPUT = 1 << 20
 
 
 def sdist_name(version: str) -> str:
@@ -36,10 +37,9 @@ def fetch_sdist(version: str, dest: Path) -> Path:
     dest.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", ":all:"]
     cmd += [f"llama-cpp-python=={version}", "-d", str(dest)]
-    try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=PIP_TIMEOUT)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise UserError(f"could not download the llama-cpp-python {version} sdist: {exc}") from None
+    done = run_output(cmd, PIP_TIMEOUT, PIP_OUTPUT)
+    if done.reason is not None:
+        raise UserError(f"could not download the llama-cpp-python {version} sdist: {done.reason}")
     if done.returncode != 0 or not archive.is_file():
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
         raise UserError(
