@@ -6,10 +6,18 @@ its writer keeps it under; JSON nested at most JSON_MAX_DEPTH deep), and every v
 type and range before it is used: a bool is no count, NaN, infinity and strings are no figure. What does not
 pass is left out, and said once per file (`Dropped.note`), naming the file; a file that cannot be read at all
 is a note too, except when it is only missing.
+
+A kept file whose values move a plan (the memory calibrations) is also sealed (`sealed`, `unsealed`): a digest
+of its content written with it. A value can be damaged inside its valid range (a flipped digit, a truncated
+sample, an edit by hand or by a sync tool); such a file no longer matches its seal and is not used at all.
+The seal is no secret: whoever can write the data folder on purpose can write a seal too (and could replace
+edgepilot itself), so every value is still checked for type and range.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import os
 from pathlib import Path
@@ -22,6 +30,27 @@ from edgepilot.untrusted import FileTooLarge, NotRegularFile, loads_json, read_c
 # damage, not a measurement.
 MAX_BYTES = 1 << 40
 MAX_COUNT = 1 << 24  # layers, ubatch tokens, weight types, vocabulary entries
+
+
+SEAL_KEY = "seal"
+
+
+def _digest(content: dict[str, Any]) -> str:
+    text = json.dumps(content, sort_keys=True, separators=(",", ":"))
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+
+
+def sealed(content: dict[str, Any]) -> dict[str, Any]:
+    """content with its seal, as its writer keeps it."""
+    return {**{k: v for k, v in content.items() if k != SEAL_KEY}, SEAL_KEY: _digest(content)}
+
+
+def unsealed(data: Any) -> dict[str, Any] | None:
+    """The content of a sealed file's JSON; None when it has no seal or does not match it."""
+    if not isinstance(data, dict) or not isinstance(data.get(SEAL_KEY), str):
+        return None
+    content = {k: v for k, v in data.items() if k != SEAL_KEY}
+    return content if data[SEAL_KEY] == _digest(content) else None
 
 
 def is_int(value: Any, low: int, high: int) -> bool:

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from edgepilot.engine.choice import EngineInfo
+from edgepilot.kept import sealed
 from edgepilot.plan.fit import fit_model
 from edgepilot.plan.memory_model import runtime_bytes
 from edgepilot.plan.requested import RequestedSettings
@@ -36,6 +37,12 @@ def _file(tmp_path: Path) -> Path:
     path = tmp_path / "calibration" / f"{KEY}.json"
     path.parent.mkdir(exist_ok=True)
     return path
+
+
+def _keep(path: Path, data: dict) -> None:
+    """Written with a seal that matches, as a stranger who read edgepilot's source could: every value is
+    still checked for type and range."""
+    path.write_text(json.dumps(sealed(data)))
 
 
 def _peak(info: EngineInfo, model: Path, device: str = "none") -> int:
@@ -88,7 +95,7 @@ def test_a_poisoned_cpu_entry_never_plans_below_no_calibration(
     }  # fmt: skip  (as the pinned plan: neutral)
     entry[field] = [value] if field in ("runtime", "running_extra") else value
     path = _file(tmp_path)
-    path.write_text(json.dumps({"engine": "x", "models": {calibrate.model_key(gemma_path): entry}}))
+    _keep(path, {"engine": "x", "models": {calibrate.model_key(gemma_path): entry}})
     capsys.readouterr()
     assert _peak(tools, gemma_path) >= uncalibrated
     said = _notes(capsys.readouterr().err)
@@ -105,10 +112,9 @@ def test_a_whole_entry_of_hostile_values_never_plans_below_no_calibration(tools,
     entry = {"n_vocab": value, "runtime": [value, value], "running_extra": [value], "compute_delta": value,
              "reserve_one_output": value}  # fmt: skip
     other = dict(entry)
-    _file(tmp_path).write_text(
-        json.dumps(
-            {"engine": value, "models": {calibrate.model_key(gemma_path): entry, "other.gguf:1": other}}
-        )
+    _keep(
+        _file(tmp_path),
+        {"engine": value, "models": {calibrate.model_key(gemma_path): entry, "other.gguf:1": other}},
     )
     assert _peak(tools, gemma_path) >= uncalibrated
 
@@ -125,8 +131,6 @@ def test_a_poisoned_offload_sample_never_plans_below_no_calibration(
     """The driver term of an offloaded run (611 MiB planned with none; a negative one gave 311)."""
     uncalibrated = _none(tools, smollm_path, "Vulkan0")
     sample = {**SAMPLE, field: value}
-    if field in ("filled", "cold") and isinstance(value, bool):
-        pytest.skip("a valid flag")
     data = {
         "engine": "x",
         "models": {},
@@ -139,7 +143,7 @@ def test_a_poisoned_offload_sample_never_plans_below_no_calibration(
             }
         },
     }
-    _file(tmp_path).write_text(json.dumps(data))
+    _keep(_file(tmp_path), data)
     assert _peak(tools, smollm_path, "Vulkan0") >= uncalibrated
 
 
@@ -235,3 +239,57 @@ def test_the_writer_keeps_no_runtime_its_reader_would_leave_out(tools, tmp_path,
     kept = json.loads(path.read_text()) if path.exists() else {"models": {}}
     for entry in kept["models"].values():
         assert all(v >= 1 << 20 for v in entry.get("runtime", [])), entry
+
+
+def _measured(tools: EngineInfo, model: Path) -> Path:
+    """A calibration as edgepilot keeps it: recorded from a run's figures (here the plan's own)."""
+    arch = _arch(model)
+    path = _file(_data_dir())
+    entry = {"n_vocab": arch.n_vocab, "runtime": [runtime_bytes(arch)], "running_extra": [0],
+             "compute_delta": 0, "reserve_one_output": False}  # fmt: skip
+    calibrate._write(KEY, {"engine": "x", "models": {calibrate.model_key(model): entry}})
+    return path
+
+
+def _data_dir() -> Path:
+    return Path(os.environ["EDGEPILOT_DATA_DIR"])
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        ("runtime", [1 << 20]),  # cut to its floor: 1 MiB
+        ("running_extra", [-(400 << 20)]),  # either sign is a valid extra
+        ("compute_delta", -(300 << 20)),
+    ],
+    ids=lambda c: c[0],
+)
+def test_a_value_damaged_inside_its_range_leaves_the_file_unused(tools, gemma_path, capsys, change):
+    uncalibrated = _none(tools, gemma_path)
+    path = _measured(tools, gemma_path)
+    assert _peak(tools, gemma_path) == uncalibrated  # as measured: the plan's own figures
+    kept = json.loads(path.read_text())
+    assert kept["seal"].startswith("sha256:")
+    field, value = change
+    (entry,) = kept["models"].values()
+    entry[field] = value
+    path.write_text(json.dumps(kept))
+    capsys.readouterr()
+    assert _peak(tools, gemma_path) == uncalibrated
+    (note,) = _notes(capsys.readouterr().err)
+    assert str(path) in note and "does not match its seal" in note, note
+
+
+def test_a_kept_offload_sample_damaged_inside_its_range_leaves_the_file_unused(tools, smollm_path):
+    """The driver term of a real sample set to 0 (a valid figure: a CPU-type device adds none)."""
+    uncalibrated = _none(tools, smollm_path, "Vulkan0")
+    runs = {calibrate.model_key(smollm_path): {"n_vocab": 49152, "runs": [dict(SAMPLE)]}}
+    device = {"device": "Vulkan0", "description": "llvmpipe", "seen": 1.0, "models": runs}
+    data = {"engine": "x", "models": {}, "offload": {"Vulkan0 (llvmpipe)": device}}
+    calibrate._write(KEY, data)
+    path = _file(_data_dir())
+    kept = json.loads(path.read_text())
+    (per_model,) = kept["offload"]["Vulkan0 (llvmpipe)"]["models"].values()
+    per_model["runs"][0]["driver"] = 0
+    path.write_text(json.dumps(kept))
+    assert _peak(tools, smollm_path, "Vulkan0") == uncalibrated

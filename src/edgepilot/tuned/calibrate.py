@@ -28,7 +28,7 @@ from edgepilot.file_errors import escaped, note_once, refused_where
 from edgepilot.gguf.arch import ArchParams
 from edgepilot.gguf.gguf_records import GGUFHeader
 from edgepilot.gguf.kv_cache import kv_cache_bytes
-from edgepilot.kept import MAX_BYTES, Dropped, read_json
+from edgepilot.kept import MAX_BYTES, Dropped, read_json, sealed, unsealed
 from edgepilot.plan.arithmetic import EngineArithmetic
 from edgepilot.plan.compute import compute_buffer
 from edgepilot.plan.memory_model import VOCAB_BYTES_PER_TOKEN
@@ -67,8 +67,17 @@ def _read(key: str) -> dict[str, Any] | None:
             f"the pinned llama.cpp's figures and not updated; {DATA_FIX}"
         )
         return None
+    if data is None:
+        return {}
+    content = unsealed(data)
+    if content is None:
+        note_once(
+            f"the memory calibration {escaped(path)} does not match its seal (damaged, or not written by "
+            f"edgepilot): {then}"
+        )
+        return {}
     dropped = Dropped(path, "the memory calibration", "planned without those values")
-    cleaned = clean_calibration(data, dropped)
+    cleaned = clean_calibration(content, dropped)
     dropped.note()
     return cleaned
 
@@ -87,17 +96,17 @@ def _write(key: str, data: dict[str, Any]) -> None:
 def _fitting(data: dict[str, Any]) -> str:
     """The calibration as JSON within what its reader accepts (MAX_FILE_BYTES): the models measured longest
     ago go first, CPU entries and offloaded ones alike."""
-    text = json.dumps(data, indent=1)
+    text = json.dumps(sealed(data), indent=1)
     while len(text.encode()) > MAX_FILE_BYTES:
         groups = [data.get("models", {})]
         groups += [e["models"] for e in data.get("offload", {}).values() if isinstance(e, dict)]
         largest = max(groups, key=len)
         if not largest:
-            return json.dumps({"engine": data.get("engine"), "models": {}})
+            return json.dumps(sealed({"engine": data.get("engine"), "models": {}}))
         over = 1 - MAX_FILE_BYTES / len(text.encode())
         for key in list(largest)[: 1 + int(len(largest) * over)]:
             del largest[key]
-        text = json.dumps(data, indent=1)
+        text = json.dumps(sealed(data), indent=1)
     return text
 
 
