@@ -19,9 +19,10 @@ from typing import Any
 
 from edgepilot.device.process import rss_bytes
 from edgepilot.serve import proxy, status_page
-from edgepilot.serve.admission import Admitted, Caps, admit_request, derived_max_chars
+from edgepilot.serve.admission import CHAT_PATH, Admitted, Caps, admit_request, derived_max_chars
 from edgepilot.serve.config import ServeConfig, is_loopback
 from edgepilot.serve.incoming import ClientGone, Receive, TooLarge, loopback_host_header, read_body
+from edgepilot.serve.native_fit import ConversationTooLong, TokenCountFailed, fit_chat
 from edgepilot.serve.request_body import InvalidRequest
 from edgepilot.serve.request_log import Exchange, StreamTokens, logged, request_line
 from edgepilot.serve.short_lane import LANE_HEADER, SHORT, pinned_to_slot, short_enough
@@ -50,7 +51,7 @@ class Front:
         predicted_peak_bytes: int | None = None,
         n_ctx: int = 4096,  # the planned context, from which the character cap is derived
         short_ctx: int = 0,  # the worker's short lane (serve/short_lane.py); 0: none
-        slots: bool = False,  # the worker is llama-server: each lane is pinned to a slot of its own
+        native: bool = False,  # the worker is llama-server (serve/native.py)
     ) -> None:
         self.config, self.state, self.socket_path, self.log = config, state, socket_path, log
         self.caps = Caps(
@@ -66,7 +67,8 @@ class Front:
         self.slot = asyncio.Lock()  # the engine: one generation at a time, first come first served
         # A short request that finds the main lane busy takes the short lane (one at a time), not the queue.
         self.short_ctx = short_ctx
-        self.pin_slots = slots and short_ctx > 0
+        self.native, self.n_ctx = native, n_ctx
+        self.pin_slots = native and short_ctx > 0  # each lane pinned to a slot of its own
         self.short_slot = asyncio.Lock()
         self._stats: tuple[float, dict[str, Any] | None] = (0.0, None)
 
@@ -195,11 +197,29 @@ class Front:
                 return await self.busy(send, self.unavailable() or "the model server is restarting")
             short = slot is self.short_slot
             lane = [(LANE_HEADER, SHORT)] if short else []
-            body = pinned_to_slot(admitted.body, short) if self.pin_slots else admitted.body
-            return await self.relay(path, body, receive, send, admitted.notes, lane, seen)
+            try:
+                body, notes = await self.fitted(path, admitted, short)
+            except ConversationTooLong as exc:
+                return await self.error(send, 400, str(exc), code="context_length_exceeded")
+            body = pinned_to_slot(body, short) if self.pin_slots else body
+            return await self.relay(path, body, receive, send, notes, lane, seen)
         finally:
             s.in_flight -= 1
             slot.release()
+
+    async def fitted(self, path: str, admitted: Admitted, short: bool) -> tuple[bytes, list[str]]:
+        """A chat for llama-server within its context (serve/native_fit.py); edgepilot's worker fits its
+        own."""
+        if not self.native or short or path != CHAT_PATH:
+            return admitted.body, admitted.notes
+        a = admitted
+        try:
+            got = await asyncio.to_thread(
+                fit_chat, self.socket_path, a.body, a.chars, a.n_messages, self.n_ctx
+            )
+        except TokenCountFailed:  # llama-server says what it says about the request as it came
+            return admitted.body, admitted.notes
+        return got.body, [*got.notes, *admitted.notes]
 
     def takes_short_lane(self, admitted: Admitted) -> bool:
         """The main lane is taken (or waited for) and the request surely fits the short lane whole."""

@@ -317,7 +317,7 @@ class Supervisor:
         if config.max_temp_c is not None and self.native is not None:
             thermal = watch_only(ThermalLimit(config.max_temp_c, config.watch_root), plan.settings, self.log)
             self.state.thermal = thermal.status
-        lanes = {"n_ctx": plan.settings.n_ctx, "short_ctx": plan.short_ctx, "slots": self.native is not None}
+        lanes = {"n_ctx": plan.settings.n_ctx, "short_ctx": plan.short_ctx, "native": self.native is not None}
         front = Front(config, self.state, socket_path, self.log, plan.predicted_peak_bytes, **lanes)
         self.server = uvicorn.Server(front_config(front))
         previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
