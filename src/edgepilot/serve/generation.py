@@ -25,6 +25,8 @@ from edgepilot.engine.session import KVSession
 from edgepilot.engine.stops import StopMatcher
 from edgepilot.engine.turns import Turns
 from edgepilot.errors import UserError
+from edgepilot.serve.cache_keeper import MainCache
+from edgepilot.serve.launch import LOG_PREFIX
 from edgepilot.serve.prompt_fit import fit_within, message_overhead
 from edgepilot.serve.protocol import Outcome, finish_reason
 from edgepilot.words import count
@@ -123,6 +125,7 @@ class Generator:
         # The last request's tokens stay in the KV cache: the next request processes only what differs
         # from them (a chat client resends the whole history each turn).
         self.session = KVSession(engine, reuse=cache_reuse)
+        self.keeper: MainCache | None = None  # the cache kept on disk after each request (main lane)
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="engine")
 
     def close(self) -> None:
@@ -208,6 +211,8 @@ class Generator:
             raise
         finally:
             self.stats.busy = False
+        if self.keeper is not None:  # in this thread once the reply is out, before the next request
+            self._pool.submit(self._keep)
         s = self.stats
         s.requests += 1
         s.prompt_tokens += stats.n_prompt
@@ -231,6 +236,11 @@ class Generator:
             notes=[*notes, *([turn.reuse_note] if turn.reuse_note else [])],
             context_shift=context_shift(turn) if notes else None,
         )
+
+    def _keep(self) -> None:
+        said = self.keeper.keep() if self.keeper is not None else ""
+        if said:
+            sys.stderr.write(f"{LOG_PREFIX}{said}\n")
 
     async def stream(self, job: Job, cancelled: threading.Event) -> AsyncIterator[str | Outcome]:
         """Yields text pieces as they are generated, then the Outcome. Closing the iterator cancels."""

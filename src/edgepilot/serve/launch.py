@@ -24,6 +24,9 @@ class WorkerLaunch:
     verbose: bool = False
     prompt_cpus: list[int] | None = None
     short_ctx: int = 0  # the short lane's context (serve/short_lane.py): a second context or slot; 0: none
+    keep_cache: Path | None = (
+        None  # where a restarted worker finds the main lane's cache (serve/kept_folder.py)
+    )
 
 
 @dataclass
@@ -55,6 +58,8 @@ class Launch(WorkerLaunch):
             args += ["--max-prompt-tokens", str(self.max_prompt_tokens)]
         if self.short_ctx:
             args += ["--short-ctx", str(self.short_ctx)]
+        if self.keep_cache is not None and self.cache_reuse:
+            args += ["--keep-cache", str(self.keep_cache)]
         if self.max_temp_c is not None:
             args += ["--max-temp", f"{self.max_temp_c:g}", "--watch-root", str(self.watch_root)]
         return args

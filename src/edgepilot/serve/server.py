@@ -34,6 +34,7 @@ from edgepilot.plan.settings import EngineSettings
 from edgepilot.plan.types import DoesNotFit
 from edgepilot.serve.config import ServeConfig, default_min_available
 from edgepilot.serve.front import Front
+from edgepilot.serve.kept_folder import NOT_KEPT, KeptFolder
 from edgepilot.serve.native import NativeLaunch, takes_short_slot
 from edgepilot.serve.planning import ServePlan, checked_inprocess, plan_serve
 from edgepilot.serve.pressure import PressureWatch
@@ -204,6 +205,7 @@ class Supervisor:
         self.wake = WakeLock()
         self.server: Any = None
         self.port = 0
+        self.kept: KeptFolder = NOT_KEPT  # where the worker's cache outlives it (serve/cache_keeper.py)
 
     def stop_server(self) -> None:
         if self.server is not None:
@@ -268,9 +270,10 @@ class Supervisor:
 
         config, plan = self.config, self.plan
         self.port = sock.getsockname()[1]
-        sock_dir = Path(
-            tempfile.mkdtemp(prefix="edgepilot-serve-")
-        )  # 0700: the worker's socket is ours alone
+        sock_dir = Path(tempfile.mkdtemp(prefix="edgepilot-serve-"))  # 0700: the worker's socket, ours alone
+        self.kept = KeptFolder(plan.model) if config.cache_reuse and self.native is None else NOT_KEPT
+        if self.kept.note:
+            self.log(f"note: {self.kept.note}")
         socket_path = str(sock_dir / "worker.sock")
         common = dict(
             model=plan.model,
@@ -281,6 +284,7 @@ class Supervisor:
             verbose=config.verbose,
             prompt_cpus=plan.prompt_cpus,
             short_ctx=plan.short_ctx,
+            keep_cache=self.kept.path,
         )
         launch: Launch | NativeLaunch
         if self.native is not None:
@@ -342,6 +346,7 @@ class Supervisor:
                 with contextlib.suppress(ValueError, TypeError):
                     signal.signal(sig, handler)
             shutil.rmtree(sock_dir, ignore_errors=True)
+            self.kept.release()
         if self.state.failure:
             raise ServeFailed(self.state.failure)
         snap = self.state.snapshot()

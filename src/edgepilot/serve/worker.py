@@ -195,6 +195,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--verbose", action="store_true")
     ap.add_argument("--no-cache-reuse", action="store_true")
     ap.add_argument("--max-prompt-tokens", type=int, default=0, help="0: the context")
+    ap.add_argument("--keep-cache", default="", help="the folder the main lane's cache is kept in")
     ap.add_argument("--short-ctx", type=int, default=0, help="the short lane's context (0: none)")
     ap.add_argument("--max-temp", type=float, default=None, help="the thermal guard's limit in °C")
     ap.add_argument("--watch-root", default="/", help="the device whose thermal zones the guard reads")
@@ -254,6 +255,13 @@ def main(argv: list[str] | None = None) -> int:
             engine.turns = Turns()
             lanes.short = Generator(short_engine, None, cache_reuse=True, short_turns=engine.turns)
     info["short_ctx"] = short_engine.load.n_ctx if short_engine else 0
+    if args.keep_cache:  # a restarted worker takes the conversation's cache back (serve/cache_keeper.py)
+        from edgepilot.serve.cache_keeper import MainCache
+
+        lanes.main.keeper = MainCache(Path(args.keep_cache), lanes.main.session)
+        said = lanes.main.keeper.restore()
+        if said:
+            sys.stderr.write(f"{LOG_PREFIX}{said}\n")
     guard = None
     if args.max_temp is not None:  # both lanes' contexts switch; the main lane's is the one reported
         limit = ThermalLimit(args.max_temp, Path(args.watch_root))
