@@ -19,7 +19,8 @@ from servekit import parse_reply, read_to_close, trickle
 from edgepilot.serve.config import ServeConfig
 from edgepilot.serve.connections import LINGER
 from edgepilot.serve.front import Front
-from edgepilot.serve.server import bind_front, front_config
+from edgepilot.serve.listen import bind_front
+from edgepilot.serve.server import front_config
 from edgepilot.serve.state import ServerState
 
 KEY = "conn-test-key"

@@ -46,9 +46,13 @@ def model_identity(path: Path) -> dict[str, Any]:
 
 
 def context_identity(session: Any) -> dict[str, Any]:
-    s = session.engine.settings
+    return settings_identity(session.engine.settings, session.n_ctx)
+
+
+def settings_identity(s: Any, n_ctx: int) -> dict[str, Any]:
+    """The settings a saved cache can be loaded back under (EngineSettings, the context's size)."""
     return {
-        "n_ctx": session.n_ctx,
+        "n_ctx": n_ctx,
         "type_k": s.type_k,
         "type_v": s.type_v,
         "flash_attn": bool(s.flash_attn),

@@ -26,6 +26,7 @@ from edgepilot.serve.native_fit import ConversationTooLong, TokenCountFailed, fi
 from edgepilot.serve.request_body import InvalidRequest
 from edgepilot.serve.request_log import Exchange, StreamTokens, logged, request_line
 from edgepilot.serve.short_lane import LANE_HEADER, SHORT, pinned_to_slot, short_enough
+from edgepilot.serve.slot_keeper import KeptSlot
 from edgepilot.serve.state import FAILED, STARTING, STOPPING, ServerState
 from edgepilot.serve.wire import NOTE_HEADER, error_body, note_header, sse, with_notes, worker_error
 
@@ -69,6 +70,7 @@ class Front:
         self.short_ctx = short_ctx
         self.native, self.n_ctx = native, n_ctx
         self.pin_slots = native and short_ctx > 0  # each lane pinned to a slot of its own
+        self.kept_slot: KeptSlot | None = None
         self.short_slot = asyncio.Lock()
         self._stats: tuple[float, dict[str, Any] | None] = (0.0, None)
 
@@ -202,7 +204,13 @@ class Front:
             except ConversationTooLong as exc:
                 return await self.error(send, 400, str(exc), code="context_length_exceeded")
             body = pinned_to_slot(body, short) if self.pin_slots else body
-            return await self.relay(path, body, receive, send, notes, lane, seen)
+            kept = None if short else self.kept_slot  # llama-server's main slot on disk (slot_keeper.py)
+            if kept is not None:
+                await kept.before(s.worker)
+            status = await self.relay(path, body, receive, send, notes, lane, seen)
+            if kept is not None and status == 200:
+                kept.after(s.worker)
+            return status
         finally:
             s.in_flight -= 1
             slot.release()

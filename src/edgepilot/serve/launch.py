@@ -24,9 +24,7 @@ class WorkerLaunch:
     verbose: bool = False
     prompt_cpus: list[int] | None = None
     short_ctx: int = 0  # the short lane's context (serve/short_lane.py): a second context or slot; 0: none
-    keep_cache: Path | None = (
-        None  # where a restarted worker finds the main lane's cache (serve/kept_folder.py)
-    )
+    keep_cache: Path | None = None  # where a restarted worker finds its cache (serve/kept_state.py)
 
 
 @dataclass

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 
 from edgepilot.engine.child_env import llama_env
 from edgepilot.engine.native_tools import find_tool
+from edgepilot.engine.server_slots import slot_flags
 from edgepilot.engine.tool_flags import adapt_args, known_flags
 from edgepilot.plan.commands import llama_cpp_command
 from edgepilot.plan.settings import EngineSettings
@@ -73,6 +74,8 @@ class NativeLaunch(WorkerLaunch):
         extra += ["-a", self.model_name]
         if self.cache_reuse is not None:
             extra += ["--cache-reuse", str(self.cache_reuse)]
+        if self.keep_cache is not None:  # the main slot kept on disk (serve/slot_keeper.py)
+            extra += slot_flags(str(self.keep_cache))
         if self.rpc:
             extra += ["--rpc", ",".join(self.rpc), "-ngl", str(self.gpu_layers or 999)]
             settings = replace(settings, device=None, n_gpu_layers=0)  # -dev none would drop the helpers

@@ -11,7 +11,6 @@ answering (503 + Retry-After) while the watchdog brings the worker back.
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import shutil
 import signal
@@ -35,9 +34,12 @@ from edgepilot.plan.types import DoesNotFit
 from edgepilot.serve.config import ServeConfig, default_min_available
 from edgepilot.serve.front import Front
 from edgepilot.serve.kept_folder import NOT_KEPT, KeptFolder
+from edgepilot.serve.listen import bind_front
 from edgepilot.serve.native import NativeLaunch, takes_short_slot
 from edgepilot.serve.planning import ServePlan, checked_inprocess, plan_serve
 from edgepilot.serve.pressure import PressureWatch
+from edgepilot.serve.short_lane import MAIN_SLOT_ID
+from edgepilot.serve.slot_keeper import KeptSlot, SlotCache
 from edgepilot.serve.state import Death, Pressure, ServerState, WorkerInfo
 from edgepilot.serve.wakelock import WakeLock
 from edgepilot.serve.watchdog import Launch, Watchdog
@@ -76,40 +78,6 @@ class ServeStopped:
     restarts: int
     requests: dict[str, int]
     deaths: list[Death]
-
-
-def _free_port(family: int, address: tuple) -> int | None:
-    """A port free on this address right now (the kernel's pick), to name in the error."""
-    try:
-        with socket.socket(family, socket.SOCK_STREAM) as probe:
-            probe.bind((address[0], 0, *address[2:]))
-            return int(probe.getsockname()[1])
-    except OSError:
-        return None
-
-
-def bind_front(host: str, port: int) -> socket.socket:
-    try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-    except socket.gaierror as exc:
-        raise UserError(f"cannot resolve --host {host}: {exc}") from None
-    family, kind, proto, _, address = infos[0]
-    sock = socket.socket(family, kind, proto)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind(address)
-        sock.listen(128)
-    except OSError as exc:
-        sock.close()
-        if exc.errno == errno.EADDRINUSE:
-            free = _free_port(family, address)
-            other = f"--port {free} is free now" if free else "choose another --port"
-            raise UserError(f"port {port} on {host} is in use: {other} (--port 0 picks one)") from None
-        if exc.errno == errno.EACCES:
-            raise UserError(f"no permission to listen on port {port}: use a port above 1023") from None
-        raise UserError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
-    sock.set_inheritable(False)
-    return sock
 
 
 def front_config(front: Front) -> Any:
@@ -271,7 +239,8 @@ class Supervisor:
         config, plan = self.config, self.plan
         self.port = sock.getsockname()[1]
         sock_dir = Path(tempfile.mkdtemp(prefix="edgepilot-serve-"))  # 0700: the worker's socket, ours alone
-        self.kept = KeptFolder(plan.model) if config.cache_reuse and self.native is None else NOT_KEPT
+        cluster = self.native is not None and self.native.rpc  # the helpers hold part of the cache
+        self.kept = KeptFolder(plan.model) if config.cache_reuse and not cluster else NOT_KEPT
         if self.kept.note:
             self.log(f"note: {self.kept.note}")
         socket_path = str(sock_dir / "worker.sock")
@@ -323,6 +292,10 @@ class Supervisor:
             self.state.thermal = thermal.status
         lanes = {"n_ctx": plan.settings.n_ctx, "short_ctx": plan.short_ctx, "native": self.native is not None}
         front = Front(config, self.state, socket_path, self.log, plan.predicted_peak_bytes, **lanes)
+        if self.native is not None and self.kept.path is not None:
+            slot = MAIN_SLOT_ID if front.pin_slots else 0
+            cache = SlotCache(self.kept.path, socket_path, plan.model, plan.settings, slot)
+            front.kept_slot = KeptSlot(cache, self.log)
         self.server = uvicorn.Server(front_config(front))
         previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
         try:
