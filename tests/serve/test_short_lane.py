@@ -73,7 +73,6 @@ def test_a_small_request_is_answered_within_5_s_while_the_largest_allowed_one_ru
     # seconds already, so the bound grows with what it takes here and now (never less than 5 s)
     code, _, alone = laned.chat(small)
     assert code == 200
-    bound = max(SMALL_DEADLINE, 3 * alone)
     maximal = _maximal(laned)
     first: list[tuple[int, dict, float]] = []
     runner = threading.Thread(target=lambda: first.append(laned.chat(maximal)))
@@ -82,6 +81,9 @@ def test_a_small_request_is_answered_within_5_s_while_the_largest_allowed_one_ru
     code, body, waited = laned.chat(small)
     still_running = runner.is_alive()
     runner.join(600)
+    _, _, again = laned.chat(small)  # alone once more: the machine's load may have changed meanwhile
+    alone = max(alone, again)
+    bound = max(SMALL_DEADLINE, 3 * alone)
     assert code == 200 and body["choices"][0]["message"]["content"], body
     assert first and first[0][0] == 200, first
     _, big, big_took = first[0]
