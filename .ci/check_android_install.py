@@ -40,7 +40,7 @@ import pip_check  # noqa: E402  (.ci/ is not a package)
 from pip_check import ROOT, normalize  # noqa: E402
 
 SIM = ROOT / "tests" / "android" / "sim"
-# Compiled, but installed by Termux's package manager before pip runs (README's Termux section).
+# Compiled, but installed by Termux's package manager before pip runs (README's set-up, docs/android.md).
 TERMUX_SHIPS = {"numpy": "python-numpy", "psutil": "python-psutil"}
 # Projects published as an sdist only whose build was checked to compile nothing (pure Python): none so far.
 PURE_SDISTS: set[str] = set()

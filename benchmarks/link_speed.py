@@ -161,7 +161,7 @@ def _f(v: float | None) -> str:
 
 
 def show(gen1: float, prompt1: float, plan: ClusterPlan, rows: list[Row]) -> None:
-    """At 50 columns (the README quotes it)."""
+    """At 50 columns (docs/cluster.md quotes it)."""
     print(f"one device: generation {gen1:.1f} t/s, prompt {prompt1:.1f} t/s")
     main = plan.main
     first, last = plan.helpers[0].first_layer, main.end_layer - 1 if main else -1

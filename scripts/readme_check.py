@@ -1,11 +1,17 @@
 #!/usr/bin/env python3
-"""Check (or regenerate) the outputs README.md shows, by running its ```console commands on the current code.
+"""Check (or regenerate) the outputs README.md and docs/*.md show, by running their ```console commands.
 
-    python scripts/readme_check.py          # exit 1 with a diff when an output no longer has the shown shape
-    python scripts/readme_check.py --write  # replace the shown outputs of the commands it runs
+    python scripts/readme_check.py                        # exit 1 with a diff when an output changed shape
+    python scripts/readme_check.py --write                # replace the shown outputs of the commands it runs
+    python scripts/readme_check.py --readme docs/fit.md   # that page only (repeat --readme for more)
+
+The pages are README.md and every docs/*.md (not docs/research/), in PAGES order: the order the manual's
+sections had when it was one README, so commands that depend on earlier ones (in the one scratch folder and
+data directory they all share) still come after them; a page not in PAGES comes last. A difference is reported
+with its page and line (`docs/fit.md:12: $ edgepilot ...`), and --write writes each output back into its page.
 
 Each `$ edgepilot ...` line of a ```console block (with `\\` continuations) is a command; the lines up to the
-next `$` are its shown output. Commands run in a scratch folder where the README's short names exist: the
+next `$` are its shown output. Commands run in a scratch folder where the pages' short names exist: the
 SmolLM2 test model, the bundled Gemma, the 7B header padded to its full size, `tests/` of this checkout, a
 `notes.txt`. COLUMNS is the width the output was rendered at (its longest line rounded up to 80, 100 or 120),
 the data directory a fresh one (no tuned profile, no calibration).
@@ -15,8 +21,10 @@ first words may differ; labels, table headers and the number of table columns ma
 wrapped (` \\` continuations, or under its label) is one line (`logical_lines`): where a path's length puts
 the breaks (a longer HOME, TMPDIR) does not change the shape. The words a model streams in `edgepilot run`
 are never compared (`shape`): they are the machine's CPU kernels' as much as the model's. An elision line in
-the README (`(...)`, `...`, `…`, `(the thread-sweep plot)`) stands for any number of lines. Commands that
-cannot run here are in SKIP, each with its reason.
+a page (`(...)`, `...`, `…`, `(the thread-sweep plot)`) stands for any number of lines. Commands that
+cannot run here are in SKIP, each with its reason; an occurrence number in SKIP counts across README.md and
+docs/*.md in PAGES order, whichever of them are checked (`counted`; other files given with --readme come
+after them).
 """
 
 from __future__ import annotations
@@ -37,13 +45,39 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+# README.md first (its tour repeats some commands of the pages), then the pages in the order their sections
+# had in the one-file README: a command that needs an earlier one's files (in the shared scratch folder and
+# data directory) still runs after it, and SKIP's occurrence numbers pick the same commands.
+PAGES = (
+    "README.md",
+    "docs/install.md",
+    "docs/android.md",
+    "docs/testing.md",
+    "docs/run.md",
+    "docs/probe.md",
+    "docs/inspect.md",
+    "docs/fit.md",
+    "docs/doctor.md",
+    "docs/bench-and-tune.md",
+    "docs/chat.md",
+    "docs/serve.md",
+    "docs/build.md",
+    "docs/cluster.md",
+    "docs/gpu.md",
+    "docs/models.md",
+    "docs/benchmarks.md",
+    "docs/how-it-is-built.md",
+    "docs/limits.md",
+)
 TIMEOUT_S = 120
 
-# (regex searched in the command, occurrence among the commands it matches or None for all, reason)
+# (regex searched in the command, occurrence among the commands it matches in all the default pages (in PAGES
+# order, `counted`) or None for all, reason)
 SKIP: list[tuple[str, int | None, str]] = [
-    (
+    (  # 1: README's tour, 2: docs/run.md in-process, 3: docs/run.md on llama-server
         r"^edgepilot run SmolLM2-135M-Instruct\.Q4_1\.gguf -p \"Give me one tip",
-        2,
+        3,
         "shown from the packaged lane (Debian's llama.cpp 0.7.0 in a chroot)",
     ),
     (r"^edgepilot bench ", None, "a measurement: speeds are this machine's load, and sweeps take a while"),
@@ -162,7 +196,7 @@ def generated_span(command: str, lines: list[str]) -> tuple[int, int] | None:
 
 
 def shape(lines: list[str], command: str = "", shown: bool = False) -> list[tuple[list[str], str | None]]:
-    """The logical lines of a command's output, each with its kind (None: a README elision, when `shown`).
+    """The logical lines of a command's output, each with its kind (None: a page's elision, when `shown`).
 
     A model's words are one line of the kind GENERATED, whatever they are: which words a model says depends
     on the CPU kernels llama.cpp picks on a machine. The summary after them is one line too (print_items
@@ -183,11 +217,31 @@ def kinds(lines: list[str], command: str = "", shown: bool = False) -> list[str 
 @dataclass
 class Command:
     text: str  # the command as typed, continuations joined
-    first: int  # index of its `$` line in README lines
+    first: int  # index of its `$` line in its page's lines
     out_start: int
     out_end: int  # exclusive; trailing blank lines are left out
     width: int
     shown: list[str] = field(default_factory=list)
+    page: Path = README  # the file it is shown in
+
+    @property
+    def where(self) -> str:
+        """`page:line` of its `$` line, the page relative to the checkout when it is in it."""
+        return f"{display(self.page)}:{self.first + 1}"
+
+
+def display(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(ROOT))
+    except ValueError:
+        return str(path)
+
+
+def default_pages() -> list[Path]:
+    """README.md and docs/*.md (not docs/research/), in PAGES order; pages not in PAGES after them, sorted."""
+    listed = [ROOT / name for name in PAGES]
+    others = sorted(p for p in DOCS.glob("*.md") if p not in listed)
+    return [p for p in listed if p.is_file()] + others
 
 
 WIDTHS = (80, 100, 120)
@@ -200,7 +254,7 @@ def render_width(longest: int) -> int:
     return next((w for w in WIDTHS if w >= longest), WIDTHS[-1])
 
 
-def parse(lines: list[str]) -> list[Command]:
+def parse(lines: list[str], page: Path = README) -> list[Command]:
     cmds: list[Command] = []
     i = 0
     while i < len(lines):
@@ -227,7 +281,7 @@ def parse(lines: list[str]) -> list[Command]:
                 stop -= 1
             shown = lines[j + 1 : stop]
             width = render_width(max((len(x) for x in shown), default=0))
-            cmd = Command(_strip_comment(text), first, j + 1, stop, width, shown)
+            cmd = Command(_strip_comment(text), first, j + 1, stop, width, shown, page)
             cmds.append(cmd)
             j = k
         i = end + 1
@@ -237,6 +291,20 @@ def parse(lines: list[str]) -> list[Command]:
 def _strip_comment(text: str) -> str:
     m = re.search(r"\s{2,}#", text)
     return (text[: m.start()] if m else text).strip()
+
+
+def counted(checked: dict[Path, list[Command]]) -> list[Command]:
+    """The commands SKIP's occurrence numbers count among: those of every default page, in order, then those
+    of the pages checked that are not default pages. A page checked alone (--readme docs/run.md) thus skips
+    the commands the whole check skips in it."""
+    defaults = default_pages()
+    universe: list[Command] = []
+    for page in defaults:
+        if page in checked:
+            universe += checked[page]
+        else:
+            universe += parse(page.read_text(encoding="utf-8").splitlines(), page)
+    return universe + [cmd for page, cmds in checked.items() if page not in defaults for cmd in cmds]
 
 
 def skip_reason(cmds: list[Command], cmd: Command) -> str | None:
@@ -257,7 +325,7 @@ def _package_dir(name: str) -> Path:
 
 
 def scratch(where: Path) -> None:
-    """The README's short names, in the folder commands run in."""
+    """The pages' short names, in the folder commands run in."""
     sys.path.insert(0, str(ROOT / "src"))
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from edgepilot.gguf.resolve import bundled_model_path
@@ -339,7 +407,7 @@ def align(shown: list[str], produced: list[str], command: str = "") -> list[int 
 def rewrite(
     shown: list[str], produced: list[str], pairs: list[int | None] | None, command: str = ""
 ) -> list[str]:
-    """The new shown output: the produced lines, keeping the README's elisions (a whole elided stretch, or a
+    """The new shown output: the produced lines, keeping the page's elisions (a whole elided stretch, or a
     line cut with a trailing `...` whose start still matches)."""
     if pairs is None or not any(p is None for p in pairs) and not any(_cut(x) for x in shown):
         return produced
@@ -363,13 +431,22 @@ def _cut(line: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--write", action="store_true", help="regenerate the shown outputs in README.md")
-    ap.add_argument("--readme", type=Path, default=README)
+    ap.add_argument("--write", action="store_true", help="regenerate the shown outputs in the pages checked")
+    ap.add_argument(
+        "--readme",
+        type=Path,
+        action="append",
+        metavar="FILE",
+        help="check this file only (repeatable); default: README.md and docs/*.md, not docs/research/",
+    )
     ap.add_argument("-v", "--verbose", action="store_true", help="print each command's width and time")
     args = ap.parse_args(argv)
     started = time.monotonic()
-    lines = args.readme.read_text(encoding="utf-8").splitlines()
-    cmds = parse(lines)
+    pages = [page.resolve() for page in args.readme] if args.readme else default_pages()
+    texts = {page: page.read_text(encoding="utf-8").splitlines() for page in pages}
+    per_page = {page: parse(lines, page) for page, lines in texts.items()}
+    cmds = [cmd for page_cmds in per_page.values() for cmd in page_cmds]
+    universe = counted(per_page)
     checked, skipped, failures = 0, [], []
     replacements: list[tuple[Command, list[str]]] = []
     with tempfile.TemporaryDirectory(prefix="readme-check-") as tmp:
@@ -378,15 +455,15 @@ def main(argv: list[str] | None = None) -> int:
         data.mkdir()
         scratch(where)
         for cmd in cmds:
-            reason = skip_reason(cmds, cmd)
+            reason = skip_reason(universe, cmd)
             if reason:
-                skipped.append((cmd.text, reason))
+                skipped.append((cmd.where, cmd.text, reason))
                 continue
             checked += 1
             t0 = time.monotonic()
             produced = run(cmd, where, data)
             if args.verbose:
-                print(f"{time.monotonic() - t0:5.1f} s  COLUMNS={cmd.width}  $ {cmd.text[:80]}")
+                print(f"{time.monotonic() - t0:5.1f} s  COLUMNS={cmd.width}  {cmd.where}: $ {cmd.text[:80]}")
             pairs = align(cmd.shown, produced, cmd.text)
             if args.write:
                 new = rewrite(cmd.shown, produced, pairs, cmd.text)
@@ -397,16 +474,19 @@ def main(argv: list[str] | None = None) -> int:
     for cmd, produced in failures:
         shown_k = ["(...)" if k is None else k for k in kinds(cmd.shown, cmd.text, shown=True)]
         made_k = kinds(produced, cmd.text)
-        diff = difflib.unified_diff(shown_k, made_k, "README (shown)", "produced", lineterm="")
-        print(f"README.md:{cmd.first + 1}: $ {cmd.text}: the output no longer has the shown shape")
+        diff = difflib.unified_diff(shown_k, made_k, f"{display(cmd.page)} (shown)", "produced", lineterm="")
+        print(f"{cmd.where}: $ {cmd.text}: the output no longer has the shown shape")
         print("\n".join(diff))
         print()
-    if replacements:
-        for cmd, new in sorted(replacements, key=lambda r: -r[0].first):
+    for page, lines in texts.items():  # each page's outputs from its last line up: earlier indices stay valid
+        mine = [(cmd, new) for cmd, new in replacements if cmd.page == page]
+        for cmd, new in sorted(mine, key=lambda r: -r[0].first):
             lines[cmd.out_start : cmd.out_end] = new
-        args.readme.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    for text, reason in skipped:
-        print(f"skipped: $ {text[:70]}{'…' if len(text) > 70 else ''} — {reason}")
+        if mine:
+            page.write_text("\n".join(lines) + "\n", encoding="utf-8")
+            print(f"rewrote {len(mine)} output(s) in {display(page)}")
+    for where, text, reason in skipped:
+        print(f"skipped: {where}: $ {text[:70]}{'…' if len(text) > 70 else ''} — {reason}")
     verb = f"{len(replacements)} rewritten" if args.write else f"{len(failures)} differ"
     print(
         f"readme_check: {checked} commands checked, {verb}, {len(skipped)} skipped (reasons above)"

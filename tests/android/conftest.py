@@ -1,6 +1,6 @@
 """The Android lane: the real CLI, real models and the real in-process llama.cpp, on a SIMULATED Android
 interpreter (sim/sitecustomize.py: this machine's Python reporting what PEP 738 says Android's Python
-reports). Not a phone: see README's testing section."""
+reports). Not a phone: see docs/testing.md."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The README's shown outputs still come from the current code: scripts/readme_check.py runs them (CI runs it
-through this test) and compares their shape."""
+"""The outputs README.md and docs/*.md show still come from the current code: scripts/readme_check.py runs
+them (CI runs it through this test) and compares their shape."""
 
 from __future__ import annotations
 
@@ -174,10 +174,13 @@ def test_the_readme_check_does_not_depend_on_the_length_of_home(long_home):
 
 
 def _section(command: str) -> list[str]:
-    """README.md's console block of one command, as a README of its own."""
-    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
-    start = lines.index(f"$ {command}")
-    return ["```console", *lines[start : lines.index("```", start)], "```"]
+    """The console block of one command, as a page of its own: the first in README.md, else in docs/*.md."""
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        lines = page.read_text(encoding="utf-8").splitlines()
+        if f"$ {command}" in lines:
+            start = lines.index(f"$ {command}")
+            return ["```console", *lines[start : lines.index("```", start)], "```"]
+    raise AssertionError(f"no page shows `$ {command}`")
 
 
 def _readme(path: Path, lines: list[str]) -> str:

@@ -1,5 +1,5 @@
 """One verdict for every tool: damaged copies of the real SmolLM2 file are refused by `fit`, `run` and the
-loaders with one line (exit 2), and reported by `inspect` (exit 1), as README documents."""
+loaders with one line (exit 2), and reported by `inspect` (exit 1), as docs/inspect.md documents."""
 
 from __future__ import annotations
 

@@ -22,7 +22,7 @@ from edgepilot.gguf.gguf_info import file_type_name
 from edgepilot.store.compare import compare_models
 from edgepilot.store.quantize import REFERENCE_KEY, quantize_model
 
-TYPES = ["Q8_0", "Q4_K_M", "Q4_0", "Q2_K"]  # most bits first (on SmolLM2's 576-wide rows, see README)
+TYPES = ["Q8_0", "Q4_K_M", "Q4_0", "Q2_K"]  # most bits first (on SmolLM2's 576-wide rows, see docs/models.md)
 
 
 @pytest.fixture(scope="session")

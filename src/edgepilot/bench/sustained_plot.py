@@ -56,7 +56,7 @@ def terminal_chart(
     fig.draw(fig.signal(xs, speeds).lines())
     fig.label("t/s", axis="y")
     if temps:
-        # dots, so that the two read apart without colour (a pipe, the README); the title says which is which
+        # dots, so that the two read apart without colour (a pipe, the docs); the title says which is which
         # (a legend box would cover a quarter of a 50-column chart)
         hot = fig.signal([x for x, _ in temps], [c for _, c in temps], yside="right", marker="·")
         fig.draw(hot.lines())
