@@ -263,46 +263,48 @@ def insert_run(
     return int(cur.lastrowid)
 
 
+def insert_results(con: sqlite3.Connection, run_id: int, rows: list[dict[str, Any]]) -> None:
+    """`results` rows of a run, each a {column: value} of the same columns (named here, never from input)."""
+    if not rows:
+        return
+    columns = ["run_id", *rows[0]]
+    sql = f"INSERT INTO results ({', '.join(columns)}) VALUES ({','.join('?' * len(columns))})"
+    con.executemany(sql, [(run_id, *row.values()) for row in rows])
+
+
 def save_report(report: BenchReport, kind: str = "bench", path: Path | None = None) -> int:
     with connect(path) as con:
         run_id = insert_run(con, report, kind, report.bandwidth_gbs, report.bytes_per_token)
-        con.executemany(
-            "INSERT INTO results (run_id, test, n_prompt, n_gen, n_threads, cores, n_batch, n_ubatch,"
-            " flash_attn, type_k, type_v, use_mmap, repack, device, n_gpu_layers, avg_ts, stddev_ts,"
-            " samples_ts, temp_start_c, temp_max_c, watts, joules_per_token, throttled, roofline, test_time)"
-            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            [_result_values(run_id, row) for row in report.rows],
-        )
+        insert_results(con, run_id, [_result_values(row) for row in report.rows])
     report.run_id = run_id
     report.db_path = str(path or db_path())
     return run_id
 
 
-def _result_values(run_id: int, row: BenchRow) -> tuple:
-    return (
-        run_id,
-        row.test,
-        row.n_prompt,
-        row.n_gen,
-        row.n_threads,
-        cpulist(row.cores) if row.cores else None,
-        row.n_batch,
-        row.n_ubatch,
-        int(row.flash_attn),
-        row.type_k,
-        row.type_v,
-        int(row.use_mmap),
-        int(row.repack),
-        row.device,
-        row.n_gpu_layers,
-        row.avg_ts,
-        row.stddev_ts,
-        json.dumps(row.samples_ts),
-        row.temp_start_c,
-        row.temp_max_c,
-        row.watts,
-        row.joules_per_token,
-        None if row.throttled is None else int(row.throttled),
-        row.roofline,
-        row.test_time,
-    )
+def _result_values(row: BenchRow) -> dict[str, Any]:
+    return {
+        "test": row.test,
+        "n_prompt": row.n_prompt,
+        "n_gen": row.n_gen,
+        "n_threads": row.n_threads,
+        "cores": cpulist(row.cores) if row.cores else None,
+        "n_batch": row.n_batch,
+        "n_ubatch": row.n_ubatch,
+        "flash_attn": int(row.flash_attn),
+        "type_k": row.type_k,
+        "type_v": row.type_v,
+        "use_mmap": int(row.use_mmap),
+        "repack": int(row.repack),
+        "device": row.device,
+        "n_gpu_layers": row.n_gpu_layers,
+        "avg_ts": row.avg_ts,
+        "stddev_ts": row.stddev_ts,
+        "samples_ts": json.dumps(row.samples_ts),
+        "temp_start_c": row.temp_start_c,
+        "temp_max_c": row.temp_max_c,
+        "watts": row.watts,
+        "joules_per_token": row.joules_per_token,
+        "throttled": None if row.throttled is None else int(row.throttled),
+        "roofline": row.roofline,
+        "test_time": row.test_time,
+    }
