@@ -92,6 +92,16 @@ class Served:
             time.sleep(0.3)
         raise AssertionError(f"not ready within {timeout} s: {self.stderr()}")
 
+    def ready_again(self, old_pid: int, timeout: float = 120) -> dict[str, Any]:
+        """The status once a new worker (not `old_pid`) is ready: after the watchdog restarted it."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            status = self.status()
+            if status["phase"] == "ready" and status["worker"]["pid"] != old_pid:
+                return status
+            time.sleep(0.3)
+        raise AssertionError(self.stderr())
+
     def stderr(self) -> str:
         return self.stderr_path.read_text(errors="replace")
 

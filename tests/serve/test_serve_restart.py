@@ -108,16 +108,6 @@ def test_killed_worker_comes_back_and_answers(restartable):
     assert "SIGKILL) after" in restartable.stderr() and "unknown" in restartable.stderr()
 
 
-def _wait_ready_again(served: Served, old_pid: int) -> dict:
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        status = served.status()
-        if status["phase"] == "ready" and status["worker"]["pid"] != old_pid:
-            return status
-        time.sleep(0.3)
-    raise AssertionError(served.stderr())
-
-
 def _wait_for(check, what: str, timeout: float = 30) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -135,7 +125,7 @@ def test_a_kill_under_memory_pressure_shrinks_the_context(restartable):
     try:
         _wait_for(lambda: restartable.status()["pressure"]["psi_some_avg10"] == 40.0, "the memory watch")
         os.kill(before["worker"]["pid"], signal.SIGKILL)
-        after = _wait_ready_again(restartable, before["worker"]["pid"])
+        after = restartable.ready_again(before["worker"]["pid"])
     finally:
         write_device(device)  # memory is back
     death = after["deaths"][-1]
@@ -151,7 +141,7 @@ def test_a_crash_after_memory_returns_grows_the_context_back(restartable):
     assert before["worker"]["n_ctx"] < 1024  # shrunk by the memory kill above
     _wait_for(lambda: not restartable.status()["pressure"]["gated"], "the memory gate to open")
     os.kill(before["worker"]["pid"], signal.SIGSEGV)
-    after = _wait_ready_again(restartable, before["worker"]["pid"])
+    after = restartable.ready_again(before["worker"]["pid"])
     death = after["deaths"][-1]
     assert death["signal_name"] == "SIGSEGV"
     assert death["cause"] not in MEMORY_CAUSES
@@ -165,7 +155,7 @@ def test_a_crash_after_memory_returns_grows_the_context_back(restartable):
 def test_a_crash_restarts_with_the_same_context(restartable):
     before = restartable.status()
     os.kill(before["worker"]["pid"], signal.SIGSEGV)
-    after = _wait_ready_again(restartable, before["worker"]["pid"])
+    after = restartable.ready_again(before["worker"]["pid"])
     death = after["deaths"][-1]
     assert death["signal_name"] == "SIGSEGV"
     assert death["cause"] not in MEMORY_CAUSES
@@ -188,7 +178,7 @@ def test_the_503_names_what_the_watchdog_saw(restartable):
         time.sleep(0.05)
     assert "the model server is restarting after the worker was killed (SIGKILL)" in messages, messages
     assert not any("after unknown" in m for m in messages), messages
-    death = _wait_ready_again(restartable, before["worker"]["pid"])["deaths"][-1]
+    death = restartable.ready_again(before["worker"]["pid"])["deaths"][-1]
     assert death["seen"] == "the worker was killed (SIGKILL)", death
 
 

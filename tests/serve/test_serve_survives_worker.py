@@ -57,13 +57,7 @@ def _ask_and_keep(served: Served, messages: list[dict], i: int) -> dict:
 def _kill_worker(served: Served) -> dict:
     old = served.status()["worker"]["pid"]
     os.kill(old, signal.SIGKILL)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        status = served.status()
-        if status["phase"] == "ready" and status["worker"]["pid"] != old:
-            return status
-        time.sleep(0.3)
-    raise AssertionError(served.stderr())
+    return served.ready_again(old)
 
 
 def test_after_a_worker_kill_the_next_request_processes_only_its_new_tokens(kept):
