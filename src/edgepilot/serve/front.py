@@ -220,11 +220,10 @@ class Front:
         own."""
         if not self.native or short or path != CHAT_PATH:
             return admitted.body, admitted.notes
-        a = admitted
+        a, worker = admitted, self.state.worker
+        n_ctx = worker.n_ctx if worker is not None else self.n_ctx  # smaller after a restart on a memory kill
         try:
-            got = await asyncio.to_thread(
-                fit_chat, self.socket_path, a.body, a.chars, a.n_messages, self.n_ctx
-            )
+            got = await asyncio.to_thread(fit_chat, self.socket_path, a.body, a.chars, a.n_messages, n_ctx)
         except TokenCountFailed:  # llama-server says what it says about the request as it came
             return admitted.body, admitted.notes
         return got.body, [*got.notes, *admitted.notes]
