@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import stat
 import tempfile
 from collections.abc import Iterable, Iterator
@@ -27,6 +28,11 @@ PathLike = str | os.PathLike[str]
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 PARTIAL_FIX = "remove it (or make it writable to you) and try again"
+
+
+def name_part(name: str, limit: int = 80) -> str:
+    """A name from outside (a model's file name) made safe as part of a file name we write."""
+    return re.sub(r"[^A-Za-z0-9._-]", "_", name)[:limit]
 
 
 def _kind(mode: int) -> str:

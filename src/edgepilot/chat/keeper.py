@@ -13,7 +13,6 @@ began: `chat --resume` takes the newest of the model's.
 from __future__ import annotations
 
 import json
-import re
 import threading
 import time
 from dataclasses import dataclass
@@ -23,7 +22,7 @@ from pathlib import Path
 from edgepilot.datadir import data_dir
 from edgepilot.errors import UserError
 from edgepilot.kept import read_json
-from edgepilot.safe_write import atomic_write, ensure_dir
+from edgepilot.safe_write import atomic_write, ensure_dir, name_part
 
 SUFFIX = ".session"
 PENDING = ".pending"
@@ -39,7 +38,7 @@ def sessions_dir() -> Path:
 
 def model_prefix(model: Path) -> str:
     """The file-name prefix of a model's sessions: its file name, made safe as a file name."""
-    return re.sub(r"[^A-Za-z0-9._-]", "_", model.name)[:80] + "--"
+    return name_part(model.name) + "--"
 
 
 def new_session_path(model: Path) -> Path:

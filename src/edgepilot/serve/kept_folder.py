@@ -7,12 +7,11 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import re
 from pathlib import Path
 
 from edgepilot.datadir import data_dir
 from edgepilot.errors import UserError
-from edgepilot.safe_write import ensure_dir
+from edgepilot.safe_write import ensure_dir, name_part
 
 LOCK = "lock"
 
@@ -24,8 +23,7 @@ class KeptFolder:
         self.path: Path | None = None
         self.note = ""
         self._fd: int | None = None
-        name = re.sub(r"[^A-Za-z0-9._-]", "_", model.name)[:80] or "model"
-        folder = data_dir() / "serve-cache" / name
+        folder = data_dir() / "serve-cache" / (name_part(model.name) or "model")
         try:
             ensure_dir(folder, what="serve's cache folder")
             os.chmod(folder, 0o700)

@@ -93,7 +93,7 @@ class KeptState:
         (self.folder / RESTORING).unlink(missing_ok=True)
 
     def temp(self) -> Path:
-        """A fresh file name for llama.cpp to write the state to (commit() or discard() it)."""
+        """A fresh file name for llama.cpp to write the state to (commit() it, or unlink it)."""
         fd, tmp = fresh_temp(self.folder, ".main-", ".state")
         os.close(fd)
         return tmp

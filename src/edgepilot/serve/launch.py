@@ -56,7 +56,7 @@ class Launch(WorkerLaunch):
             args += ["--max-prompt-tokens", str(self.max_prompt_tokens)]
         if self.short_ctx:
             args += ["--short-ctx", str(self.short_ctx)]
-        if self.keep_cache is not None and self.cache_reuse:
+        if self.keep_cache is not None:  # set only with cache reuse (server.py)
             args += ["--keep-cache", str(self.keep_cache)]
         if self.max_temp_c is not None:
             args += ["--max-temp", f"{self.max_temp_c:g}", "--watch-root", str(self.watch_root)]
