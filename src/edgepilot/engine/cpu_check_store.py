@@ -17,11 +17,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from edgepilot.datadir import DATA_FIX, data_dir, writable_data_folder
 from edgepilot.engine.checked_run import checked_at_now
-from edgepilot.errors import UserError
-from edgepilot.file_errors import escaped, is_denied, note_once, refused_where
-from edgepilot.untrusted import loads_json, read_capped
+from edgepilot.kept import KeyedCache
 
 CACHE_NAME = "cpu-checks.json"
 CACHE_FILE = 128 << 10
@@ -30,10 +27,11 @@ FORMAT = 1
 KEPT_OUTCOMES = ("ok", "crashed", "failed")
 MAX_TEXT = 400
 MAX_LINES = 12
-
-
-def cache_path() -> Path:
-    return data_dir() / CACHE_NAME
+CACHE = KeyedCache(
+    name=CACHE_NAME, section="checks", most=MAX_ENTRIES, form=FORMAT, limit=CACHE_FILE,
+    what="the CPU check cache", then="the library is checked again",
+    refused="the library is checked again and the result not kept",
+)  # fmt: skip
 
 
 def _stat(path: Path) -> str:
@@ -94,33 +92,10 @@ def valid_check(entry: Any) -> dict[str, Any] | None:
     }
 
 
-def _read(quiet: bool = False) -> dict[str, Any] | None:
-    """The remembered checks by key ({} when none or damaged); None when permissions keep the file from us
-    (noted once unless quiet): then it is neither used nor written over."""
-    path = cache_path()
-    try:
-        data = loads_json(read_capped(path, CACHE_FILE))
-    except OSError as exc:
-        if is_denied(exc):
-            if quiet:
-                return None
-            note_once(
-                f"cannot read the CPU check cache {escaped(path)} ({refused_where(path, exc)}): the library "
-                f"is checked again and the result not kept; {DATA_FIX}"
-            )
-            return None
-        return {}
-    except (ValueError, UserError):
-        return {}
-    if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(data.get("checks"), dict):
-        return {}
-    return {k: v for k, v in data["checks"].items() if isinstance(k, str) and isinstance(v, dict)}
-
-
 def load(key: str, quiet: bool = False) -> dict[str, dict[str, Any]] | None:
     """The remembered modes of one key: {"full": check, "plain": check?}; None when there is none usable.
     quiet: say nothing of a file the permissions keep from us (fit and probe only look)."""
-    entry = (_read(quiet) or {}).get(key)
+    entry = (CACHE.entries(quiet) or {}).get(key)
     if not isinstance(entry, dict):
         return None
     full = valid_check(entry.get("full"))
@@ -133,21 +108,4 @@ def load(key: str, quiet: bool = False) -> dict[str, dict[str, Any]] | None:
 def store(key: str, modes: dict[str, dict[str, Any]]) -> str | None:
     """Remember one library's checks (oldest dropped first, and again until the file is under its cap).
     The reason when it could not be saved."""
-    from edgepilot.safe_write import write_text
-
-    checks = _read()
-    if checks is None:
-        return f"cannot read {escaped(cache_path())}, so it is not written over"
-    checks.pop(key, None)
-    checks[key] = {**modes, "stored_at": checked_at_now()}
-    kept = dict(list(checks.items())[-MAX_ENTRIES:])
-    text = json.dumps({"format": FORMAT, "checks": kept}, indent=1, sort_keys=True) + "\n"
-    while len(text.encode()) > CACHE_FILE and len(kept) > 1:
-        kept.pop(next(iter(kept)))
-        text = json.dumps({"format": FORMAT, "checks": kept}, indent=1, sort_keys=True) + "\n"
-    try:
-        writable_data_folder(cache_path().parent, "the CPU check cache")
-        write_text(cache_path(), text, what="CPU check cache")
-    except UserError as exc:
-        return str(exc)
-    return None
+    return CACHE.store(key, {**modes, "stored_at": checked_at_now()})

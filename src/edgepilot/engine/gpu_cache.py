@@ -26,9 +26,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from edgepilot.datadir import DATA_FIX, data_dir, writable_data_folder
 from edgepilot.errors import UserError
-from edgepilot.file_errors import escaped, is_denied, note_once, refused_where
+from edgepilot.kept import Entries, KeyedCache
 from edgepilot.untrusted import loads_json, read_capped
 
 CACHE_NAME = "gpu-checks.json"
@@ -47,10 +46,15 @@ ICD_DIRS = (
 )
 ANDROID_DRIVERS = ("/vendor/lib64/hw/vulkan.*.so", "/vendor/lib/hw/vulkan.*.so", "/system/lib64/libvulkan.so")
 ENV_PREFIXES = ("VK_", "GGML_VK_")
+CACHE = KeyedCache(
+    name=CACHE_NAME, section="checks", most=MAX_ENTRIES, form=FORMAT, limit=CACHE_FILE, depth=JSON_DEPTH,
+    what="the GPU check cache", then="checked again",
+    refused="drivers are checked again and the results not kept",
+)  # fmt: skip
 
 
 def cache_path() -> Path:
-    return data_dir() / CACHE_NAME
+    return CACHE.path()
 
 
 def _stat(path: str) -> str:
@@ -135,33 +139,14 @@ def check_key(scope_id: str, device: str, description: str) -> str:
     return hashlib.sha256(raw.encode()).hexdigest()[:24]
 
 
-def _read() -> dict[str, dict[str, Any]] | None:
+def _read() -> Entries | None:
     """The remembered checks by key ({} when there are none or the file is damaged); None when permissions
     keep the file from us (noted once): then it is neither used nor written over."""
-    path = cache_path()
-    try:
-        data = loads_json(read_capped(path, CACHE_FILE), max_depth=JSON_DEPTH)
-    except OSError as exc:
-        if is_denied(exc):
-            note_once(
-                f"cannot read the GPU check cache {escaped(path)} ({refused_where(path, exc)}): drivers are "
-                f"checked again and the results not kept; {DATA_FIX}"
-            )
-            return None
-        if not isinstance(exc, FileNotFoundError):
-            note_once(
-                f"the GPU check cache {escaped(path)} is not read ({exc.strerror or exc}): checked again"
-            )
-        return {}
-    except (ValueError, UserError) as exc:
-        note_once(f"the GPU check cache {escaped(path)} is damaged ({str(exc)[:100]}): checked again")
-        return {}
-    form = data.get("format") if isinstance(data, dict) else None
-    if type(form) is not int or form != FORMAT or not isinstance(data.get("checks"), dict):
-        note_once(f"the GPU check cache {escaped(path)} is not edgepilot's (format {FORMAT}): checked again")
-        return {}
-    items = list(data["checks"].items())[-MAX_READ_ENTRIES:]
-    return {k: v for k, v in items if isinstance(k, str) and len(k) <= 64 and _entry_ok(v)}
+    checks = CACHE.entries()
+    if checks is None:
+        return None
+    items = list(checks.items())[-MAX_READ_ENTRIES:]
+    return {k: v for k, v in items if len(k) <= 64 and _entry_ok(v)}
 
 
 def _entry_ok(entry: object) -> bool:
@@ -174,10 +159,6 @@ def _entry_ok(entry: object) -> bool:
 
 def _failed(entry: dict[str, Any]) -> bool:
     return entry.get("ok") is False
-
-
-def _text(checks: dict[str, dict[str, Any]]) -> str:
-    return json.dumps({"format": FORMAT, "checks": checks}, indent=1, allow_nan=False) + "\n"
 
 
 def _oldest_first(checks: dict[str, dict[str, Any]]) -> list[str]:
@@ -201,7 +182,7 @@ def bounded(checks: dict[str, dict[str, Any]], limit: int = CACHE_FILE) -> dict[
         del kept[key]
     for strip in (False, True, None):
         for key in _oldest_first(kept):
-            if len(_text(kept).encode()) <= limit:
+            if len(CACHE.text(kept).encode()) <= limit:
                 return kept
             if strip is False and not _failed(kept[key]):
                 del kept[key]
@@ -219,29 +200,11 @@ def load() -> dict[str, dict[str, Any]]:
 
 def store(key: str, entry: dict[str, Any]) -> str | None:
     """Remember one check (the oldest dropped beyond MAX_ENTRIES). The reason when it could not be saved."""
-    from edgepilot.safe_write import write_text
-
-    checks = _read()
-    if checks is None:
-        return f"cannot read {escaped(cache_path())}, so it is not written over"
-    checks.pop(key, None)
-    checks[key] = {"checked_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **entry}
-    try:
-        text = _text(bounded(checks))
-    except ValueError as exc:  # NaN or a value JSON cannot hold
-        return f"the check could not be written ({exc})"
-    try:
-        writable_data_folder(cache_path().parent, "the GPU check cache")
-        write_text(cache_path(), text, what="GPU check cache")
-    except UserError as exc:
-        return str(exc)
-    return None
+    return CACHE.store(key, {"checked_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **entry}, fit=bounded)
 
 
 def forget(scope_id: str | None = None) -> int:
     """Drop the remembered checks of one scope (None: every one; the next probe checks again). How many."""
-    from edgepilot.safe_write import write_text
-
     checks = _read()
     if not checks:
         return 0
@@ -252,6 +215,5 @@ def forget(scope_id: str | None = None) -> int:
     kept = {k: v for k, v in checks.items() if v.get("scope") != scope_id}
     if len(kept) == len(checks):
         return 0
-    with contextlib.suppress(UserError):
-        write_text(cache_path(), _text(bounded(kept)), what="GPU check cache")
+    CACHE.replace(kept, fit=bounded)  # not kept: the checks are made again
     return len(checks) - len(kept)

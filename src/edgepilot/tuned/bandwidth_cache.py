@@ -15,13 +15,11 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, fields
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from edgepilot.datadir import DATA_FIX, data_dir, writable_data_folder
 from edgepilot.errors import UserError
-from edgepilot.file_errors import escaped, note_once, refused_where
-from edgepilot.kept import MAX_BYTES, MAX_COUNT, Dropped, is_int, is_number, read_json
+from edgepilot.file_errors import note_once
+from edgepilot.kept import MAX_BYTES, MAX_COUNT, Dropped, KeyedCache, is_int, is_number
 
 if TYPE_CHECKING:
     from edgepilot.device.bandwidth import Bandwidth
@@ -32,10 +30,11 @@ CACHE_FILE = 64 << 10
 MAX_ENTRIES = 16
 FORMAT = 1
 NOT_KEPT = ("cached", "latest_bytes_per_s")  # what one command learnt, not the device
-
-
-def cache_path() -> Path:
-    return data_dir() / CACHE_NAME
+CACHE = KeyedCache(
+    name=CACHE_NAME, section="devices", most=MAX_ENTRIES, form=FORMAT, limit=CACHE_FILE,
+    what="the memory bandwidth cache", then="bandwidth is measured again",
+    refused="bandwidth is measured again and not kept",
+)  # fmt: skip
 
 
 def cache_key(cpu: CpuFacts | None = None) -> str:
@@ -45,23 +44,6 @@ def cache_key(cpu: CpuFacts | None = None) -> str:
 
     raw = json.dumps([device_id(cpu=cpu).fingerprint, cpulist(allowed_cpus())])
     return hashlib.sha256(raw.encode()).hexdigest()[:24]
-
-
-def _read() -> dict[str, dict[str, Any]] | None:
-    """Kept figures by key ({} when none or damaged); None when permissions keep the file from us (noted)."""
-    path = cache_path()
-    try:
-        data = read_json(path, CACHE_FILE, "the memory bandwidth cache", "bandwidth is measured again")
-    except OSError as exc:
-        note_once(
-            f"cannot read the memory bandwidth cache {escaped(path)} ({refused_where(path, exc)}): "
-            f"bandwidth is measured again and not kept; {DATA_FIX}"
-        )
-        return None
-    devices = data.get("devices") if isinstance(data, dict) and data.get("format") == FORMAT else None
-    if not isinstance(devices, dict):
-        return {}
-    return {k: v for k, v in devices.items() if isinstance(k, str) and isinstance(v, dict)}
 
 
 # A memory read bandwidth outside these is no measurement of a phone's or a board's memory (a 1e-3 B/s figure
@@ -115,10 +97,10 @@ def _from_entry(entry: dict[str, Any], dropped: Dropped | None = None) -> Bandwi
 
 
 def load(key: str) -> Bandwidth | None:
-    entry = (_read() or {}).get(key)
+    entry = (CACHE.entries() or {}).get(key)
     if entry is None:
         return None
-    dropped = Dropped(cache_path(), "the memory bandwidth cache", "measured again")
+    dropped = Dropped(CACHE.path(), "the memory bandwidth cache", "measured again")
     bw = _from_entry(entry, dropped)
     dropped.note()
     return bw
@@ -126,26 +108,12 @@ def load(key: str) -> Bandwidth | None:
 
 def store(key: str, bw: Bandwidth) -> str | None:
     """Keep a figure (the oldest dropped beyond MAX_ENTRIES). The reason when it could not be kept."""
-    from edgepilot.safe_write import write_text
-
-    kept = _read()
-    if kept is None:
-        return f"cannot read {escaped(cache_path())}, so it is not written over"
-    kept.pop(key, None)
     entry = {k: v for k, v in asdict(bw).items() if k not in NOT_KEPT}
     entry["by_threads"] = {str(t): v for t, v in bw.by_threads.items()}
     bad = _checked(entry)
     if bad is not None:  # what the reader would refuse is not kept
         return f"{bad[0]} {bad[1]!r} is out of range"
-    kept[key] = entry
-    kept = dict(list(kept.items())[-MAX_ENTRIES:])
-    text = json.dumps({"format": FORMAT, "devices": kept}, indent=1, sort_keys=True) + "\n"
-    try:
-        writable_data_folder(cache_path().parent, "the memory bandwidth cache")
-        write_text(cache_path(), text, what="memory bandwidth cache")
-    except UserError as exc:
-        return str(exc)
-    return None
+    return CACHE.store(key, entry)
 
 
 def machine_bandwidth(

@@ -19,27 +19,32 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from edgepilot.datadir import DATA_FIX, data_dir, writable_data_folder
+from edgepilot.datadir import data_dir
 from edgepilot.engine.choice import EngineInfo
 from edgepilot.engine.load_log import LoggedBuffers
 from edgepilot.engine.native_tools import tool_version
 from edgepilot.errors import UserError
-from edgepilot.file_errors import escaped, note_once, refused_where
+from edgepilot.file_errors import escaped, note_once
 from edgepilot.gguf.arch import ArchParams
 from edgepilot.gguf.gguf_records import GGUFHeader
 from edgepilot.gguf.kv_cache import kv_cache_bytes
-from edgepilot.kept import MAX_BYTES, Dropped, read_json, sealed, unsealed
+from edgepilot.kept import MAX_BYTES, Dropped, KeptFile, sealed, unsealed
 from edgepilot.plan.arithmetic import EngineArithmetic
 from edgepilot.plan.compute import compute_buffer
 from edgepilot.plan.memory_model import VOCAB_BYTES_PER_TOKEN
 from edgepilot.plan.types import FitResult
-from edgepilot.safe_write import write_text
 from edgepilot.tuned.calibration_check import clean_calibration, runtime_floor
 from edgepilot.tuned.offload_calibration import learned_devices, offload_sample, record_offloaded
 
 MAX_FILE_BYTES = 1 << 20
 KEEP_SAMPLES = 8
 FILLED = 0.9  # a run that processed this share of its context shows the running peak
+KEPT = KeptFile(
+    what="the memory calibration",
+    limit=MAX_FILE_BYTES,
+    then="planned without it (the next run's figures replace it)",
+    refused="planned with the pinned llama.cpp's figures and not updated",
+)
 
 
 def version_key(info: EngineInfo) -> str | None:
@@ -58,22 +63,14 @@ def _read(key: str) -> dict[str, Any] | None:
     range (what fails is left out, said once naming the file); None when permissions keep it from us (noted
     once): then it is neither used nor written over."""
     path = _file(key)
-    then = "planned without it (the next run's figures replace it)"
-    try:
-        data = read_json(path, MAX_FILE_BYTES, "the memory calibration", then)
-    except OSError as exc:
-        note_once(
-            f"cannot read the memory calibration {escaped(path)} ({refused_where(path, exc)}): planned with "
-            f"the pinned llama.cpp's figures and not updated; {DATA_FIX}"
-        )
-        return None
-    if data is None:
-        return {}
+    data = KEPT.read(path)
+    if not data:
+        return data
     content = unsealed(data)
     if content is None:
         note_once(
             f"the memory calibration {escaped(path)} does not match its seal (damaged, or not written by "
-            f"edgepilot): {then}"
+            f"edgepilot): {KEPT.then}"
         )
         return {}
     dropped = Dropped(path, "the memory calibration", "planned without those values")
@@ -84,13 +81,9 @@ def _read(key: str) -> dict[str, Any] | None:
 
 def _write(key: str, data: dict[str, Any]) -> None:
     """Keep the calibration; a data folder that refuses only costs the learning (one note), not the run."""
-    path = _file(key)
-    text = _fitting(data)
-    try:
-        writable_data_folder(path.parent, "the memory calibration")
-        write_text(path, text, what="calibration")
-    except UserError as exc:
-        note_once(f"this run's memory figures are not kept: {exc}")
+    why = KEPT.write(_file(key), _fitting(data))
+    if why:
+        note_once(f"this run's memory figures are not kept: {why}")
 
 
 def _fitting(data: dict[str, Any]) -> str:
