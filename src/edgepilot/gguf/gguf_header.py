@@ -14,6 +14,7 @@ from typing import Any
 
 from edgepilot.gguf import ggml_types
 from edgepilot.gguf.gguf_records import GGUFHeader, SkippedValue, TensorInfo, open_checked
+from edgepilot.gguf.header_bytes import RUN, RUN_SPAN, SHORT, Window, step_runs
 
 GGUF_MAGIC = b"GGUF"
 # llama.cpp's limits (ggml/src/gguf.cpp, ggml/include/ggml.h).
@@ -36,37 +37,15 @@ _NAMES = ("u8", "i8", "u16", "i16", "u32", "i32", "f32", "bool", "string", "arra
 TYPE_NAMES = dict(enumerate(_NAMES))
 _SCALAR = {t: "<" + c for t, c in enumerate("BbHhIifb..Qqd") if c != "."}
 STRING, ARRAY = 8, 9
+_U64 = struct.Struct("<Q").unpack_from
 
 
 class _Stop(Exception):
     """The header cannot be parsed further; the reason is already recorded."""
 
 
-class _Source:
-    """A sliding window over the file: memory stays at about CHUNK bytes whatever the header claims."""
-
-    CHUNK = 1 << 20
-
-    def __init__(self, f: Any):
-        self.f = f
-        self.base = 0
-        self.win = b""
-
-    def at(self, pos: int, n: int) -> int:
-        """Make bytes [pos, pos+n) available; return their offset in self.win."""
-        off = pos - self.base
-        if off >= 0 and off + n <= len(self.win):
-            return off
-        self.f.seek(pos)
-        self.win = self.f.read(max(n, self.CHUNK))
-        self.base = pos
-        if len(self.win) < n:
-            raise OSError(f"the file became shorter while being read (at byte {pos})")
-        return 0
-
-
 class _Parser:
-    def __init__(self, src: _Source, limit: int, header: GGUFHeader):
+    def __init__(self, src: Window, limit: int, header: GGUFHeader):
         self.src = src
         self.limit = limit  # bytes we allow ourselves to parse: min(file size, MAX_HEADER_BYTES)
         self.pos = 0
@@ -215,28 +194,36 @@ class _Parser:
         return out if keep else SkippedValue("array[array]", n)
 
     def _skip_strings(self, n: int, key: str) -> None:
-        # The hot loop for tokenizer vocabularies (up to ~262k strings): window checks inlined.
-        src, limit, pos = self.src, self.limit, self.pos
-        unpack = struct.Struct("<Q").unpack_from
-        win, base = src.win, src.base
-        for i in range(n):
-            if pos + 8 > limit:
-                self.pos = pos
-                self._need(8, f"item {i} of '{key}'")
-            off = pos - base
-            if off < 0 or off + 8 > len(win):
-                off = src.at(pos, 8)
-                win, base = src.win, src.base
-            (length,) = unpack(win, off)
-            pos += 8
-            if length > limit - pos:
-                self.pos = pos
-                self.h.add(
-                    "bad-string",
-                    f"item {i} of '{key}': string length {length} exceeds the remaining {limit - pos} bytes",
-                )
-                raise _Stop
-            pos += length
+        """Step over n strings (a vocabulary, merges): short ones in runs, the rest one by one, checked."""
+        src, limit, pos, i = self.src, self.limit, self.pos, 0
+        while i < n:
+            if n - i >= RUN and pos < limit:
+                off = src.at(pos, min(RUN_SPAN, limit - pos))
+                after, stepped = step_runs(src.win, off, min(len(src.win), limit - src.base), (n - i) // RUN)
+                pos, i = pos + after - off, i + stepped
+                if stepped:
+                    continue  # the window ran out, or a string the runs cannot step over is next
+            win, base = src.win, src.base
+            for _ in range(min(RUN, n - i)):  # until past the string that stopped the run
+                if pos + 8 > limit:
+                    self.pos = pos
+                    self._need(8, f"item {i} of '{key}'")
+                off = pos - base
+                if off < 0 or off + 8 > len(win):
+                    off = src.at(pos, 8)
+                    win, base = src.win, src.base
+                (length,) = _U64(win, off)
+                pos += 8
+                if length > limit - pos:
+                    self.pos, what = pos, f"item {i} of '{key}'"
+                    self.h.add(
+                        "bad-string",
+                        f"{what}: string length {length} exceeds the remaining {limit - pos} bytes",
+                    )
+                    raise _Stop
+                pos, i = pos + length, i + 1
+                if length >= SHORT:
+                    break
         self.pos = pos
 
     def kv_pairs(self, n_kv: int) -> None:
@@ -384,7 +371,7 @@ def read_header(path: str | os.PathLike[str]) -> GGUFHeader:
         size = os.fstat(f.fileno()).st_size
         header = GGUFHeader(path=str(path), file_size=size)
         try:
-            _Parser(_Source(f), min(size, MAX_HEADER_BYTES), header).parse()
+            _Parser(Window(f), min(size, MAX_HEADER_BYTES), header).parse()
         except _Stop:
             pass
         except OSError as e:  # EIO on a failing card, a file truncated while we read it
