@@ -39,6 +39,9 @@ def reason(exc: OSError | str) -> str:
     return text[:1].lower() + text[1:]
 
 
+refusal = reason  # the name cli/bench_cmd.py still imports: one wording under two names
+
+
 def _named(what: str, path: PathLike) -> str:
     return f"{what} {path}" if what else str(path)
 
@@ -86,13 +89,6 @@ def no_temporary_folder() -> UserError:
     return cannot_write(where, "no temporary folder is writable", TMPDIR_FIX, what="a temporary file in")
 
 
-def _read_only_fs(folder: Path) -> bool:
-    try:
-        return bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
-    except OSError:
-        return False
-
-
 def check_writable_folder(folder: PathLike, fix: str, *, what: str = "", make: bool = False) -> Path:
     """`folder` as a directory this user can create files in (made with its parents when `make`), or the
     one line naming it and `fix`: called before long work, so a refusal comes before minutes of it."""
@@ -110,9 +106,9 @@ def check_writable_folder(folder: PathLike, fix: str, *, what: str = "", make: b
         raise cannot_write(path, exc, fix, what=what) from None
     if not stat.S_ISDIR(mode):
         raise UserError(f"{_named(what, path)} is not a directory: {fix}")
-    if not os.access(path, os.W_OK | os.X_OK):
-        why = "read-only file system" if _read_only_fs(path) else "permission denied"
-        raise cannot_write(path, why, fix, what=what)
+    refused = folder_refusal(path)
+    if refused is not None:
+        raise cannot_write(path, refused, fix, what=what)
     return path
 
 
@@ -124,10 +120,6 @@ def is_denied(exc: BaseException) -> bool:
 def escaped(path: str | bytes | os.PathLike[str] | int) -> str:
     """A path for a one-line message, escaped as edgepilot.shown escapes names from outside."""
     return shown(os.fsdecode(path) if isinstance(path, (bytes, os.PathLike)) else str(path))
-
-
-def refusal(exc: OSError) -> str:
-    return "read-only file system" if exc.errno == errno.EROFS else "permission denied"
 
 
 def nearest_folder(path: str | os.PathLike[str]) -> Path:
@@ -151,7 +143,7 @@ def folder_refusal(folder: str | os.PathLike[str]) -> OSError | None:
 
 
 def cannot_write_in(folder: str | os.PathLike[str], what: str, exc: OSError, fix: str) -> UserError:
-    return UserError(f"cannot write {what} in {escaped(folder)}: {refusal(exc)}; {fix}")
+    return UserError(f"cannot write {what} in {escaped(folder)}: {reason(exc)}; {fix}")
 
 
 def cannot_read(path: PathLike, exc: OSError | str, fix: str, *, what: str = "") -> UserError:
@@ -163,9 +155,9 @@ def cannot_read(path: PathLike, exc: OSError | str, fix: str, *, what: str = "")
 def refused_where(path: str | os.PathLike[str], exc: OSError) -> str:
     """ "permission denied", naming the folder on the way to `path` that may not be entered, if one is."""
     if exc.errno == errno.EROFS:
-        return refusal(exc)
+        return reason(exc)
     folder = closed_folder(path)
-    return refusal(exc) if folder is None else f"{refusal(exc)} in {escaped(folder)}"
+    return reason(exc) if folder is None else f"{reason(exc)} in {escaped(folder)}"
 
 
 def closed_folder(path: str | os.PathLike[str]) -> Path | None:

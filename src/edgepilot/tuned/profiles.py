@@ -16,7 +16,7 @@ from pathlib import Path
 
 from edgepilot.datadir import DATA_FIX, data_dir, writable_data_folder
 from edgepilot.errors import UserError
-from edgepilot.file_errors import cannot_read, escaped, is_denied, note_once, refusal, refused_where
+from edgepilot.file_errors import cannot_read, escaped, is_denied, note_once, reason, refused_where
 from edgepilot.kept import MAX_BYTES, MAX_COUNT, Dropped, is_int, is_number, read_json
 from edgepilot.safe_write import write_text
 from edgepilot.tuned.identity import device_id, model_id
@@ -202,7 +202,7 @@ def _remove(where: Path) -> tuple[bool, Profile | None]:
     except OSError as exc:
         if is_denied(exc):
             raise UserError(
-                f"cannot remove the profile {escaped(where)}: {refusal(exc)} in {escaped(where.parent)}; "
+                f"cannot remove the profile {escaped(where)}: {reason(exc)} in {escaped(where.parent)}; "
                 f"{DATA_FIX}"
             ) from None
         raise UserError(f"cannot remove the profile {escaped(where)}: {exc.strerror or exc}") from None
