@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import sqlite3
 import subprocess
 import sys
@@ -17,6 +16,7 @@ from types import SimpleNamespace
 
 import pytest
 from click.testing import CliRunner
+from ctrlckit import ctrl_c_once
 
 CPU_CGROUP = Path("/sys/fs/cgroup/cpu")
 DONE = re.compile(r"window (\d+)/(\d+)")
@@ -139,32 +139,9 @@ def test_a_quota_tightened_half_way_shows_as_a_fall_in_the_second_half(smollm_pa
 
 
 def test_ctrl_c_keeps_the_windows_measured(smollm_path, data_dir):
-    env = {**os.environ, "EDGEPILOT_PROGRESS_SECONDS": "0.5", "PYTHONUNBUFFERED": "1"}
-    cmd = [
-        sys.executable,
-        "-m",
-        "edgepilot",
-        "bench",
-        str(smollm_path),
-        "--sustained",
-        "60s",
-        "--window",
-        "2",
-    ]
-    child = subprocess.Popen(  # SIGINT at its default, as a terminal's command has it (see test_interrupts)
-        [*cmd, "-t", "1", "--json"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=env,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )
-    for line in child.stderr:
-        found = DONE.search(line.decode(errors="replace"))
-        if found and int(found.group(1)) >= 3:  # two windows done
-            child.send_signal(signal.SIGINT)
-            break
-    out, _ = child.communicate(timeout=300)
-    assert child.returncode == 130
+    args = ["bench", str(smollm_path), "--sustained", "60s", "--window", "2", "-t", "1", "--json"]
+    code, out = ctrl_c_once(args, DONE, 3, every="0.5")  # two windows done
+    assert code == 130
     report = json.loads(out)
     assert report["partial"] and 2 <= len(report["windows"]) < 30 and report["steady_ts"] > 0
     with sqlite3.connect(report["db_path"]) as con:

@@ -8,14 +8,12 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from ctrlckit import ctrl_c_once
 from rich.console import Console
 
 from edgepilot.bench.sustained import SustainedWindow
@@ -117,25 +115,10 @@ def test_bad_sustained_input_is_one_line_and_exit_2(cli_app, smollm_path, args, 
 
 
 def test_ctrl_c_in_the_sustained_windows_keeps_them_and_saves_no_profile(smollm_path, data_dir):
-    env = {**os.environ, "EDGEPILOT_PROGRESS_SECONDS": "0.2", "PYTHONUNBUFFERED": "1"}
-    cmd = [sys.executable, "-m", "edgepilot", "tune", str(smollm_path), "-p", "32", "-n", "8", "-r", "2"]
-    cmd += ["--no-repack", "--device", "none", "--sustained", "60s", "--window", "1", "--json"]
-    # SIGINT at its default, as a command typed in a terminal has it (a background job of a non-interactive
-    # shell, as a CI runner may start the tests, ignores it, and the ignore is inherited across exec)
-    child = subprocess.Popen(
-        cmd,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=env,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )
-    for line in child.stderr:
-        found = WINDOW.search(line.decode(errors="replace"))
-        if found and int(found.group(1)) >= 4:  # three windows done
-            child.send_signal(signal.SIGINT)
-            break
-    out, _ = child.communicate(timeout=300)
-    assert child.returncode == 130
+    args = ["tune", str(smollm_path), "-p", "32", "-n", "8", "-r", "2"]
+    args += ["--no-repack", "--device", "none", "--sustained", "60s", "--window", "1", "--json"]
+    code, out = ctrl_c_once(args, WINDOW, 4, every="0.2")  # three windows done
+    assert code == 130
     report = json.loads(out)
     sustained = report["sustained"]
     assert report["partial"] and sustained["partial"] and report["profile"] is None

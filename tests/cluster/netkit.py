@@ -1,10 +1,12 @@
-"""Loopback ports for the cluster tests: a free one, and waiting until a helper listens on it."""
+"""Loopback ports for the cluster tests: a free one, and waiting until a helper listens on it; helpers in
+cgroup memory limits, planned, started and stopped, and their measured peaks."""
 
 from __future__ import annotations
 
 import socket
 import subprocess
 import time
+from typing import Any
 
 
 def free_port() -> int:
@@ -48,3 +50,31 @@ def start_helpers_in_limits(helpers: list, limits: list, procs: list) -> None:
         )
     for h, proc in zip(helpers, procs, strict=True):
         wait_listening(h.port, proc)
+
+
+def loopback_plan(model: str, budgets: list[int], n_ctx: int, main_budget: int) -> tuple[list, Any]:
+    """Helpers on free loopback ports with these budgets, and the cluster plan for them: (helpers, plan)."""
+    from edgepilot.cluster.plan import Helper, plan_cluster
+
+    ports = [free_port() for _ in budgets]
+    helpers = [Helper("127.0.0.1", p, b) for p, b in zip(ports, budgets, strict=True)]
+    return helpers, plan_cluster(model, helpers, n_ctx=n_ctx, main_budget=main_budget)
+
+
+def stop_helpers(procs: list, limits: list) -> None:
+    """Stop what start_helpers_in_limits started (and any limit appended since) and remove their limits."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(10)
+    for limit in limits:
+        limit.__exit__()
+
+
+def vmhwm(pid: int) -> int:
+    """A process's peak resident memory (VmHWM), in bytes."""
+    from edgepilot.device.process import rss_bytes
+
+    peak = rss_bytes(pid)[1]
+    assert peak is not None, f"no VmHWM for {pid}"
+    return peak

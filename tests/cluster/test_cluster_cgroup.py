@@ -10,10 +10,9 @@ import threading
 import time
 
 import pytest
-from netkit import free_port, start_helpers_in_limits
+from netkit import loopback_plan, start_helpers_in_limits, stop_helpers, vmhwm
 from servekit import start_server
 
-from edgepilot.device.process import rss_bytes
 from edgepilot.doctor.cgroup import cgroup_problem
 
 MiB = 1 << 20
@@ -24,18 +23,10 @@ problem = cgroup_problem()
 pytestmark = pytest.mark.skipif(problem is not None, reason=problem or "")
 
 
-def _vmhwm(pid: int) -> int:
-    peak = rss_bytes(pid)[1]
-    assert peak is not None, f"no VmHWM for {pid}"
-    return peak
-
-
 def test_three_small_helpers_serve_a_model_none_holds_alone(tmp_path, smollm_path, rpc_server_tool):
     from edgepilot.cluster.plan import Helper, plan_cluster
 
-    ports = [free_port() for _ in BUDGETS]
-    helpers = [Helper("127.0.0.1", p, b) for p, b in zip(ports, BUDGETS, strict=True)]
-    plan = plan_cluster(str(smollm_path), helpers, n_ctx=CTX, main_budget=MAIN_BUDGET)
+    helpers, plan = loopback_plan(str(smollm_path), BUDGETS, CTX, MAIN_BUDGET)
     assert plan.fits and all(s.fits for s in plan.helpers)
     alone = plan_cluster(
         str(smollm_path), [Helper("127.0.0.1", 1, max(BUDGETS))], n_ctx=CTX, main_budget=MAIN_BUDGET
@@ -63,7 +54,7 @@ def test_three_small_helpers_serve_a_model_none_holds_alone(tmp_path, smollm_pat
 
             # each helper's peak against the plan, while all are alive; nobody OOM-killed
             for share, proc, limit in zip(plan.helpers, procs, limits, strict=True):
-                measured = _vmhwm(proc.pid)
+                measured = vmhwm(proc.pid)
                 counters = limit.counters()
                 print(
                     f"{share.name}: layers {share.first_layer}-{share.end_layer - 1} predicted "
@@ -121,9 +112,4 @@ def test_three_small_helpers_serve_a_model_none_holds_alone(tmp_path, smollm_pat
         finally:
             served.stop()
     finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-            proc.wait(10)
-        for limit in limits:
-            limit.__exit__()
+        stop_helpers(procs, limits)

@@ -10,10 +10,9 @@ import os
 from pathlib import Path
 
 import pytest
-from netkit import free_port, start_helpers_in_limits
+from netkit import loopback_plan, start_helpers_in_limits, stop_helpers, vmhwm
 from servekit import start_server
 
-from edgepilot.device.process import rss_bytes
 from edgepilot.doctor.cgroup import MemoryLimit, cgroup_problem
 
 MiB = 1 << 20
@@ -36,18 +35,8 @@ def _evict(path: Path) -> None:
         os.close(fd)
 
 
-def _vmhwm(pid: int) -> int:
-    peak = rss_bytes(pid)[1]
-    assert peak is not None, f"no VmHWM for {pid}"
-    return peak
-
-
 def test_gemma_plan_answers_under_cgroups_every_device_as_predicted(tmp_path, gemma_path, rpc_server_tool):
-    from edgepilot.cluster.plan import Helper, plan_cluster
-
-    ports = [free_port() for _ in BUDGETS]
-    helpers = [Helper("127.0.0.1", p, b) for p, b in zip(ports, BUDGETS, strict=True)]
-    plan = plan_cluster(str(gemma_path), helpers, n_ctx=CTX, main_budget=MAIN_BUDGET)
+    helpers, plan = loopback_plan(str(gemma_path), BUDGETS, CTX, MAIN_BUDGET)
     assert plan.fits and plan.main.fits and all(s.fits for s in plan.helpers)
     assert [s.name for s in plan.helpers] == [h.endpoint for h in helpers]  # both helpers hold layers
     assert all(v > 0 for v in plan.tensor_split)
@@ -81,7 +70,7 @@ def test_gemma_plan_answers_under_cgroups_every_device_as_predicted(tmp_path, ge
             rows += list(zip(plan.helpers, [p.pid for p in procs], limits, strict=False))
             report = []
             for share, pid, limit in rows:
-                measured, counters = _vmhwm(pid), limit.counters()
+                measured, counters = vmhwm(pid), limit.counters()
                 report.append(
                     f"{share.name}: layers {share.first_layer}-{share.end_layer - 1} predicted "
                     f"{share.predicted_peak_bytes / MiB:.1f} MiB, VmHWM {measured / MiB:.1f} MiB, cgroup max "
@@ -91,19 +80,14 @@ def test_gemma_plan_answers_under_cgroups_every_device_as_predicted(tmp_path, ge
                 assert counters["oom_kill"] == 0, report
                 assert counters["limit_bytes"] == share.budget_bytes
             report.append(
-                f"edgepilot serve's front (not in the plan): VmHWM {_vmhwm(served.proc.pid) / MiB:.1f} MiB"
+                f"edgepilot serve's front (not in the plan): VmHWM {vmhwm(served.proc.pid) / MiB:.1f} MiB"
             )
             print("\n".join(report))
             for (share, pid, _), line in zip(rows, report, strict=False):
-                measured = _vmhwm(pid)
+                measured = vmhwm(pid)
                 assert abs(measured - share.predicted_peak_bytes) <= 0.10 * share.predicted_peak_bytes, line
             assert all(proc.poll() is None for proc in procs)
         finally:
             served.stop()
     finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-            proc.wait(10)
-        for limit in limits:
-            limit.__exit__()
+        stop_helpers(procs, limits)

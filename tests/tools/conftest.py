@@ -4,12 +4,14 @@ EDGEPILOT_REQUIRE_NATIVE_TOOLS=1). Each test gets a fresh data directory and its
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
+from freshkit import data_dir, restore_affinity
 from nativekit import native_tool
+
+__all__ = ["data_dir", "restore_affinity"]
 
 
 @pytest.fixture(scope="session")
@@ -20,18 +22,3 @@ def llama_bench_tool() -> Path:
 @pytest.fixture(scope="session")
 def llama_quantize_tool() -> Path:
     return native_tool("llama-quantize")
-
-
-@pytest.fixture(autouse=True)
-def data_dir(tmp_path, monkeypatch) -> Path:
-    path = tmp_path / "data"
-    monkeypatch.setenv("EDGEPILOT_DATA_DIR", str(path))
-    return path
-
-
-@pytest.fixture(autouse=True)
-def restore_affinity():
-    before = os.sched_getaffinity(0)
-    yield
-    if os.sched_getaffinity(0) != before:
-        os.sched_setaffinity(0, before)

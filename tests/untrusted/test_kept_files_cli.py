@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from keptkit import in_place
 
 NOTE = "edgepilot: note:"
 
@@ -144,16 +145,7 @@ def test_an_implausible_bandwidth_figure_is_not_shown(tmp_path, changes):
 
 @pytest.mark.parametrize("kind", ["fifo", "directory", "huge", "deep"])
 def test_no_bandwidth_file_a_fifo_or_a_damaged_one_stops_probe(tmp_path, kind):
-    path = tmp_path / "memory-bandwidth.json"
-    if kind == "fifo":
-        os.mkfifo(path)
-    elif kind == "directory":
-        path.mkdir()
-    elif kind == "huge":
-        with path.open("wb") as f:
-            f.truncate(8 << 30)  # sparse
-    else:
-        path.write_text("[" * 50000 + "]" * 50000)
+    in_place(tmp_path / "memory-bandwidth.json", kind)
     done = edgepilot(tmp_path, "probe", "--json")
     assert done.returncode == 0, done.stderr
     assert strict_json(done.stdout)["memory_bandwidth"]["bytes_per_s"] is None
@@ -221,14 +213,7 @@ def test_doctor_model_reads_a_hostile_gpu_history(tmp_path, gemma_path, model_ke
 @pytest.mark.parametrize("kind", ["fifo", "directory", "garbage"])
 def test_something_else_in_place_of_the_history_is_one_line(tmp_path, kind):
     path = tmp_path / "bench.sqlite"
-    if kind == "fifo":
-        os.mkfifo(path)
-    elif kind == "directory":
-        path.mkdir()
-    else:
-        with path.open("wb") as f:
-            f.write(b"not a database" * 1000)
-            f.truncate(4 << 30)
+    in_place(path, "huge" if kind == "garbage" else kind, b"not a database" * 1000)
     done = edgepilot(tmp_path, "bench", "--history")
     assert done.returncode == 2, done.stderr
     (line,) = [ln for ln in done.stderr.splitlines() if ln.strip()]

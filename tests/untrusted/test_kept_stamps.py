@@ -4,11 +4,11 @@ and every command on the bundled model for good; a deeply nested stamp raised Re
 
 from __future__ import annotations
 
-import os
 import signal
 from pathlib import Path
 
 import pytest
+from keptkit import in_place
 
 from edgepilot.device.llama_build import read_stamp, vulkan_fix_of
 from edgepilot.toolchain import builder
@@ -27,19 +27,8 @@ def never_blocks():
 
 
 def _in_place(path: Path, kind: str) -> Path:
-    if kind == "fifo":
-        os.mkfifo(path)
-    elif kind == "directory":
-        path.mkdir()
-    elif kind == "huge":
-        with path.open("wb") as f:
-            f.write(b'{"vulkan_fix": "x", "pad": "')
-            f.truncate(4 << 30)  # sparse
-    elif kind == "deep":
-        path.write_text("[" * 100000 + "]" * 100000)
-    else:
-        path.write_bytes(b'{"vulkan_fix": "\xff\xfe"')
-    return path
+    head = b'{"vulkan_fix": "x", "pad": "' if kind == "huge" else b'{"vulkan_fix": "\xff\xfe"'
+    return in_place(path, kind, head)
 
 
 KINDS = ["fifo", "directory", "huge", "deep", "binary"]
