@@ -28,7 +28,11 @@ from edgepilot.plan.types import FitResult
 from edgepilot.tuned.calibration_check import valid_sample
 
 KEEP_SAMPLES = 8
-FIELDS = ("driver", "runtime", "extra", "n_ubatch", "n_gpu_layers", "weight_types")
+# a kept sample's keys and the DriverSample fields they fill
+SAMPLE = {
+    "driver": "driver_bytes", "runtime": "runtime_bytes", "extra": "extra_bytes", "n_ubatch": "n_ubatch",
+    "n_gpu_layers": "n_gpu_layers", "weight_types": "weight_types",
+}  # fmt: skip
 
 
 def device_key(name: str, description: str) -> str:
@@ -99,12 +103,7 @@ def _valid(run: Any) -> bool:
 def _samples(runs: Any) -> list[DriverSample]:
     return [
         DriverSample(
-            driver_bytes=r["driver"],
-            runtime_bytes=r["runtime"],
-            extra_bytes=r["extra"],
-            n_ubatch=r["n_ubatch"],
-            n_gpu_layers=r["n_gpu_layers"],
-            weight_types=r["weight_types"],
+            **{field: r[key] for key, field in SAMPLE.items()},
             filled=bool(r.get("filled")),
             cold=bool(r.get("cold")),
         )
