@@ -63,6 +63,7 @@ def test_probe_json_reads_the_device_without_heavy_imports(devices):
     modules = imported("probe", "--json", "--root", str(devices / "sd8gen2-xiaomi13pro"))
     assert "edgepilot.device.probe" in modules
     assert not tops(modules) & (HEAVY | {"rich"})
+    assert {m for m in modules if m.endswith("_cmd")} == {"edgepilot.cli.probe_cmd"}
 
 
 def test_probe_table_imports_rich_but_nothing_heavy(devices):
@@ -74,17 +75,24 @@ def test_probe_table_imports_rich_but_nothing_heavy(devices):
 def test_fit_json_plans_without_llama_cpp_numpy_or_gguf(smollm_path):
     modules = imported("fit", str(smollm_path), "--json")
     assert "edgepilot.tuned.decide" in modules and "edgepilot.gguf.gguf_header" in modules
+    assert {m for m in modules if m.endswith("_cmd")} == {"edgepilot.cli.fit_cmd"}  # no other command
     assert not tops(modules) & (HEAVY | {"rich", "psutil"})  # psutil: ~12-70 ms for a core count
     assert "importlib.metadata" not in modules  # the binding's version comes from its dist-info
 
 
-def test_importing_the_cli_loads_nothing_heavy():
-    code = "import sys, edgepilot.cli, edgepilot.cli.app; print(' '.join(sorted(sys.modules)))"
+def test_importing_the_cli_loads_no_command_and_every_command_nothing_heavy():
+    code = (
+        "import sys, edgepilot.cli, edgepilot.cli.app; print(' '.join(sorted(sys.modules)))\n"
+        "app = edgepilot.cli.app  # the group: the package's name for it hides the module's\n"
+        "loaded = [app.get_command(None, name) for name in app.list_commands(None)]\n"
+        "print(' '.join(sorted(sys.modules)))"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=ENV)
     assert done.returncode == 0, done.stderr[-2000:]
-    modules = set(done.stdout.split())
-    assert "edgepilot.cli.bench_cmd" in modules and "click" in modules
-    assert not tops(modules) & (HEAVY | {"rich", "matplotlib", "plotext", "psutil"})
+    cli, commands = (set(line.split()) for line in done.stdout.splitlines())
+    assert "click" in cli and not {m for m in cli if m.endswith("_cmd")}, sorted(cli)
+    assert "edgepilot.cli.bench_cmd" in commands and "edgepilot.cli.fit_cmd" in commands
+    assert not tops(commands) & (HEAVY | {"rich", "matplotlib", "plotext", "psutil"})
 
 
 # The CLI's main in this interpreter, then what the process holds: its modules and the libllama it mapped.

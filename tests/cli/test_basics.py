@@ -33,8 +33,9 @@ def test_version_without_any_llama_cpp_says_so(cli_app, monkeypatch, tmp_path):
 
 
 def test_every_command_takes_dash_h(cli_app):
-    def walk(group, path):
-        for name, cmd in group.commands.items():
+    def walk(group, path):  # through click's API: the top group imports a command's module when asked
+        for name in group.list_commands(None):
+            cmd = group.get_command(None, name)
             yield [*path, name]
             if hasattr(cmd, "commands"):
                 yield from walk(cmd, [*path, name])

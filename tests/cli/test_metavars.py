@@ -11,7 +11,8 @@ PROSE = {("run", "--prompt"), ("chat", "--system")}  # options that really take 
 
 
 def _options(group: click.Group, path: tuple[str, ...] = ()):
-    for name, cmd in group.commands.items():
+    for name in group.list_commands(None):  # click's API: the top group imports a command's module when asked
+        cmd = group.get_command(None, name)
         if isinstance(cmd, click.Group):
             yield from _options(cmd, (*path, name))
             continue

@@ -71,7 +71,8 @@ def test_chat_notes_wrap_at_spaces_with_the_path_whole(smollm_path):
 
 
 def _commands(group: click.Group, path: list[str]):
-    for name, command in group.commands.items():
+    for name in group.list_commands(None):  # click's API: the top group imports a command's module when asked
+        command = group.get_command(None, name)
         yield [*path, name], command
         if isinstance(command, click.Group):
             yield from _commands(command, [*path, name])

@@ -15,7 +15,8 @@ HOSTILE_FLOAT = ["nan", "inf", "-inf", "Infinity", "²", "٣", "1e999"]
 
 def _numeric_options(app):
     def walk(group, path):
-        for name, cmd in sorted(group.commands.items()):
+        for name in group.list_commands(None):  # click's API: the top group imports a module when asked
+            cmd = group.get_command(None, name)
             if isinstance(cmd, click.Group):
                 yield from walk(cmd, [*path, name])
                 continue

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from edgepilot.cli.help_format import Group
+from edgepilot.cli.commands import COMMANDS, LazyGroup
 from edgepilot.cli.numbers import strict_numbers
 from edgepilot.errors import UserError
 
@@ -42,12 +42,14 @@ def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> 
     ctx.exit()
 
 
-# Inherited by every command: -h as well as --help, and each option's default shown in its help. Group
-# makes each command's help wrap without splitting a word (help_format.py).
+# Inherited by every command: -h as well as --help, and each option's default shown in its help. The group's
+# classes make each command's help wrap without splitting a word (help_format.py); a command's module is
+# imported when the command runs (commands.py).
 CONTEXT = {"help_option_names": ["-h", "--help"], "show_default": True}
 
-app = Group(
+app = LazyGroup(
     name="edgepilot",
+    table=COMMANDS,
     help="Run local LLMs well on phones and small ARM boards (llama.cpp underneath).",
     no_args_is_help=True,
     context_settings=CONTEXT,
