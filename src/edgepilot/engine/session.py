@@ -17,32 +17,25 @@ prompt processed again, and the turn's `reuse_note` says so.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from typing import Any
 
-from edgepilot.engine.base import GenerationStats, TurnStats, common_prefix
+from edgepilot.engine.base import GenerationStats
 from edgepilot.engine.inprocess import LlamaEngine
-from edgepilot.engine.kv_slide import apply_moves, kept_after, plan_moves, slide_note
+from edgepilot.engine.kv_slide import apply_moves, kept_after, slide_note
 from edgepilot.engine.llama_binding import llama_cpp
-from edgepilot.engine.sampling import SamplerSettings
+from edgepilot.engine.prefix_session import PrefixSession
 
 
-class KVSession:
+class KVSession(PrefixSession):
     """One conversation's KV cache on an engine (the engine's context is the session's: one at a time)."""
 
+    engine: LlamaEngine
+
     def __init__(self, engine: LlamaEngine, reuse: bool = True) -> None:
-        self.engine = engine
-        self.reuse = reuse
-        self.cached: list[int] = []  # the tokens the KV cache holds, in order from position 0
+        super().__init__(engine, reuse)
         s = engine.settings
         self.n_swa = 0 if s.swa_full else int(llama_cpp.llama_model_n_swa(engine._model))
         self.can_shift = bool(llama_cpp.llama_memory_can_shift(llama_cpp.llama_get_memory(engine._ctx)))
-        self.slid = 0  # tokens the last turn moved down instead of processing again
-        self.blocked = ""  # why the last turn could not slide what it could have
-        self.recomputed = 0  # and how many tokens it processed again for that
-
-    @property
-    def n_ctx(self) -> int:
-        return self.engine.load.n_ctx
 
     def reset(self) -> None:
         self.engine.reset()
@@ -57,9 +50,7 @@ class KVSession:
         if not self.reuse or not self.cached:
             self.reset()
             return 0, ""
-        limit = len(tokens) - 1
-        n_keep = min(common_prefix(self.cached, tokens), limit)
-        moves = plan_moves(self.cached, tokens, n_keep, limit) if slide else []
+        n_keep, moves = self.shared(tokens, slide)
         if moves and not self.can_shift:
             self.recomputed = kept_after(moves, n_keep) - n_keep
             self.blocked, moves = slide_note(False, self.n_swa), []
@@ -87,35 +78,10 @@ class KVSession:
         del self.cached[n_keep:]
         return n_keep, ""
 
-    def generate(
-        self,
-        tokens: list[int],
-        n_predict: int,
-        sampler: SamplerSettings | None = None,
-        on_text: Callable[[str], bool | None] | None = None,
-        on_phase: Callable[[str], None] | None = None,
-        stop_at_eog: bool = True,
-        slide: bool = False,
-    ) -> tuple[GenerationStats, TurnStats]:
-        """Generate after `tokens`, reusing the cache for their common prefix with the last sequence (and
-        with `slide`, the turns kept after a drop: keep())."""
-        t0 = time.perf_counter()
-        before = len(self.cached)
+    def turn(
+        self, tokens: list[int], n_predict: int, slide: bool, t0: float, ask: dict[str, Any]
+    ) -> tuple[GenerationStats, float, str]:
         n_keep, note = self.keep(tokens, slide) if tokens else (0, "")
         self.cached = []  # unknown while llama.cpp works (an exception, Ctrl-C): the next turn starts clean
-        gen = self.engine.generate(
-            tokens,
-            n_predict,
-            sampler=sampler,
-            on_text=on_text,
-            stop_at_eog=stop_at_eog,
-            on_phase=on_phase,
-            n_past=n_keep,
-        )
-        ttft = (time.perf_counter() - t0) - gen.gen_seconds
-        self.cached = [*tokens, *gen.tokens]
-        turn = TurnStats.of(
-            gen, ttft, note, n_slid=self.slid, slide_blocked=self.blocked, n_recomputed=self.recomputed,
-            n_cached_before=before,
-        )  # fmt: skip
-        return gen, turn
+        gen = self.engine.generate(tokens, n_predict, n_past=n_keep, **ask)
+        return gen, (time.perf_counter() - t0) - gen.gen_seconds, note
