@@ -128,15 +128,16 @@ def run_output(
         input is not None
     ):  # from a thread: a child that never reads its stdin cannot hold us past the deadline
         threading.Thread(target=_feed, args=(proc.stdin, input), daemon=True).start()
-    hung = False
+    # Popen.wait(timeout) polls with sleeps that double up to 50 ms, so a 30 ms program costs up to 60:
+    # a thread blocked in waitpid ends the moment the program does.
+    waiter = threading.Thread(target=proc.wait, daemon=True)
+    waiter.start()
     try:
-        proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        hung = True
+        waiter.join(timeout)
+        hung = waiter.is_alive()
     finally:
         _kill_group(proc.pid)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=REAP_SECONDS)
+        waiter.join(REAP_SECONDS)
     out.join(READER_SECONDS)
     err.join(READER_SECONDS)
     reason = None
