@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 
 from edgepilot.device import fs
-from edgepilot.device.probe import MAX_ARCHIVE_MEMBERS, probe
+from edgepilot.device.probe import probe
+from edgepilot.device.root_archive import MAX_ARCHIVE_MEMBERS
 from edgepilot.errors import UserError
 
 MIB = 1 << 20
