@@ -12,7 +12,7 @@ from edgepilot.errors import UserError
 
 ROOT = click.option(
     "--root",
-    type=click.Path(path_type=Path, readable=False),  # probe.open_root says why one cannot be read
+    type=click.Path(path_type=Path, readable=False),  # root_archive.open_root says why one cannot be read
     default=Path("/"),
     show_default=True,
     help="Read a device tree or snapshot (.tar.gz) instead of this machine",

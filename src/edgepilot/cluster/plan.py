@@ -11,7 +11,7 @@ from edgepilot.cluster.layout import Costs, arrange
 from edgepilot.cluster.link_plan import LinkVerdict
 from edgepilot.cluster.split import OUTPUT_ON_MAIN, TOKEN_EMBD, DeviceShare, llama_split
 from edgepilot.defaults import DEFAULT_CTX
-from edgepilot.device.probe import is_archive
+from edgepilot.device.root_archive import is_archive
 from edgepilot.errors import UserError
 from edgepilot.gguf.arch import ArchParams
 from edgepilot.gguf.gguf_records import GGUFHeader

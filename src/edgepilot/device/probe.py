@@ -7,28 +7,20 @@ probe(Path("snap.tar.gz"))  a saved snapshot archive (extracted safely to a temp
 
 from __future__ import annotations
 
-import contextlib
-import os
-import stat
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from edgepilot.device import fs, root_archive
+from edgepilot.device import fs
 from edgepilot.device.android import AndroidFacts, read_android
 from edgepilot.device.cpu import CpuFacts, read_cpu
 from edgepilot.device.gpu import VulkanDevice, read_gpus
 from edgepilot.device.memory import MemoryFacts, read_memory
 from edgepilot.device.opencl import OpenCLDevice, read_opencl, with_opencl
 from edgepilot.device.power import BatteryFacts, read_battery
-from edgepilot.device.root_archive import ROOT_FIX
+from edgepilot.device.root_archive import open_root
 from edgepilot.device.storage import StorageFacts, read_storage
 from edgepilot.device.thermal import ThermalZone, hottest_cpu, read_thermal
-from edgepilot.errors import UserError
-from edgepilot.file_errors import cannot_read, no_temporary_folder
-
-ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar")
 
 
 @dataclass
@@ -111,47 +103,3 @@ def _bitness_fix(android: AndroidFacts) -> str:
     if android.os_64bit is False:
         return "this Android build is 32-bit only: a 64-bit userland is not possible on this device"
     return "Android ABI list unknown: check `getprop ro.product.cpu.abilist` for arm64-v8a"
-
-
-def is_archive(path: Path) -> bool:
-    return path.name.endswith(ARCHIVE_SUFFIXES)
-
-
-@contextlib.contextmanager
-def open_root(path: Path) -> Iterator[Path]:
-    """Yield a directory to read: the path itself, or a safe extraction of a snapshot archive."""
-    if fs.is_live(path):
-        yield fs.LIVE_ROOT
-        return
-    try:
-        mode = os.stat(path).st_mode
-    except (FileNotFoundError, NotADirectoryError):
-        raise UserError(
-            f"--root {path}: no such file or directory; give a device tree or a snapshot .tar.gz"
-        ) from None
-    except OSError as exc:  # in a folder this user may not enter
-        raise cannot_read(path, exc, ROOT_FIX, what="--root") from None
-    if stat.S_ISDIR(mode):
-        if not os.access(path, os.R_OK | os.X_OK):  # read as a tree of absent files, it would replay nothing
-            raise cannot_read(path, "permission denied", ROOT_FIX, what="--root")
-        yield path
-        return
-    if not is_archive(path):
-        raise UserError(f"--root {path}: not a directory or a .tar.gz snapshot")
-    import shutil  # only an archive needs these
-    import tempfile
-
-    try:
-        tmp = Path(tempfile.mkdtemp(prefix="edgepilot-root-"))
-    except OSError:
-        raise no_temporary_folder() from None
-    try:
-        root_archive.extract_safely(path, tmp)
-        entries = [p for p in tmp.iterdir()]
-        # `snapshot save` archives the tree at top level; accept a single wrapping directory too.
-        if len(entries) == 1 and entries[0].is_dir() and not (tmp / "proc").exists():
-            yield entries[0]
-        else:
-            yield tmp
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)

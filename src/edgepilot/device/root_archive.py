@@ -1,21 +1,27 @@
-"""A snapshot archive given as --root, extracted safely (device/probe.open_root): regular files and folders
-only, within limits that keep a hostile archive cheap to refuse. tarfile and the decompressors are imported
-when an archive is read: probing a tree or this machine loads none of them."""
+"""What --root names, opened (open_root): this machine, a device tree, or a snapshot archive extracted safely
+(regular files and folders only, within limits that keep a hostile archive cheap to refuse). tarfile and the
+decompressors are imported when an archive is read, so that fit and probe of a tree or this machine load
+none of them, nor the device probe's readers."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
+import stat
+from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, BinaryIO
 
 from edgepilot import untrusted
+from edgepilot.device import fs
 from edgepilot.errors import UserError
-from edgepilot.file_errors import cannot_read
+from edgepilot.file_errors import cannot_read, no_temporary_folder
 
 if TYPE_CHECKING:
     import tarfile
 
+ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar")
 # A real snapshot holds a few hundred small files (under 1 MiB); these limits are far above that and keep a
 # hostile archive (a bomb, a million entries, a 1 GiB header) cheap to refuse.
 MAX_ARCHIVE_BYTES = 64 << 20
@@ -24,6 +30,50 @@ MAX_STREAM_BYTES = MAX_ARCHIVE_BYTES + (16 << 20)  # content plus tar headers
 MAX_HEADER_READ = 256 << 10
 COPY_CHUNK = 64 << 10
 ROOT_FIX = "give a device tree or snapshot you can read (ls -l, chmod)"
+
+
+def is_archive(path: Path) -> bool:
+    return path.name.endswith(ARCHIVE_SUFFIXES)
+
+
+@contextlib.contextmanager
+def open_root(path: Path) -> Iterator[Path]:
+    """Yield a directory to read: the path itself, or a safe extraction of a snapshot archive."""
+    if fs.is_live(path):
+        yield fs.LIVE_ROOT
+        return
+    try:
+        mode = os.stat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        raise UserError(
+            f"--root {path}: no such file or directory; give a device tree or a snapshot .tar.gz"
+        ) from None
+    except OSError as exc:  # in a folder this user may not enter
+        raise cannot_read(path, exc, ROOT_FIX, what="--root") from None
+    if stat.S_ISDIR(mode):
+        if not os.access(path, os.R_OK | os.X_OK):  # read as a tree of absent files, it would replay nothing
+            raise cannot_read(path, "permission denied", ROOT_FIX, what="--root")
+        yield path
+        return
+    if not is_archive(path):
+        raise UserError(f"--root {path}: not a directory or a .tar.gz snapshot")
+    import shutil  # only an archive needs these
+    import tempfile
+
+    try:
+        tmp = Path(tempfile.mkdtemp(prefix="edgepilot-root-"))
+    except OSError:
+        raise no_temporary_folder() from None
+    try:
+        extract_safely(path, tmp)
+        entries = [p for p in tmp.iterdir()]
+        # `snapshot save` archives the tree at top level; accept a single wrapping directory too.
+        if len(entries) == 1 and entries[0].is_dir() and not (tmp / "proc").exists():
+            yield entries[0]
+        else:
+            yield tmp
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 class _GuardedReader(io.RawIOBase):

@@ -21,7 +21,8 @@ from pathlib import Path
 
 from edgepilot import __version__
 from edgepilot.device import fs
-from edgepilot.device.probe import Probe, _probe_dir, is_archive, open_root
+from edgepilot.device.probe import Probe, _probe_dir
+from edgepilot.device.root_archive import is_archive, open_root
 from edgepilot.errors import UserError
 from edgepilot.file_errors import cannot_write, check_writable_folder, file_in_the_way, is_denied
 from edgepilot.safe_write import atomic_write

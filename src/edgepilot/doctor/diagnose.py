@@ -132,7 +132,7 @@ def diagnose(
     """
     if root is None:
         return diagnose_evidence(gather(lines, exit_code, command, model, None, run, requested, budget_bytes))
-    from edgepilot.device.probe import open_root
+    from edgepilot.device.root_archive import open_root
 
     with open_root(Path(root)) as base:  # an archive stays extracted while the rules read it
         ev = gather(lines, exit_code, command, model, base, run, requested, budget_bytes)

@@ -18,7 +18,7 @@ from edgepilot.device import fs
 from edgepilot.device.gpu_llama import backend_of
 from edgepilot.device.opencl import OpenCLDevice, read_opencl, usable
 from edgepilot.device.opencl_verdict import Judgement, speed_of
-from edgepilot.device.probe import open_root
+from edgepilot.device.root_archive import open_root
 from edgepilot.gguf.gguf_records import GGUFHeader
 from edgepilot.gguf.quant_types import output_stem
 from edgepilot.plan.commands import edgepilot_command, llama_cpp_command

@@ -7,24 +7,26 @@ import functools
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from edgepilot.device import fs
 from edgepilot.device.android import AndroidFacts, read_android
 from edgepilot.device.cpu import CpuFacts, read_cpu
-from edgepilot.device.gpu_driver import DriverFacts, driver_facts
 from edgepilot.device.memory import MemoryFacts, read_memory
-from edgepilot.device.probe import open_root
 from edgepilot.device.process import allowed_cpus
+from edgepilot.device.root_archive import open_root
 from edgepilot.errors import UserError
 from edgepilot.gguf.arch import ArchParams, arch_params
 from edgepilot.gguf.gguf_records import GGUFHeader
 from edgepilot.gguf.verdict import model_verdict
 from edgepilot.plan.arithmetic import EngineArithmetic
-from edgepilot.plan.driver_prior import driver_for
 from edgepilot.plan.memory_model import Prediction, predict
-from edgepilot.plan.offload import DriverCosts
 from edgepilot.plan.requested import default_threads
 from edgepilot.plan.settings import CPU_DEVICE, EngineSettings
+
+if TYPE_CHECKING:  # the GPU driver's modules load only for a plan that offloads
+    from edgepilot.device.gpu_driver import DriverFacts
+    from edgepilot.plan.offload import DriverCosts
 
 CTX_STEP = 256  # llama.cpp pads the context to 256 cells
 DEFAULT_UBATCH = 512
@@ -66,18 +68,24 @@ def read_device(root: Path | str, gpu: str | None = None) -> DeviceFacts:
         allowed = len(allowed_cpus()) if live else None
         facts = DeviceFacts(read_memory(base), android, read_cpu(base), live, allowed)
         if gpu is not None and gpu != CPU_DEVICE:
+            from edgepilot.plan.driver_prior import driver_for
+
             facts.drivers[gpu] = driver_for(gpu, _driver_facts(base, gpu, android is not None))
         return facts
 
 
 @functools.lru_cache(maxsize=8)
 def _cached_facts(root: Path, gpu: str, android: bool, visible: str | None) -> DriverFacts | None:
+    from edgepilot.device.gpu_driver import driver_facts
+
     return driver_facts(root, gpu, android)
 
 
 def _driver_facts(root: Path, gpu: str, android: bool) -> DriverFacts | None:
     """vulkaninfo runs once per process and device (tune and serve plan many times)."""
     if not fs.is_live(root):
+        from edgepilot.device.gpu_driver import driver_facts
+
         return driver_facts(root, gpu, android)
     return _cached_facts(root, gpu, android, os.environ.get("GGML_VK_VISIBLE_DEVICES"))
 
