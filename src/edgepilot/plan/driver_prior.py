@@ -24,10 +24,13 @@ programs replaces this prior with what the device really showed.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
-from edgepilot.device.gpu_driver import DriverFacts
 from edgepilot.device.gpu_llama import backend_of
 from edgepilot.plan.offload import MIB, SPEC_MIN_STORAGE_RANGE, DriverCosts
+
+if TYPE_CHECKING:
+    from edgepilot.device.gpu_driver import DriverFacts
 
 UMA_TYPES = ("INTEGRATED_GPU", "CPU")
 # Without the driver's files (a snapshot, an Android vendor partition we cannot list): the size of a phone's

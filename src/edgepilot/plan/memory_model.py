@@ -24,17 +24,19 @@ aarch64 (benchmarks/arm_memory.py).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from edgepilot.gguf.arch import ArchParams
 from edgepilot.gguf.gguf_records import GGUFHeader
 from edgepilot.gguf.kv_cache import KVCacheSize, kv_cache_bytes
 from edgepilot.plan.arithmetic import EngineArithmetic
 from edgepilot.plan.compute import ComputeEstimate, compute_buffer
-from edgepilot.plan.driver_prior import driver_for
-from edgepilot.plan.offload import DriverCosts, OffloadEstimate, plan_offload
 from edgepilot.plan.settings import EngineSettings
 from edgepilot.plan.types import MemoryBreakdown
 from edgepilot.plan.weights import WeightsEstimate, estimate_weights
+
+if TYPE_CHECKING:  # the offload's modules load only for a plan that offloads
+    from edgepilot.plan.offload import DriverCosts, OffloadEstimate
 
 MIB = 1 << 20
 # The process before the model's own buffers: Python + llama_cpp + edgepilot imported, the ggml/llama runtime
@@ -119,6 +121,9 @@ def predict(
     output = output_buffer_bytes(arch)
     runtime = runtime_bytes(arch) if a.runtime_bytes is None else a.runtime_bytes
     if not settings.on_cpu:
+        from edgepilot.plan.driver_prior import driver_for
+        from edgepilot.plan.offload import plan_offload
+
         device = str(settings.device)
         offload = plan_offload(
             header, arch, device, settings.n_gpu_layers, kv, n_ubatch, driver=driver or driver_for(device),
