@@ -18,6 +18,14 @@ import edgepilot
 
 HEAVY = {"llama_cpp", "numpy", "gguf", "starlette", "uvicorn", "h11", "anyio", "jinja2", "diskcache"}
 SRC = str(Path(edgepilot.__file__).resolve().parent.parent)
+ARCHIVE = {"tarfile", "gzip"}  # only a snapshot archive given as --root needs them (shutil loads bz2, lzma)
+CPU_PLAN_SKIPS = {
+    "edgepilot.device.probe",
+    "edgepilot.device.gpu",
+    "edgepilot.device.gpu_driver",
+    "edgepilot.plan.offload",
+    "edgepilot.plan.driver_prior",
+}
 
 
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (SRC, os.environ.get("PYTHONPATH"))))}
@@ -64,6 +72,7 @@ def test_probe_json_reads_the_device_without_heavy_imports(devices):
     assert "edgepilot.device.probe" in modules
     assert not tops(modules) & (HEAVY | {"rich"})
     assert {m for m in modules if m.endswith("_cmd")} == {"edgepilot.cli.probe_cmd"}
+    assert not modules & ARCHIVE, sorted(modules & ARCHIVE)  # a tree is no archive
 
 
 def test_probe_table_imports_rich_but_nothing_heavy(devices):
@@ -78,6 +87,8 @@ def test_fit_json_plans_without_llama_cpp_numpy_or_gguf(smollm_path):
     assert {m for m in modules if m.endswith("_cmd")} == {"edgepilot.cli.fit_cmd"}  # no other command
     assert not tops(modules) & (HEAVY | {"rich", "psutil"})  # psutil: ~12-70 ms for a core count
     assert "importlib.metadata" not in modules  # the binding's version comes from its dist-info
+    # a CPU plan of a local file: no device probe, no offload or GPU driver, no snapshot archive
+    assert not modules & (CPU_PLAN_SKIPS | ARCHIVE), sorted(modules & (CPU_PLAN_SKIPS | ARCHIVE))
 
 
 def test_importing_the_cli_loads_no_command_and_every_command_nothing_heavy():

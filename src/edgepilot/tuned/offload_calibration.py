@@ -23,7 +23,6 @@ from typing import Any
 from edgepilot.engine.load_log import CPU, LoggedBuffers
 from edgepilot.gguf.gguf_records import GGUFHeader
 from edgepilot.plan.arithmetic import DriverSample, LearnedDevice
-from edgepilot.plan.offload import device_weight_types
 from edgepilot.plan.types import FitResult
 from edgepilot.tuned.calibration_check import valid_sample
 
@@ -49,6 +48,8 @@ def offload_sample(
     n_ubatch: int,
 ) -> dict[str, Any]:
     """What one offloaded run showed beyond what the plan can compute (bytes)."""
+    from edgepilot.plan.offload import device_weight_types  # a CPU plan never loads the offload's model
+
     m, s = plan.memory, plan.settings
     buffers = sum(sum(kinds.values()) for kinds in logged.by_backend.values())
     cpu_weights_logged = logged.bytes_of(CPU, "model")  # counted as the plan's resident span instead
