@@ -25,6 +25,7 @@ CPU_PLAN_SKIPS = {
     "edgepilot.device.gpu_driver",
     "edgepilot.plan.offload",
     "edgepilot.plan.driver_prior",
+    "edgepilot.engine.gpu_check",  # a remembered CPU check is read without the GPU check's modules
 }
 
 

@@ -25,7 +25,6 @@ from typing import Any
 from edgepilot.engine import cpu_check_store as store
 from edgepilot.engine.checked_run import checked_at_now, deadline_from_env, outcome_of, run_checked
 from edgepilot.engine.cpu_check_child import MARK, N_BATCH, N_CTX, check_prompt
-from edgepilot.engine.gpu_check import driver_kept_out_env
 from edgepilot.engine.gpu_run import RunResult
 from edgepilot.file_errors import note_once
 
@@ -128,6 +127,8 @@ def judge(mode: str, r: RunResult, deadline: float, needs_mark: bool) -> CpuChec
 
 
 def _child_env() -> dict[str, str]:
+    from edgepilot.engine.gpu_check import driver_kept_out_env  # the GPU check's modules: only for a check
+
     env = {k: v for k, v in os.environ.items() if not k.startswith("LLAMA_ARG_")}
     env.update(driver_kept_out_env(), GGML_NO_BACKTRACE="1")
     return env
