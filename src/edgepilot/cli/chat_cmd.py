@@ -55,9 +55,7 @@ def render_end(result: ChatResult, out: Console) -> None:
 @click.option(
     "--sessions", "list_kept", is_flag=True, help="List the kept chats (of MODEL when given) and exit"
 )
-@click.option(
-    "--forget-sessions", is_flag=True, help="Remove the kept chats (of MODEL when given) and exit"
-)
+@click.option("--forget-sessions", is_flag=True, help="Remove the kept chats (of MODEL when given) and exit")
 @flags.FORCE
 @flags.BUDGET
 @flags.VERBOSE
