@@ -39,9 +39,6 @@ def reason(exc: OSError | str) -> str:
     return text[:1].lower() + text[1:]
 
 
-refusal = reason  # the name cli/bench_cmd.py still imports: one wording under two names
-
-
 def _named(what: str, path: PathLike) -> str:
     return f"{what} {path}" if what else str(path)
 

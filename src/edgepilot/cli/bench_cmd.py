@@ -238,12 +238,12 @@ def _check_png(path: Path) -> None:
         raise UserError(f"--plot {path} is a directory; give a file name ending in .png")
     if not os.path.isdir(path.parent):  # checked before measuring; folders are the user's to make
         raise UserError(f"--plot {path}: the folder {path.parent} does not exist")
-    from edgepilot.file_errors import escaped, folder_refusal, refusal
+    from edgepilot.file_errors import escaped, folder_refusal, reason
 
     refused = folder_refusal(path.parent)
     if refused is not None:
         raise UserError(
-            f"cannot write --plot {escaped(path)}: {refusal(refused)} in {escaped(path.parent)}; "
+            f"cannot write --plot {escaped(path)}: {reason(refused)} in {escaped(path.parent)}; "
             "choose a folder you can write"
         )
     from edgepilot.bench.plot import check_matplotlib
