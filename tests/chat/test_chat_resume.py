@@ -18,6 +18,7 @@ import threading
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 QUESTIONS = ["What is a battery?", "What is RAM?", "Name a planet.", "What is rain?", "What is a cat?"]
@@ -64,9 +65,12 @@ class Chat:
             assert time.monotonic() < end, "".join(self.err)[-3000:]
             time.sleep(0.02)
 
-    def kill(self) -> None:
+    def kill(self) -> list[psutil.Process]:
+        """SIGKILL, as the low-memory killer sends it; the programs it had started (llama-server)."""
+        children = psutil.Process(self.proc.pid).children(recursive=True)
         self.proc.send_signal(signal.SIGKILL)
         self.proc.wait(30)
+        return children
 
 
 def _resume(model: Path, data: Path, engine: str, *lines: str) -> dict:
@@ -90,7 +94,11 @@ def test_a_chat_killed_in_its_sixth_answer_resumes_with_five_turns(smollm_path, 
     chat.send(SIXTH)
     chat.wait_for(lambda: sum(map(len, chat.out)) > typed)  # the sixth answer is being written
     assert chat.kept_turns() == 5
-    chat.kill()
+    children = chat.kill()
+    # nothing left running in the background holding the model's memory: llama-server goes with the chat
+    assert [c.name() for c in children] == (["llama-server"] if engine == "tools" else []), children
+    _gone, alive = psutil.wait_procs(children, timeout=10)
+    assert not alive, alive
 
     result = _resume(smollm_path, tmp_path, engine, "Thanks. And what is the sun?")
     resumed = result["resumed"]

@@ -27,6 +27,7 @@ from edgepilot.device.process import rss_bytes
 from edgepilot.engine.base import EngineError, GenerationStats, LoadInfo
 from edgepilot.engine.child_env import DRIVER_CRASH_STATUSES, llama_env
 from edgepilot.engine.native_tools import find_tool, tool_version
+from edgepilot.engine.parent_death import die_with_parent
 from edgepilot.engine.sampling import SamplerSettings
 from edgepilot.engine.server_slots import slot_flags
 from edgepilot.engine.tool_flags import adapt_args
@@ -121,6 +122,7 @@ class ServerEngine:
             stderr=subprocess.PIPE,
             env=llama_env(self.settings.on_cpu, self.tool, keep_drivers_out=self._keep_drivers_out),
             start_new_session=True,  # Ctrl-C in the terminal reaches edgepilot, which stops the child itself
+            preexec_fn=die_with_parent(),  # a SIGKILLed edgepilot leaves no llama-server behind
         )
         threading.Thread(target=self._pump, args=(self._proc.stderr,), daemon=True).start()
         deadline = None if load_timeout is None else time.monotonic() + load_timeout

@@ -9,13 +9,13 @@ With --rpc it drives llama.cpp's RPC backend: the layers go to the helpers' rpc-
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import signal
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from edgepilot.engine.child_env import llama_env
 from edgepilot.engine.native_tools import find_tool
+from edgepilot.engine.parent_death import die_with_parent
 from edgepilot.engine.server_slots import slot_flags
 from edgepilot.engine.tool_flags import adapt_args, known_flags
 from edgepilot.plan.commands import llama_cpp_command
@@ -27,17 +27,11 @@ SHORT_SLOT_FLAGS = ("-kvu", "--kv-unified-per-slot")  # a llama-server without t
 # llama-server batches a short request's tokens with a long prompt's next chunk: with two slots the chunk is
 # kept small, so each step of the short request waits for at most this many tokens of the long prompt.
 SHORT_SLOT_BATCH = 64
-PR_SET_PDEATHSIG = 1
 
 
 def takes_short_slot(tool: str) -> bool:
     known = known_flags(tool)
     return known is not None and all(flag in known for flag in SHORT_SLOT_FLAGS)
-
-
-def _die_with_parent() -> None:  # runs in the child before exec: SIGTERM when the supervisor dies
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 @dataclass
@@ -50,7 +44,11 @@ class NativeLaunch(WorkerLaunch):
     gpu_layers: int | None = None  # -ngl with --rpc (None: all: 999)
     override_tensor: str | None = None  # -ot PATTERN=BUFFER_TYPE,... (a tied output kept on this device)
     tool: str = field(default_factory=lambda: str(find_tool("llama-server")))
-    preexec = staticmethod(_die_with_parent)
+
+    @property
+    def preexec(self) -> Callable[[], None]:  # run in the child before exec: SIGTERM when the supervisor dies
+        return die_with_parent(signal.SIGTERM)
+
     # every CPU start keeps GPU drivers out (engine/child_env.py): the watchdog's restart "with the drivers
     # kept out" after a crash while loading has nothing left to add
     keep_drivers_out: bool = True
