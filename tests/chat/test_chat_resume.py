@@ -113,9 +113,7 @@ def test_a_chat_killed_in_its_sixth_answer_resumes_with_five_turns(smollm_path, 
     assert turn["n_prompt_new"] < 40, turn
 
 
-def test_killed_at_random_instants_a_resume_never_meets_damage_or_loses_a_kept_turn(
-    smollm_path, tmp_path
-):
+def test_killed_at_random_instants_a_resume_never_meets_damage_or_loses_a_kept_turn(smollm_path, tmp_path):
     rng = random.Random(41)
     args = ("-n", "4", "--ctx", "4096")
     chat = Chat(smollm_path, tmp_path, *args)  # two turns, the second timed: a turn here and now

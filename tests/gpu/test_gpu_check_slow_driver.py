@@ -87,8 +87,8 @@ def test_on_a_loaded_machine_with_a_cold_shader_cache_the_check_is_never_hung_an
     cold = {"MESA_SHADER_CACHE_DIR": f"/tmp/ep-mesa-{uuid.uuid4().hex[:10]}"}
     with _loaded_machine():
         loaded = _plain_check(gpu_root, lying_env(lying_layer, "off", **_data(), **cold))
-    # it passes on its first or second try most days; on a slower one (a CI run) it was still compiling at the
-    # second deadline (60 + 180 s): then "slow", a start that is not a verdict and is checked again, never "hung"
+    # it passes on its first or second try most days; on a slower one (a CI run) it was still compiling at its
+    # 2nd deadline (60 + 180 s): then "slow", a start that is not a verdict and is checked again, not "hung"
     assert (loaded["outcome"], loaded["ok"]) in {("ok", True), ("slow", None)}, loaded
     if loaded["outcome"] == "slow":
         assert loaded["attempts"] == 2 and "slow start, not a verdict" in loaded["detail"], loaded

@@ -44,4 +44,3 @@ def test_the_second_model_on_a_device_follows_its_own_warm_run():
     assert _driver_now(data, "gemma:1", 4) == 300 * MIB
     runs = data["offload"]["Vulkan0 (llvmpipe (LLVM 22.1.8, 256 bits))"]["models"]["gemma:1"]["runs"]
     assert [r["cold"] for r in runs] == [True, False]
-

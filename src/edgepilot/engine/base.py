@@ -82,8 +82,14 @@ class TurnStats:
 
     @classmethod
     def of(
-        cls, gen: GenerationStats, ttft_seconds: float, reuse_note: str = "", n_slid: int = 0,
-        slide_blocked: str = "", n_recomputed: int = 0, n_cached_before: int = 0,
+        cls,
+        gen: GenerationStats,
+        ttft_seconds: float,
+        reuse_note: str = "",
+        n_slid: int = 0,
+        slide_blocked: str = "",
+        n_recomputed: int = 0,
+        n_cached_before: int = 0,
     ) -> TurnStats:
         """A turn's figures from its generation (gen.n_past: the prompt tokens the cache kept)."""
         return cls(
