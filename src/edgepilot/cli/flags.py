@@ -163,3 +163,59 @@ def settings_flags(func: F) -> F:
     ):
         command = flag(command)
     return command
+
+
+def speculation_flags(func: F) -> F:
+    """--lookup, --draft MODEL|none and --draft-max N, handed to the command as one `speculation` argument
+    (an engine.speculation.Speculation, None when off). A draft whose tokenizer differs is refused here."""
+
+    @functools.wraps(func)
+    def with_speculation(
+        *args: Any, lookup: bool, draft: str | None, draft_max: int | None, **kwargs: Any
+    ) -> Any:
+        from edgepilot.cli.app import fail
+
+        try:
+            speculation = speculation_of(kwargs.get("model"), lookup, draft, draft_max)
+        except UserError as exc:
+            raise fail(str(exc)) from None
+        return func(*args, speculation=speculation, **kwargs)
+
+    options = [
+        click.option(
+            "--lookup", is_flag=True, help="Speculate by n-gram lookup in the text so far (llama-server)"
+        ),
+        click.option(
+            "--draft",
+            help="Speculate with a draft model: the same tokenizer, best the same model at fewer bits "
+            "(llama-server)",
+            metavar="MODEL|none",
+        ),
+        click.option("--draft-max", type=int, help="Tokens drafted per verify step", metavar="N"),
+    ]
+    for option in reversed(options):
+        with_speculation = option(with_speculation)
+    return with_speculation  # type: ignore[return-value]
+
+
+def speculation_of(model: str | None, lookup: bool, draft: str | None, draft_max: int | None) -> Any:
+    """The Speculation these flags ask for (None: none). The draft is resolved as a model name or path and
+    checked against the target's tokenizer."""
+    from pathlib import Path
+
+    from edgepilot.engine.speculation import Speculation, check_pair
+    from edgepilot.gguf.resolve import resolve_model
+
+    if draft is not None and draft.lower() == "none":
+        draft = None
+    if lookup and draft is not None:
+        raise UserError("give --lookup or --draft, not both")
+    if not lookup and draft is None:
+        if draft_max is not None:
+            raise UserError("--draft-max goes with --lookup or --draft")
+        return None
+    if lookup:
+        return Speculation("lookup", n_max=draft_max).validate()
+    draft_path = resolve_model(draft)
+    check_pair(Path(resolve_model(model)), Path(draft_path))
+    return Speculation("draft", Path(draft_path), draft_max).validate()

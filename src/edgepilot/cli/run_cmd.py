@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import click
 
@@ -41,6 +41,7 @@ def render_summary(result: RunResult, out: Console) -> None:
         Text.assemble(("prompt", "bold"), f" {result.n_prompt} tok @ {result.prompt_tps:.1f} t/s"),
         Text.assemble(("generation", "bold"), f" {result.n_gen} tok @ {result.gen_tps:.1f} t/s"),
         Text.assemble(("peak memory", "bold"), f" {mib(result.peak_rss_bytes)}"),
+        *_speculation_item(result),
         *_bandwidth_item(result),
         *_thermal_item(result),
         Text(f"ctx {s.n_ctx}"),
@@ -52,6 +53,19 @@ def render_summary(result: RunResult, out: Console) -> None:
     if _engine_note(result):
         items.append(Text(_engine_note(result).removeprefix(" · ")))
     print_items(out, items, style="dim")
+
+
+def _speculation_item(result: RunResult) -> list[Text]:
+    """--lookup / --draft: how many drafted tokens the model kept, and tokens per verify step."""
+    from rich.text import Text
+
+    spec = result.speculation
+    if not spec:
+        return []
+    rate, per_step = spec["acceptance_rate"], spec["tokens_per_step"]
+    kept = f"{spec['accepted']}/{spec['drafted']} kept" + (f" ({rate:.0%})" if rate is not None else "")
+    steps = f", {per_step:.2f} tok/step" if per_step is not None else ""
+    return [Text.assemble((spec["kind"], "bold"), f" {kept}{steps}")]
 
 
 def _bandwidth_item(result: RunResult) -> list[Text]:
@@ -114,6 +128,7 @@ class ThrottledOut:
 @click.option("--prompt-file", help="Read the prompt from a file", metavar="FILE")
 @click.option("-n", "--n-predict", default=128, help="Tokens to generate at most", metavar="N")
 @flags.settings_flags
+@flags.speculation_flags
 @click.option("--temp", default=0.8, help="Sampling temperature (0 = greedy)", metavar="N")
 @click.option("--seed", type=int, help="Sampling seed (default: random)", metavar="N")
 @click.option("--raw", is_flag=True, help="Do not wrap the prompt in the model's chat template")
@@ -142,6 +157,7 @@ def run(
     prompt_file: str | None,
     n_predict: int,
     requested: RequestedSettings,
+    speculation: Any,
     temp: float,
     seed: int | None,
     raw: bool,
@@ -173,6 +189,8 @@ def run(
     text = read_prompt(prompt, prompt_file)
     if (rpc or tensor_split) and thermal is not None:
         raise UserError("--max-temp with --rpc: llama-completion's threads are fixed; leave one out")
+    if (rpc or tensor_split) and speculation is not None:
+        raise UserError("--lookup or --draft with --rpc: llama-completion over RPC runs without speculation")
     if rpc or tensor_split:
         return _run_rpc(model, text, n_predict, requested, temp, seed, rpc, tensor_split, as_json)
     sampler = SamplerSettings(temperature=temp, **({} if seed is None else {"seed": seed}))
@@ -240,6 +258,7 @@ def run(
             on_background=background,
             thermal=thermal,
             on_thermal=background,
+            speculation=speculation,
         )
     except DoesNotFit as refusal:
         if status:

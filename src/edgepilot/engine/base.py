@@ -14,6 +14,7 @@ from edgepilot.errors import UserError
 
 if TYPE_CHECKING:
     from edgepilot.engine.sampling import SamplerSettings
+    from edgepilot.engine.speculation import SpecStats
     from edgepilot.plan.settings import EngineSettings
 
 
@@ -37,6 +38,7 @@ class GenerationStats:
     first_token_seconds: float | None = None  # from the start of prompt processing to the first sampled token
     n_past: int = 0  # prompt tokens that were already in the KV cache (not processed again)
     tokens: list[int] = field(default_factory=list, repr=False)  # generated and decoded: now in the KV cache
+    speculation: SpecStats | None = None  # drafted and accepted tokens, when speculative decoding ran
 
     @property
     def prompt_tps(self) -> float:

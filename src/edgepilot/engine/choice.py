@@ -33,6 +33,7 @@ from edgepilot.errors import UserError
 if TYPE_CHECKING:
     from edgepilot.engine.base import Engine
     from edgepilot.engine.cpu_check import EngineCheck
+    from edgepilot.engine.speculation import Speculation
     from edgepilot.plan.settings import EngineSettings
 
 ENGINE_CHOICES = ("auto", "inprocess", "tools")
@@ -302,16 +303,30 @@ def open_engine(
     verbose: bool = False,
     cpus: list[int] | None = None,
     prompt_cpus: list[int] | None = None,
+    speculation: Speculation | None = None,
 ) -> Engine:
-    """Load the model with these settings in the chosen engine."""
+    """Load the model with these settings in the chosen engine (speculation: on llama-server only)."""
     if info.kind == "inprocess":
+        if speculation is not None:
+            raise UserError(
+                f"{speculation.describe()} runs on llama-server in this version: add --engine tools "
+                "(the in-process engine has no speculative decoding yet)"
+            )
         from edgepilot.engine.inprocess import LlamaEngine
 
         return LlamaEngine(model, settings, verbose=verbose)
     from edgepilot.engine.server_engine import ServerEngine
 
     tool = Path(info.path) if info.path else None
-    return ServerEngine(model, settings, verbose=verbose, cpus=cpus, prompt_cpus=prompt_cpus, tool=tool)
+    return ServerEngine(
+        model,
+        settings,
+        verbose=verbose,
+        cpus=cpus,
+        prompt_cpus=prompt_cpus,
+        tool=tool,
+        speculation=speculation,
+    )
 
 
 def open_session(engine: Engine, reuse: bool = True) -> Any:

@@ -30,7 +30,8 @@ from edgepilot.engine.native_tools import find_tool, tool_version
 from edgepilot.engine.parent_death import die_with_parent
 from edgepilot.engine.sampling import SamplerSettings
 from edgepilot.engine.server_slots import slot_flags
-from edgepilot.engine.tool_flags import adapt_args
+from edgepilot.engine.speculation import SpecStats, Speculation, speculation_args
+from edgepilot.engine.tool_flags import adapt_args, known_flags
 from edgepilot.engine.unix_http import UnixClient, WorkerUnavailable
 from edgepilot.errors import UserError
 from edgepilot.plan.commands import llama_cpp_command
@@ -56,9 +57,11 @@ class ServerEngine:
         prompt_cpus: list[int] | None = None,
         tool: Path | None = None,
         load_timeout: float | None = None,
+        speculation: Speculation | None = None,
     ) -> None:
         settings.validate()
         self.settings = settings
+        self.speculation = speculation.validate() if speculation is not None else None
         self.model_path = Path(model_path)
         self.tool = tool or find_tool("llama-server")
         self.version = tool_version(self.tool)
@@ -69,6 +72,11 @@ class ServerEngine:
         self._proc: subprocess.Popen[bytes] | None = None
         self._peak_after_exit: int | None = None
         self._template: str | None | bool = False  # False: not read yet
+        self.speculation_argv = (  # the flags for llama-server, as its --help spells them
+            []
+            if self.speculation is None
+            else speculation_args(self.speculation, known_flags(self.tool), settings.on_cpu)
+        )
         self.argv = self._argv(cpus, prompt_cpus)
         self._keep_drivers_out = self.settings.on_cpu  # a CPU run keeps them out from its first start
         self.notes: list[str] = []
@@ -88,6 +96,7 @@ class ServerEngine:
         extra += slot_flags(self._dir)  # chat keeps its cache in its session (engine/server_slots.py)
         # newer llama-servers log the load (buffer sizes, for the plan) at -lv 4 only
         extra += ["-lv", "4"]
+        extra += self.speculation_argv
         argv = llama_cpp_command(self.model_path, self.settings, str(self.tool), cpus, prompt_cpus, extra)
         if argv[0] == "taskset":  # this process is pinned already (tuned.decide): the child inherits it
             argv = argv[3:]
@@ -348,6 +357,9 @@ class ServerEngine:
             first_token_seconds=first,
             n_past=min(n_cached, len(prompt_tokens) - 1) if n_cached else 0,
             tokens=generated,
+            speculation=None
+            if self.speculation is None
+            else SpecStats.from_timings(self.speculation.kind, timings, n_gen),
         )
 
 

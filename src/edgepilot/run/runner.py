@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from edgepilot.defaults import DEFAULT_PROMPT
 from edgepilot.device.background_watch import BackgroundWatch
@@ -12,6 +13,7 @@ from edgepilot.engine.base import GenerationStats
 from edgepilot.engine.choice import EngineInfo, choose_engine, open_engine
 from edgepilot.engine.preload import Preload, preload, skip_reason
 from edgepilot.engine.sampling import SamplerSettings
+from edgepilot.engine.speculation import Speculation, speculating_engine
 from edgepilot.engine.thermal_guard import ThermalLimit, ThermalReport, guarding
 from edgepilot.errors import UserError
 from edgepilot.gguf.resolve import resolve_model
@@ -59,6 +61,8 @@ class RunResult:
     bandwidth_gbs: float | None = None
     background: list[str] = field(default_factory=list)  # said while it ran: Android moved it (once a class)
     thermal: ThermalReport | None = None  # --max-temp: the readings, each thread switch, what was said
+    # --lookup / --draft: {kind, drafted, accepted, acceptance_rate, tokens_per_step} (None: not speculating)
+    speculation: dict[str, Any] | None = None
 
 
 def read_prompt(prompt: str | None, prompt_file: str | None) -> str:
@@ -92,6 +96,7 @@ def run_model(
     on_background: Callable[[str], None] | None = None,
     thermal: ThermalLimit | None = None,
     on_thermal: Callable[[str], None] | None = None,
+    speculation: Speculation | None = None,
 ) -> RunResult:
     """warm: read the model into the page cache before loading it, when it fits memory (engine.preload).
     engine: "auto", "inprocess" or "tools" (engine.choice). on_warning: told each of the plan's warnings
@@ -102,6 +107,7 @@ def run_model(
     if n_predict < 0:
         raise UserError("-n must be 0 or more")
     stage = on_stage or (lambda _msg: None)
+    engine = speculating_engine(engine, speculation)
     info = choose_engine(engine, gpu=requested is not None and requested.wants_gpu, progress=stage)
     stage("locating model")
     path = resolve_model(model)
@@ -128,7 +134,7 @@ def run_model(
     watch = BackgroundWatch(on_background)
     with (
         watch,
-        open_engine(info, path, settings, verbose, decision.cpus, decision.prompt_cpus) as llama,
+        open_engine(info, path, settings, verbose, decision.cpus, decision.prompt_cpus, speculation) as llama,
         guarding(thermal, [llama], on_thermal) as guard,
     ):
         formatted = None if raw_prompt else llama.chat_prompt(prompt)
@@ -169,7 +175,7 @@ def run_model(
                 settings,
                 cpus=decision.cpus,
                 prompt_cpus=decision.prompt_cpus,
-                extra=["-n", str(n_predict)],
+                extra=["-n", str(n_predict), *getattr(llama, "speculation_argv", [])],
             ),
             plan=plan,
             ttft_ms=None if stats.first_token_seconds is None else round(stats.first_token_seconds * 1e3, 2),
@@ -182,14 +188,23 @@ def run_model(
             + list(getattr(llama, "notes", []))
             + nothing_generated(
                 stats, "".join(pieces), n_predict, raw_prompt, formatted is not None, interrupted
-            ),
+            )
+            + _draft_not_planned(speculation),
             warnings=list(plan.warnings),
             interrupted=interrupted,
             roofline=generation_share(path, settings, stats.n_prompt, stats.n_gen, stats.gen_tps, bandwidth),
             bandwidth_gbs=round(bandwidth.gb_per_s, 2) if bandwidth else None,
             background=watch.notes,
             thermal=guard.report() if guard is not None else None,
+            speculation=None if stats.speculation is None else stats.speculation.to_json(),
         )
+
+
+def _draft_not_planned(speculation: Speculation | None) -> list[str]:
+    if speculation is None or speculation.draft is None:
+        return []
+    name = speculation.draft.name
+    return [f"the memory plan does not count the draft yet: {name}'s weights and cache come on top"]
 
 
 def nothing_generated(

@@ -1,0 +1,126 @@
+"""Speculative decoding on llama-server (the tools engine): n-gram lookup in the text already there, or a
+draft model, with llama.cpp verifying each drafted run of tokens in one batch. Greedy output is the target's
+own; what it buys depends on how much a verify batch costs on this device against one token.
+
+    Speculation(kind="lookup" | "draft", draft=PATH, n_max=N)
+    speculation_args(spec, known_flags) -> llama-server flags (UserError when this llama-server has none)
+    check_pair(target, draft) -> None, or UserError when the draft's tokenizer is not the target's
+    SpecStats.from_timings(timings, n_gen) -> drafted, accepted, acceptance rate, tokens per verify step
+
+llama-server spells the flags differently across versions (`--draft-max` became `--spec-draft-n-max`, the
+kind became `--spec-type`): the installed program's `--help` says which it takes."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from edgepilot.errors import UserError
+
+KINDS = ("lookup", "draft")
+LOOKUP_TYPE = "ngram-simple"  # prompt lookup: a match in the context so far; nothing kept between requests
+MAX_DRAFT_TOKENS = 64
+
+
+@dataclass(frozen=True)
+class Speculation:
+    kind: str  # "lookup" | "draft"
+    draft: Path | None = None  # the draft model (kind "draft")
+    n_max: int | None = None  # tokens drafted per verify step (None: llama.cpp's default)
+
+    def validate(self) -> Speculation:
+        if self.kind not in KINDS:
+            raise UserError(f"speculation {self.kind!r}: give lookup or a draft model")
+        if (self.kind == "draft") != (self.draft is not None):
+            raise UserError("a draft model goes with --draft only")
+        if self.n_max is not None and not 1 <= self.n_max <= MAX_DRAFT_TOKENS:
+            raise UserError(f"--draft-max {self.n_max}: give 1 to {MAX_DRAFT_TOKENS}")
+        return self
+
+    def describe(self) -> str:
+        return "n-gram lookup" if self.kind == "lookup" else f"draft model {self.draft.name}"  # type: ignore[union-attr]
+
+
+def speculation_args(spec: Speculation, known: frozenset[str] | None, on_cpu: bool = True) -> list[str]:
+    """llama-server's flags for `spec`, spelled as this llama-server knows them (known: its --help's)."""
+    known = known or frozenset()
+    args: list[str] = []
+    if spec.kind == "lookup":
+        if "--spec-type" not in known:
+            raise UserError(
+                "this llama-server has no n-gram lookup (no --spec-type in its --help): "
+                "a llama.cpp from 2026 or later has it"
+            )
+        args += ["--spec-type", LOOKUP_TYPE]
+    else:
+        if "--spec-type" in known:
+            args += ["--spec-type", "draft-simple"]
+        if not ({"-md", "--model-draft"} & known):
+            raise UserError("this llama-server takes no draft model (no -md in its --help)")
+        args += ["-md", str(spec.draft)]
+        if on_cpu and "-devd" in known:
+            args += ["-devd", "none"]  # the draft stays on the CPU with the target
+    if spec.n_max is not None:
+        flag = next((f for f in ("--spec-draft-n-max", "--draft-max") if f in known), None)
+        if flag is None:
+            raise UserError("this llama-server takes no draft length (--spec-draft-n-max)")
+        if spec.kind == "lookup" and flag == "--spec-draft-n-max" and "--spec-ngram-simple-size-m" in known:
+            flag = "--spec-ngram-simple-size-m"  # a lookup's draft is its m-gram
+        args += [flag, str(spec.n_max)]
+    return args
+
+
+def speculating_engine(engine: str | None, spec: Speculation | None) -> str | None:
+    """The engine to ask for: speculation runs on llama-server, so an automatic choice becomes "tools"; an
+    explicit one (the flag, $EDGEPILOT_ENGINE) stands and the in-process engine refuses it with a reason."""
+    if spec is not None and (engine or os.environ.get("EDGEPILOT_ENGINE") or "auto") == "auto":
+        return "tools"
+    return engine
+
+
+def check_pair(target: Path, draft: Path) -> None:
+    """Refuse a draft whose tokenizer is not the target's: its tokens would be verified as other words."""
+    from edgepilot.gguf.tokenizer_id import differences, tokenizer_digests
+
+    differ = differences(tokenizer_digests(target), tokenizer_digests(draft))
+    if differ:
+        raise UserError(
+            f"{draft.name} cannot draft for {target.name}: their tokenizers differ ({', '.join(differ)}); "
+            "a draft must be the same model family, ideally the same model at fewer bits (edgepilot quantize)"
+        )
+
+
+@dataclass
+class SpecStats:
+    kind: str
+    drafted: int  # tokens the lookup or the draft model proposed
+    accepted: int  # of them, what the target agreed with
+    n_gen: int
+
+    @property
+    def acceptance_rate(self) -> float | None:
+        return round(self.accepted / self.drafted, 3) if self.drafted else None
+
+    @property
+    def tokens_per_step(self) -> float | None:
+        """Tokens per verify step of the target: each step gives its accepted drafts and one of its own."""
+        steps = self.n_gen - self.accepted
+        return round(self.n_gen / steps, 3) if steps > 0 and self.n_gen else None
+
+    @classmethod
+    def from_timings(cls, kind: str, timings: dict[str, Any], n_gen: int) -> SpecStats:
+        drafted, accepted = timings.get("draft_n"), timings.get("draft_n_accepted")
+        drafted = drafted if isinstance(drafted, int) and drafted >= 0 else 0
+        accepted = accepted if isinstance(accepted, int) and 0 <= accepted <= drafted else 0
+        return cls(kind, drafted, min(accepted, n_gen), n_gen)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "drafted": self.drafted,
+            "accepted": self.accepted,
+            "acceptance_rate": self.acceptance_rate,
+            "tokens_per_step": self.tokens_per_step,
+        }
