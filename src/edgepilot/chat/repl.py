@@ -39,8 +39,14 @@ def status_line(t: ChatTurn) -> str:
     """One line per answer; tests and the benchmark read its first fields."""
     return (
         f"[prompt {t.n_prompt_new} new + {t.n_reused} reused · ttft {t.ttft_ms:.0f} ms · "
-        f"{t.n_gen} tok @ {t.gen_tps:.1f} t/s · rss {t.rss_bytes / MIB:.0f} MiB]"
+        f"{t.n_gen} tok @ {t.gen_tps:.1f} t/s{_kept(t)} · rss {t.rss_bytes / MIB:.0f} MiB]"
     )
+
+
+def _kept(t: ChatTurn) -> str:
+    """--lookup / --draft: the drafted tokens the model kept this turn."""
+    spec = t.speculation
+    return f" · {spec['accepted']}/{spec['drafted']} drafted kept" if spec else ""
 
 
 @dataclass

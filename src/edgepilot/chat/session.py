@@ -20,6 +20,7 @@ from edgepilot.engine.choice import EngineInfo, choose_engine, open_engine, open
 from edgepilot.engine.conversation import TRANSCRIPT_STOP, answer_room, fit_conversation
 from edgepilot.engine.kv_slide import context_shift
 from edgepilot.engine.sampling import SamplerSettings
+from edgepilot.engine.speculation import Speculation, speculating_engine
 from edgepilot.engine.stops import StopMatcher
 from edgepilot.engine.thermal_guard import ThermalReport
 from edgepilot.errors import UserError
@@ -51,6 +52,8 @@ class ChatTurn:
     # design.md's context_shift, on a turn that dropped messages: cached tokens dropped, kept (slid or the
     # common prefix), and kept ones processed again (a cache that cannot slide)
     context_shift: dict[str, int] | None = None
+    # --lookup / --draft: {kind, drafted, accepted, acceptance_rate, tokens_per_step} (None: not speculating)
+    speculation: dict[str, Any] | None = None
 
 
 @dataclass
@@ -84,11 +87,13 @@ class ChatSession:
         engine: str | None = None,
         save: bool = False,
         resume: str | None = None,
+        speculation: Speculation | None = None,
     ) -> None:
         """save: keep the session on disk after every turn (chat/keeper.py); resume: "" the newest session
         of this model, or a session file (chat/persist.py)."""
         if n_predict < 1:
             raise UserError("-n must be at least 1")
+        engine = speculating_engine(engine, speculation)
         self.engine_info = choose_engine(engine, gpu=requested is not None and requested.wants_gpu)
         self.path = resolve_model(model)
         decision = decide(
@@ -103,7 +108,13 @@ class ChatSession:
         self.sampler = sampler or SamplerSettings()
         self.messages: list[tuple[str, str]] = []
         self.engine = open_engine(
-            self.engine_info, self.path, self.plan.settings, verbose, decision.cpus, decision.prompt_cpus
+            self.engine_info,
+            self.path,
+            self.plan.settings,
+            verbose,
+            decision.cpus,
+            decision.prompt_cpus,
+            speculation,
         )
         self.kv = open_session(self.engine, reuse=cache_reuse)
         load = self.engine.load
@@ -240,6 +251,7 @@ class ChatSession:
             dropped=rendered.dropped,
             n_slid=t.n_slid,
             context_shift=context_shift(t) if rendered.dropped else None,
+            speculation=None if gen.speculation is None else gen.speculation.to_json(),
         )
         self.result.turns.append(turn)
         if self.keeper is not None:

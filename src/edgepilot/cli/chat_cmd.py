@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -40,6 +40,7 @@ def render_end(result: ChatResult, out: Console) -> None:
     "-n", "--n-predict", default=512, show_default=True, help="Tokens per answer at most", metavar="N"
 )
 @flags.settings_flags
+@flags.speculation_flags
 @click.option("--temp", default=0.8, help="Sampling temperature (0 = greedy)", metavar="N")
 @click.option("--seed", type=int, help="Sampling seed (default: random)", metavar="N")
 @flags.NO_CACHE_REUSE
@@ -71,6 +72,7 @@ def chat(
     system: str | None,
     n_predict: int,
     requested: RequestedSettings,
+    speculation: Any,
     temp: float,
     seed: int | None,
     no_cache_reuse: bool,
@@ -123,6 +125,7 @@ def chat(
             engine=engine,
             save=not no_save,
             resume=resume,
+            speculation=speculation,
         )
     except DoesNotFit as refusal:
         render_fit(refusal.plan, err_console())
