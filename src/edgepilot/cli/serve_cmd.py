@@ -7,7 +7,7 @@ import sys
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -97,6 +97,7 @@ def _engine_kind(engine: str | None, gpu: bool) -> str:
 @click.option("--api-key", help="Require this key (shows in `ps`: prefer a file)", metavar="KEY")
 @click.option("--api-key-file", help="Read the required key from a file", metavar="FILE")
 @flags.settings_flags
+@flags.speculation_flags
 @flags.BUDGET
 @click.option(
     "--max-queue",
@@ -199,6 +200,7 @@ def serve(
     api_key: str | None,
     api_key_file: str | None,
     requested: RequestedSettings,
+    speculation: Any,
     budget: str | None,
     max_queue: int,
     max_tokens: int,
@@ -253,6 +255,14 @@ def serve(
             raise UserError("--device with --rpc: the helpers are the devices; leave --device out")
         requested = replace(requested, n_gpu_layers=None)
     native = None
+    if speculation is not None:  # llama-server speculates; edgepilot's own worker does not yet
+        from edgepilot.engine.speculation import speculating_engine
+
+        engine = speculating_engine(engine, speculation)
+        if _engine_kind(engine, requested.wants_gpu) != "tools":
+            raise UserError(
+                f"{speculation.describe()} runs on llama-server in this version: add --engine tools"
+            )
     if helpers or cache_reuse is not None or _engine_kind(engine, requested.wants_gpu) == "tools":
         flags.check_range("--cache-reuse", cache_reuse, 0, 1 << 30)
         native = NativeEngine(
@@ -261,6 +271,7 @@ def serve(
             cache_reuse,
             gpu_layers,
             parse_override_tensor(override_tensor),
+            speculation,
         )
 
     config = ServeConfig(

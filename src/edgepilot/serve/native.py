@@ -17,6 +17,7 @@ from edgepilot.engine.child_env import llama_env
 from edgepilot.engine.native_tools import find_tool
 from edgepilot.engine.parent_death import die_with_parent
 from edgepilot.engine.server_slots import slot_flags
+from edgepilot.engine.speculation import Speculation, speculation_args
 from edgepilot.engine.tool_flags import adapt_args, known_flags
 from edgepilot.plan.commands import llama_cpp_command
 from edgepilot.plan.settings import EngineSettings
@@ -43,6 +44,7 @@ class NativeLaunch(WorkerLaunch):
     cache_reuse: int | None = None
     gpu_layers: int | None = None  # -ngl with --rpc (None: all: 999)
     override_tensor: str | None = None  # -ot PATTERN=BUFFER_TYPE,... (a tied output kept on this device)
+    speculation: Speculation | None = None  # --lookup / --draft
     tool: str = field(default_factory=lambda: str(find_tool("llama-server")))
 
     @property
@@ -81,5 +83,7 @@ class NativeLaunch(WorkerLaunch):
             extra += ["--tensor-split", ",".join(f"{v:g}" for v in self.tensor_split)]
         if self.override_tensor:
             extra += ["-ot", self.override_tensor]
+        if self.speculation is not None:
+            extra += speculation_args(self.speculation, known_flags(self.tool), settings.on_cpu)
         argv = llama_cpp_command(self.model, settings, self.tool, self.cpus, self.prompt_cpus, extra)
         return adapt_args(self.tool, argv)  # the installed llama.cpp's flags (engine/tool_flags.py)

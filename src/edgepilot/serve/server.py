@@ -115,6 +115,7 @@ class NativeEngine:
     cache_reuse: int | None = None
     gpu_layers: int | None = None  # -ngl with --rpc (None: every layer to the helpers)
     override_tensor: str | None = None  # llama.cpp's -ot (`cluster plan` keeps a tied output here with it)
+    speculation: Any = None  # engine.speculation.Speculation: --lookup / --draft (None: off)
 
 
 def prepare(
@@ -265,6 +266,7 @@ class Supervisor:
                 cache_reuse=native.cache_reuse,
                 gpu_layers=native.gpu_layers,
                 override_tensor=native.override_tensor,
+                speculation=native.speculation,
             )
         else:
             launch = Launch(
