@@ -13,7 +13,8 @@ with its page and line (`docs/fit.md:12: $ edgepilot ...`), and --write writes e
 Each `$ edgepilot ...` line of a ```console block (with `\\` continuations) is a command; the lines up to the
 next `$` are its shown output. Commands run in a scratch folder where the pages' short names exist: the
 SmolLM2 test model, the bundled Gemma, the 7B header padded to its full size, `tests/` of this checkout, a
-`notes.txt`. COLUMNS is the width the output was rendered at (its longest line rounded up to 80, 100 or 120),
+`notes.txt`, a `rewrite.txt` (a paragraph twice).
+COLUMNS is the width the output was rendered at (its longest line rounded up to 80, 100 or 120),
 the data directory a fresh one (no tuned profile, no calibration).
 
 "Same shape" is the same sequence of line kinds (`line_kind`): numbers, paths and free text after a line's
@@ -62,6 +63,7 @@ PAGES = (
     "docs/bench-and-tune.md",
     "docs/chat.md",
     "docs/serve.md",
+    "docs/speculation.md",
     "docs/build.md",
     "docs/cluster.md",
     "docs/gpu.md",
@@ -71,6 +73,11 @@ PAGES = (
     "docs/limits.md",
 )
 TIMEOUT_S = 120
+REWRITE = (
+    "The quick brown fox jumps over the lazy dog near the river bank, while the farmer watches from his old "
+    "wooden porch and the sun sets slowly behind the hills. Children run home from school, laughing, and the "
+    "baker closes his shop after a long day of making bread for the whole village."
+)
 
 # (regex searched in the command, occurrence among the commands it matches in all the default pages (in PAGES
 # order, `counted`) or None for all, reason)
@@ -337,6 +344,9 @@ def scratch(where: Path) -> None:
     (where / gemma.name).symlink_to(gemma)
     (where / "tests").symlink_to(ROOT / "tests")
     (where / "notes.txt").write_text("# my notes\nnot a model\n")
+    (where / "rewrite.txt").write_text(
+        f"{REWRITE}\n\n{REWRITE}\n\n"
+    )  # docs/speculation.md: a text written again
     part = header_part()
     if part is None:
         sys.exit(f"readme_check: {INSTALL_HINT}")
