@@ -120,3 +120,14 @@ def test_the_servers_counts_are_read_as_untrusted():
         assert 0 <= got.accepted <= got.drafted and got.accepted <= 10, (hostile, got)
     none = SpecStats.from_timings("draft", {}, 0)
     assert none.acceptance_rate is None and none.tokens_per_step is None
+
+
+def test_a_run_with_a_draft_teaches_the_memory_calibration_nothing(smollm_path, tmp_path):
+    # llama-server's peak with a draft holds two models: learnt as the target's, later plans over-count
+    calibrations = tmp_path / "calibration"
+    done = _run(tmp_path, str(smollm_path), "-n", "4", "--temp", "0", "--draft", str(smollm_path))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert not calibrations.exists() or not any(calibrations.iterdir())
+    done = _run(tmp_path, str(smollm_path), "-n", "4", "--temp", "0", "--engine", "tools")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert any(calibrations.iterdir())  # the same run without the draft is learnt from

@@ -172,7 +172,8 @@ class ChatSession:
     def close(self) -> None:
         if self.keeper is not None:
             self.keeper.wait()
-        if self.engine.kind == "tools" and self.result.turns:
+        speculating = getattr(self.engine, "speculation", None) is not None  # a draft: not the plan
+        if self.engine.kind == "tools" and self.result.turns and not speculating:
             from edgepilot.tuned.calibrate import learn_from_run
 
             used = max(t.n_prompt + t.n_gen for t in self.result.turns)

@@ -151,7 +151,7 @@ def run_model(
             stats = llama.generate(tokens, n_predict, sampler=sampler, on_text=collect, on_phase=on_phase)
             interrupted = stopped()
         peak = llama.peak_rss_bytes()
-        if llama.kind == "tools":
+        if llama.kind == "tools" and speculation is None:  # a draft: not the plan
             learn_from_run(info, path, plan, llama, peak, stats.n_prompt + stats.n_gen)
         return RunResult(
             text="".join(pieces),
