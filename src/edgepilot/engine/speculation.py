@@ -15,9 +15,12 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from edgepilot.errors import UserError
+
+if TYPE_CHECKING:
+    from edgepilot.plan.settings import EngineSettings
 
 KINDS = ("lookup", "draft")
 LOOKUP_TYPE = "ngram-simple"  # prompt lookup: a match in the context so far; nothing kept between requests
@@ -124,3 +127,21 @@ class SpecStats:
             "acceptance_rate": self.acceptance_rate,
             "tokens_per_step": self.tokens_per_step,
         }
+
+
+def planned_extra_bytes(target: Path, settings: EngineSettings, spec: Speculation) -> int:
+    """What `spec` adds to the target's planned peak with these settings (plan/speculation_memory.py)."""
+    from edgepilot.plan.planner import load_model_facts
+    from edgepilot.plan.speculation_memory import speculation_bytes
+
+    _, _, arch = load_model_facts(target)
+    return speculation_bytes(arch.n_vocab or 0, settings, spec.kind, spec.n_max, spec.draft)
+
+
+def extra_note(spec: Speculation, extra: int) -> str:
+    what = (
+        "the draft's weights and cache, the verify batch's logits"
+        if spec.draft
+        else "the verify batch's logits"
+    )
+    return f"the memory plan counts {spec.describe()}: {extra / (1 << 20):.0f} MiB more ({what})"
