@@ -33,4 +33,5 @@ def test_chat_with_lookup_answers_as_without_and_says_what_it_kept(smollm_path, 
     assert second["n_reused"] > 0  # the cache stays across turns with speculation on
     spec = second["speculation"]
     assert spec["kind"] == "lookup" and spec["drafted"] > 0 and spec["accepted"] > 0, spec
-    assert any(n.startswith("the memory plan counts n-gram lookup: ") for n in lookup["notes"]), lookup["notes"]
+    said = lookup["notes"]
+    assert any(n.startswith("the memory plan counts n-gram lookup: ") for n in said), said

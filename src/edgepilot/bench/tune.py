@@ -59,6 +59,8 @@ class TuneRequest:
     gpu_notes: list[str] = field(default_factory=list)  # GPUs left out, and why (a failed driver check)
     sustained_s: float = 0.0  # > 0 (--sustained): the best settings compared over this many seconds
     window_s: float | None = None  # seconds per sustained window (None: default_window)
+    # --speculation: candidates measured against plain on llama-server, per kind of text (bench/spec_trial.py)
+    speculation: dict[str, Any] = field(default_factory=dict)
 
     def validate(self) -> TuneRequest:
         if self.n_prompt < 1 or self.n_gen < 1:
@@ -236,6 +238,9 @@ def run_tune(
         chosen_by="sustained" if sustained and sustained.kept else "burst",
         sustained_tps=sustained.kept.steady_ts if sustained and sustained.kept else None,
     )
+    spec_trial = _speculation(path, profile, req, progress, notes) if req.speculation else None
+    if spec_trial is not None:
+        profile.speculation = spec_trial.kept()
     profile_path = str(save_profile(profile)) if req.save else None
     tune = TuneReport(
         model=MeasuredModel.of(model, info.get("type", ""), info.get("n_params", 0)),
@@ -279,8 +284,26 @@ def run_tune(
         gpu=gpu,
         sustained=sustained,
         chosen_by=profile.chosen_by,
+        speculation=spec_trial,
     )
     return _stored(tune, req)
+
+
+def _speculation(path: Path, profile: Profile, req: TuneRequest, progress: Any, notes: list[str]) -> Any:
+    """The speculation trial with the tuned settings (None, with a note, when it cannot run here)."""
+    from edgepilot.bench.spec_trial import speculation_trial
+    from edgepilot.engine.base import EngineError
+    from edgepilot.engine.native_tools import find_tool
+
+    try:
+        tool = find_tool("llama-server")
+        settings = decide(path, profile=profile).plan.settings
+        say = (lambda msg: progress(msg, 0, 1)) if progress is not None else None
+        n_gen = max(64, req.n_gen)  # drafts need room: a 32-token answer is one or two verify steps
+        return speculation_trial(path, settings, req.speculation, n_gen=n_gen, progress=say, tool=tool)
+    except (EngineError, UserError) as exc:
+        notes.append(f"speculation not measured: {exc}")
+        return None
 
 
 def _stored(tune: TuneReport, req: TuneRequest) -> TuneReport:

@@ -63,6 +63,7 @@ class TuneReport:
     partial: bool = False  # stopped (Ctrl-C): `trials` are those measured, gen/prompt empty, no profile
     sustained: SustainedTune | None = None  # --sustained: the best settings over windows, burst vs sustained
     chosen_by: str = "burst"  # "sustained": generation's settings were kept for their steady speed
+    speculation: Any = None  # --speculation: bench/spec_trial.SpecTrial, per kind of text
 
 
 def tune_trial(t: Trial) -> TuneTrial:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.text import Text
@@ -210,6 +210,8 @@ def render_tune(r: TuneReport, out: Console) -> None:
         from edgepilot.cli.tune_sustained_render import render_sustained_tune
 
         render_sustained_tune(r.sustained, out)
+    if r.speculation is not None:
+        _render_speculation(r.speculation, out)
     if r.partial:  # stopped: the settings measured so far, no choice made
         for note in r.notes:
             say(out, note, style="dim")
@@ -342,3 +344,13 @@ def render_profile(view: ProfileView, out: Console) -> None:
         print_command(out, "serve uses the one tuned --sustained:", [view.sustained_path], style="dim")
     out.print("--no-profile leaves it out", style="dim")
     out.print("tune --forget removes it", style="dim")
+
+
+def _render_speculation(trial: Any, out: Console) -> None:
+    """tune --speculation: per kind of text, what each candidate measured against plain and what was kept."""
+    from edgepilot.cli.narrow import say
+
+    head = f"speculation on llama-server, greedy, {trial.rounds} rounds of {trial.n_gen} tokens:"
+    say(out, head, style="bold")
+    for kind, k in trial.kinds.items():
+        say(out, f"  {kind} (plain {k.plain_tg_ts:.0f} t/s): {k.why}")

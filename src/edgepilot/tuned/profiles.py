@@ -13,6 +13,7 @@ import json
 import os
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
 from edgepilot.datadir import DATA_FIX, data_dir, writable_data_folder
 from edgepilot.errors import UserError
@@ -49,6 +50,9 @@ class Profile:
     notes: list[str] = field(default_factory=list)
     chosen_by: str = "burst"  # "sustained": tune --sustained kept generation's settings for the speed held
     sustained_tps: float | None = None  # that steady speed
+    # tune --speculation: per kind of text (chat, rewrite, code), the speculation that measured faster than
+    # plain here: {"kind": "lookup", "speedup": 1.32}; a kind left out keeps plain generation
+    speculation: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def usable_cpus(self, allowed: list[int]) -> list[int]:
         """The profile's CPUs this process may use (taskset or a cgroup may have narrowed them since)."""
@@ -126,6 +130,22 @@ _COUNTS = {"n_threads": 1, "n_threads_batch": 1, "n_ubatch": 1, "n_prompt": 0, "
 _TEXTS = ("device_fingerprint", "device", "model_key", "model_name", "created", "offload_device")
 
 
+SPEC_TEXT_KINDS = ("chat", "rewrite", "code")
+
+
+def _speculation_ok(value: object) -> bool:
+    if not isinstance(value, dict) or len(value) > len(SPEC_TEXT_KINDS):
+        return False
+    return all(
+        kind in SPEC_TEXT_KINDS
+        and isinstance(kept, dict)
+        and set(kept) == {"kind", "speedup"}
+        and kept["kind"] == "lookup"
+        and is_number(kept["speedup"], 1.0, 1e3)
+        for kind, kept in value.items()
+    )
+
+
 def _out_of_range(p: Profile) -> tuple[str, object] | None:
     """The first field of the profile out of its type or range (name, value), or None."""
     for name, low in _COUNTS.items():
@@ -140,6 +160,7 @@ def _out_of_range(p: Profile) -> tuple[str, object] | None:
         ("repack", isinstance(p.repack, bool)),
         ("chosen_by", p.chosen_by in ("burst", "sustained")),
         ("notes", isinstance(p.notes, list) and all(isinstance(n, str) for n in p.notes)),
+        ("speculation", _speculation_ok(p.speculation)),
     ]
     for name in ("cpus", "prompt_cpus"):
         value = getattr(p, name)

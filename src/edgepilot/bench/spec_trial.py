@@ -1,0 +1,142 @@
+"""`tune --speculation`: whether speculative decoding pays on this device, measured per kind of text.
+
+On llama-server with the tuned settings, plain generation and each candidate (n-gram lookup; a draft model
+when given) generate greedily from a built-in prompt per kind of text (chat, rewrite, code), in alternating
+rounds (plain and the candidates take turns, so load that comes and goes weighs on all alike). Per kind, the
+median speed of each against plain's; a candidate is kept only where it measured at least KEEP_GAIN faster,
+and the trial says why it kept or dropped each.
+
+    speculation_trial(model, settings, candidates, rounds, n_gen, progress) -> SpecTrial
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from edgepilot.engine.sampling import SamplerSettings
+from edgepilot.engine.speculation import Speculation
+from edgepilot.plan.settings import EngineSettings
+
+KEEP_GAIN = 1.05
+PARAGRAPH = (
+    "The quick brown fox jumps over the lazy dog near the river bank, while the farmer watches from his old "
+    "wooden porch and the sun sets slowly behind the hills. Children run home from school, laughing, and the "
+    "baker closes his shop after a long day of making bread for the whole village."
+)
+CODE = """def read_config(path):
+    with open(path) as f:
+        lines = f.read().splitlines()
+    config = {}
+    for line in lines:
+        key, _, value = line.partition("=")
+        config[key.strip()] = value.strip()
+    return config
+
+
+def read_secrets(path):
+"""
+# kind -> (text, wrapped in the model's chat template)
+PROMPTS: dict[str, tuple[str, bool]] = {
+    "chat": ("Write a long story about a robot who learns to paint.", True),
+    "rewrite": (f"{PARAGRAPH}\n\n{PARAGRAPH}\n\n", False),
+    "code": (CODE, False),
+}
+
+
+@dataclass
+class SpecCandidate:
+    tg_ts: float  # median generation speed with it
+    speedup: float  # against plain's median, same kind, same rounds
+    acceptance_rate: float | None
+    tokens_per_step: float | None
+
+
+@dataclass
+class SpecKind:
+    plain_tg_ts: float
+    candidates: dict[str, SpecCandidate] = field(default_factory=dict)
+    kept: str | None = None  # the candidate kept for this kind of text (None: plain)
+    why: str = ""
+
+
+@dataclass
+class SpecTrial:
+    rounds: int
+    n_gen: int
+    kinds: dict[str, SpecKind]
+    seconds: float = 0.0
+
+    def kept(self) -> dict[str, dict[str, Any]]:
+        """What a profile keeps: per kind of text, the lookup setting that measured faster, with its gain."""
+        return {
+            kind: {"kind": "lookup", "speedup": k.candidates["lookup"].speedup}
+            for kind, k in self.kinds.items()
+            if k.kept == "lookup"
+        }
+
+
+def speculation_trial(
+    model: Path,
+    settings: EngineSettings,
+    candidates: dict[str, Speculation],
+    rounds: int = 3,
+    n_gen: int = 64,
+    progress: Callable[[str], None] | None = None,
+    tool: Path | None = None,
+) -> SpecTrial:
+    """Plain and each candidate, `rounds` times in turn, every kind of text each time (greedy)."""
+    import time
+
+    from edgepilot.engine.server_engine import ServerEngine
+
+    t0 = time.perf_counter()
+    say = progress or (lambda _msg: None)
+    names = ["plain", *candidates]
+    speeds: dict[str, dict[str, list[float]]] = {n: {k: [] for k in PROMPTS} for n in names}
+    stats: dict[str, dict[str, list[Any]]] = {n: {k: [] for k in PROMPTS} for n in names}
+    greedy = SamplerSettings(temperature=0.0)
+    for r in range(rounds):
+        order = names[r % len(names) :] + names[: r % len(names)]
+        for name in order:
+            say(f"speculation: round {r + 1} of {rounds}, {name}")
+            with ServerEngine(model, settings, tool=tool, speculation=candidates.get(name)) as server:
+                for kind, (text, templated) in PROMPTS.items():
+                    formatted = server.chat_prompt(text) if templated else None
+                    tokens = server.tokenize(formatted if formatted is not None else text)
+                    gen = server.generate(tokens, n_gen, sampler=greedy, cache_prompt=False)
+                    speeds[name][kind].append(gen.gen_tps)
+                    stats[name][kind].append(gen.speculation)
+    kinds = {kind: _judge(kind, speeds, stats, list(candidates)) for kind in PROMPTS}
+    return SpecTrial(rounds, n_gen, kinds, round(time.perf_counter() - t0, 1))
+
+
+def _judge(kind: str, speeds: dict, stats: dict, candidates: list[str]) -> SpecKind:
+    plain = statistics.median(speeds["plain"][kind])
+    out = SpecKind(round(plain, 2))
+    for name in candidates:
+        tg = statistics.median(speeds[name][kind])
+        runs = [s for s in stats[name][kind] if s is not None]
+        drafted, accepted = sum(s.drafted for s in runs), sum(s.accepted for s in runs)
+        n_gen = sum(s.n_gen for s in runs)
+        steps = n_gen - accepted
+        out.candidates[name] = SpecCandidate(
+            round(tg, 2),
+            round(tg / plain, 3) if plain > 0 else 0.0,
+            round(accepted / drafted, 3) if drafted else None,
+            round(n_gen / steps, 3) if steps > 0 else None,
+        )
+    # a gain needs drafts the model kept: one that drafted nothing can only have measured noise
+    real = {n: c for n, c in out.candidates.items() if (c.tokens_per_step or 1.0) > 1.0}
+    best = max(real.items(), key=lambda item: item[1].speedup, default=None)
+    if best is not None and best[1].speedup >= KEEP_GAIN:
+        out.kept = best[0]
+        out.why = f"{best[0]} {best[1].speedup:.2f}x plain: kept"
+    elif best is not None:
+        out.why = f"{best[0]} {best[1].speedup:.2f}x, under {KEEP_GAIN:.2f}x: plain kept"
+    else:
+        out.why = "no draft kept by the model: plain kept"
+    return out
