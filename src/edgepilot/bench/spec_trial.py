@@ -136,7 +136,7 @@ def _judge(kind: str, speeds: dict, stats: dict, candidates: list[str]) -> SpecK
         out.kept = best[0]
         out.why = f"{best[0]} {best[1].speedup:.2f}x plain: kept"
     elif best is not None:
-        out.why = f"{best[0]} {best[1].speedup:.2f}x, under {KEEP_GAIN:.2f}x: plain kept"
+        out.why = f"{best[0]} {best[1].speedup:.3f}x, under {KEEP_GAIN:.2f}x: plain kept"
     else:
         out.why = "no draft kept by the model: plain kept"
     return out
