@@ -24,18 +24,21 @@ def _answer(served) -> str:
 def test_serve_with_lookup_answers_as_plain_llama_server_does(smollm_path, tmp_path):
     write_device(tmp_path / "device")
     args = ["--ctx", "512", "--threads", "2", "--watch-root", str(tmp_path / "device")]
-    answers, argvs = {}, {}
+    answers, argvs, notes = {}, {}, {}
     for name, extra in {"plain": ("--engine", "tools"), "lookup": ("--lookup",)}.items():
         served = start_server(smollm_path, *args, *extra, tmp=tmp_path)
         try:
             served.wait_ready()
             answers[name] = _answer(served)
+            notes[name] = served.info["notes"]
             (worker,) = [p for p in psutil.Process(served.proc.pid).children() if p.name() == "llama-server"]
             argvs[name] = worker.cmdline()
         finally:
             assert served.stop() == 0, served.stderr()
     assert answers["lookup"] == answers["plain"] and answers["plain"], answers
     assert "--spec-type" not in argvs["plain"]
+    # the plan counts the verify batch's logits rows (serve's worker peak)
+    assert any(n.startswith("the memory plan counts n-gram lookup: ") for n in notes["lookup"]), notes
     at = argvs["lookup"].index("--spec-type")
     assert argvs["lookup"][at + 1] == "ngram-simple", argvs["lookup"]
 

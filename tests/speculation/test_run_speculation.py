@@ -131,3 +131,17 @@ def test_a_run_with_a_draft_teaches_the_memory_calibration_nothing(smollm_path, 
     done = _run(tmp_path, str(smollm_path), "-n", "4", "--temp", "0", "--engine", "tools")
     assert done.returncode == 0, done.stderr[-2000:]
     assert any(calibrations.iterdir())  # the same run without the draft is learnt from
+
+
+def test_with_sampling_the_acceptance_is_reported(smollm_path, tmp_path):
+    # run's default --temp 0.8: llama-server accepts a drafted token where the target's sample agrees. The
+    # prompt stops inside a third copy, so the sampled text is on the copy from its first token
+    third = " ".join(TEXT.split()[:16])
+    prompt = tmp_path / "third.txt"
+    prompt.write_text(f"{TEXT}\n\n{TEXT}\n\n{third}")
+    done = _run(tmp_path, str(smollm_path), "--raw", "--prompt-file", str(prompt), "-n", "48", "--seed", "7",
+                "--lookup", "--json")  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    spec = json.loads(done.stdout)["speculation"]
+    assert spec["kind"] == "lookup" and spec["drafted"] > 0, spec
+    assert spec["acceptance_rate"] is not None and 0 < spec["acceptance_rate"] <= 1, spec

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from edgepilot.engine.choice import EngineInfo, choose_engine
 from edgepilot.errors import UserError
@@ -52,6 +53,7 @@ def plan_serve(
     root: str | Path = "/",
     engine: EngineInfo | None = None,
     short_ctx: int = 0,
+    speculation: Any = None,
 ) -> ServePlan:
     """The same decision as `run`'s, with the server's HTTP stack counted in the worker's peak. engine: the
     worker's llama.cpp when it is llama-server (its own HTTP stack is in its calibrated runtime).
@@ -72,6 +74,14 @@ def plan_serve(
         )
 
     decision = decision_for(base)
+    spec_note = None
+    if speculation is not None:  # llama-server's draft and verify rows, at the settings chosen
+        from edgepilot.engine.speculation import extra_note, planned_extra_bytes
+
+        extra = planned_extra_bytes(model_path, decision.plan.settings, speculation)
+        base += extra
+        decision = decision_for(base)
+        spec_note = extra_note(speculation, extra)
     if short_ctx and decision.plan.fits:
         short_ctx = min(short_ctx, decision.plan.settings.n_ctx)
         extra = short_lane_bytes(model_path, decision.plan.settings, short_ctx, root, slot=tools)
@@ -91,6 +101,8 @@ def plan_serve(
     else:
         short_ctx = 0
     fit = decision.plan
+    if spec_note:
+        fit.notes.append(spec_note)
     return ServePlan(
         model=model_path,
         fit=fit,

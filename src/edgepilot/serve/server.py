@@ -126,13 +126,14 @@ def prepare(
     rpc: bool = False,
     engine: EngineInfo | None = None,
     short_ctx: int = 0,
+    speculation: Any = None,
 ) -> ServePlan:
     path = resolve_model(model)
     # with --rpc the helpers hold the layers: the settings are the cluster plan's, which checked every
     # device's budget with them; fitting the whole model into this device's budget would shrink them
     # (a quantized KV cache on every helper, no mmap, a smaller ubatch) behind the plan's back
     budget = RPC_BUDGET if rpc else budget_bytes
-    plan = plan_serve(path, requested, budget, engine=engine, short_ctx=short_ctx)
+    plan = plan_serve(path, requested, budget, engine=engine, short_ctx=short_ctx, speculation=speculation)
     if rpc:  # the helpers hold the layers: `edgepilot cluster plan` checks their budgets
         here = plan_serve(path, requested, budget_bytes, engine=engine).fit  # this device's own budget
         notes = [n for n in plan.fit.notes if n not in plan.fit.budget.reasons]  # RPC_BUDGET's
@@ -365,7 +366,11 @@ def serve(
     # the port first: a port in use is one line at once, not after planning and reading the model
     sock = bind_front(config.host, config.port)
     try:
-        plan = prepare(model, requested, budget_bytes, force, rpc=rpc, engine=engine, short_ctx=short_ctx)
+        speculation = native.speculation if native is not None else None
+        plan = prepare(
+            model, requested, budget_bytes, force, rpc=rpc, engine=engine, short_ctx=short_ctx,
+            speculation=speculation,
+        )  # fmt: skip
         if warm:
             warm_page_cache(plan, log)
         return Supervisor(plan, config, on_ready, log, native).run(sock)
