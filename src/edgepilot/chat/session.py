@@ -20,7 +20,7 @@ from edgepilot.engine.choice import EngineInfo, choose_engine, open_engine, open
 from edgepilot.engine.conversation import TRANSCRIPT_STOP, answer_room, fit_conversation
 from edgepilot.engine.kv_slide import context_shift
 from edgepilot.engine.sampling import SamplerSettings
-from edgepilot.engine.speculation import Speculation, extra_note, planned_extra_bytes, speculating_engine
+from edgepilot.engine.speculation import Speculation, speculating_engine
 from edgepilot.engine.stops import StopMatcher
 from edgepilot.engine.thermal_guard import ThermalReport
 from edgepilot.errors import UserError
@@ -97,16 +97,9 @@ class ChatSession:
         self.engine_info = choose_engine(engine, gpu=requested is not None and requested.wants_gpu)
         self.path = resolve_model(model)
         decision = decide(
-            self.path, requested, ctx_needed=RUN_CTX, budget_bytes=budget_bytes, engine=self.engine_info
-        )
-        spec_note = None
-        if speculation is not None:  # planned again with what it adds at the settings chosen
-            extra = planned_extra_bytes(self.path, decision.plan.settings, speculation)
-            decision = decide(
-                self.path, requested, ctx_needed=RUN_CTX, budget_bytes=budget_bytes, engine=self.engine_info,
-                reserve_bytes=extra,
-            )  # fmt: skip
-            spec_note = extra_note(speculation, extra)
+            self.path, requested, ctx_needed=RUN_CTX, budget_bytes=budget_bytes, engine=self.engine_info,
+            speculation=speculation,
+        )  # fmt: skip
         self.plan = decision.plan
         if not self.plan.fits and not force:
             raise DoesNotFit(self.plan)
@@ -133,7 +126,7 @@ class ChatSession:
             ),
             cache_reuse=cache_reuse,
             llama_cpp_args=self.plan.llama_cpp_args,
-            notes=list(self.plan.notes) + ([spec_note] if spec_note else []),
+            notes=list(self.plan.notes),
             engine=self.engine_info,
         )
         # a base model (no chat template): said once at the start, the chat goes on as a transcript

@@ -13,7 +13,7 @@ from edgepilot.engine.base import GenerationStats
 from edgepilot.engine.choice import EngineInfo, choose_engine, open_engine
 from edgepilot.engine.preload import Preload, preload, skip_reason
 from edgepilot.engine.sampling import SamplerSettings
-from edgepilot.engine.speculation import Speculation, extra_note, planned_extra_bytes, speculating_engine
+from edgepilot.engine.speculation import Speculation, speculating_engine
 from edgepilot.engine.thermal_guard import ThermalLimit, ThermalReport, guarding
 from edgepilot.errors import UserError
 from edgepilot.gguf.resolve import resolve_model
@@ -114,19 +114,10 @@ def run_model(
     stage("planning memory")
     # A rough token count (about 3 bytes per token) so the context holds the prompt and the reply.
     ctx_needed = len(prompt.encode("utf-8")) // 3 + n_predict + 64
-    decision = decide(path, requested, ctx_needed=ctx_needed, budget_bytes=budget_bytes, engine=info)
-    spec_notes: list[str] = []
-    if speculation is not None:  # planned again with what it adds at the settings chosen (never fewer)
-        extra = planned_extra_bytes(path, decision.plan.settings, speculation)
-        decision = decide(
-            path,
-            requested,
-            ctx_needed=ctx_needed,
-            budget_bytes=budget_bytes,
-            engine=info,
-            reserve_bytes=extra,
-        )
-        spec_notes.append(extra_note(speculation, extra))
+    decision = decide(
+        path, requested, ctx_needed=ctx_needed, budget_bytes=budget_bytes, engine=info,
+        speculation=speculation,
+    )  # fmt: skip
     plan = decision.plan
     if not plan.fits and not force:
         raise DoesNotFit(plan)
@@ -201,7 +192,7 @@ def run_model(
             + nothing_generated(
                 stats, "".join(pieces), n_predict, raw_prompt, formatted is not None, interrupted
             )
-            + spec_notes,
+            + ([decision.speculation_note] if decision.speculation_note else []),
             warnings=list(plan.warnings),
             interrupted=interrupted,
             roofline=generation_share(path, settings, stats.n_prompt, stats.n_gen, stats.gen_tps, bandwidth),

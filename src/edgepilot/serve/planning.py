@@ -71,17 +71,10 @@ def plan_serve(
             engine=engine,
             own_process=False,  # the model runs in the worker: this front stays beside it
             sustained=True,  # a server runs for hours: the settings tuned for the speed they hold, if any
+            speculation=speculation,  # llama-server's draft and verify rows, at the settings chosen
         )
 
     decision = decision_for(base)
-    spec_note = None
-    if speculation is not None:  # llama-server's draft and verify rows, at the settings chosen
-        from edgepilot.engine.speculation import extra_note, planned_extra_bytes
-
-        extra = planned_extra_bytes(model_path, decision.plan.settings, speculation)
-        base += extra
-        decision = decision_for(base)
-        spec_note = extra_note(speculation, extra)
     if short_ctx and decision.plan.fits:
         short_ctx = min(short_ctx, decision.plan.settings.n_ctx)
         extra = short_lane_bytes(model_path, decision.plan.settings, short_ctx, root, slot=tools)
@@ -101,8 +94,6 @@ def plan_serve(
     else:
         short_ctx = 0
     fit = decision.plan
-    if spec_note:
-        fit.notes.append(spec_note)
     return ServePlan(
         model=model_path,
         fit=fit,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from edgepilot.defaults import DEFAULT_CTX
 from edgepilot.device.cpusets import cpulist
@@ -25,6 +26,9 @@ from edgepilot.tuned.calibrate import arithmetic_for
 from edgepilot.tuned.profiles import Profile, load_profile
 from edgepilot.words import count
 
+if TYPE_CHECKING:
+    from edgepilot.engine.speculation import Speculation
+
 # The context when none is asked for: enough for a conversation, without reserving the whole trained context
 # (its KV cache is cleared at creation, so every cell costs resident memory). A longer prompt raises it.
 RUN_CTX = DEFAULT_CTX
@@ -36,6 +40,7 @@ class Decision:
     profile: Profile | None  # the tuned profile that filled in speed choices, if any
     cpus: list[int] | None = None  # the profile's CPUs for generation: pinned before the model loads
     prompt_cpus: list[int] | None = None  # the profile's CPUs for prompt processing, when they differ
+    speculation_note: str | None = None  # what --lookup / --draft added to the plan (also in plan.notes)
 
     @property
     def settings(self) -> EngineSettings:
@@ -152,6 +157,7 @@ def decide(
     own_process: bool | None = None,
     sustained: bool = False,
     opencl: bool = False,
+    speculation: Speculation | None = None,
 ) -> Decision:
     """Settings and plan for one model on the device at `root`.
 
@@ -162,6 +168,8 @@ def decide(
     own_process: whether the model runs in this process (plan.fit.fit_model; None: in-process engines do).
     sustained: prefer the profile `tune --sustained` saved (serve: a server runs for hours).
     opencl: also plan the OpenCL GPU path (`fit` asks; plan/opencl_plan.py).
+    speculation: --lookup / --draft: planned again with what it adds at the settings first chosen (a draft
+    model, the verify batch's logits rows), said in plan.notes and in Decision.speculation_note.
     """
     requested = requested or RequestedSettings()
     path = Path(model_path)
@@ -181,23 +189,33 @@ def decide(
         tuned = replace(tuned, repack=False)
     ctx_target = max(RUN_CTX, ctx_needed)
 
-    def plan_for(req: RequestedSettings) -> FitResult:
+    def plan_for(req: RequestedSettings, reserve: int) -> FitResult:
         return fit_model(
             path,
             req,
             budget_bytes=budget_bytes,
             root=root,
             ctx_target=ctx_target,
-            reserve_bytes=reserve_bytes,
+            reserve_bytes=reserve,
             arithmetic=lambda arch: arithmetic_for(engine, path, arch),
             own_process=own_process,
             opencl=opencl,
         )
 
-    plan = plan_for(tuned)
-    if not plan.fits and tuned.n_ubatch != requested.n_ubatch:  # memory comes first: the planner's ubatch
-        tuned = replace(tuned, n_ubatch=requested.n_ubatch)
-        plan = plan_for(tuned)
+    def settled(reserve: int) -> FitResult:
+        plan = plan_for(tuned, reserve)
+        if not plan.fits and tuned.n_ubatch != requested.n_ubatch:  # memory first: the planner's ubatch
+            plan = plan_for(replace(tuned, n_ubatch=requested.n_ubatch), reserve)
+        return plan
+
+    plan = settled(reserve_bytes)
+    speculation_note = None
+    if speculation is not None:
+        from edgepilot.engine.speculation import extra_note, planned_extra_bytes
+
+        extra = planned_extra_bytes(path, plan.settings, speculation)
+        plan = settled(reserve_bytes + extra)
+        speculation_note = extra_note(speculation, extra)
     cpus, prompt_cpus = tuned_cpus(requested, profile)
     if cpus:
         plan.llama_cpp_args = llama_cpp_command(path, plan.settings, cpus=cpus, prompt_cpus=prompt_cpus)
@@ -212,4 +230,6 @@ def decide(
         plan.notes += plan.engine_notes
     if engine is not None:
         plan.engine = asdict(engine)
-    return Decision(plan=plan, profile=profile, cpus=cpus, prompt_cpus=prompt_cpus)
+    if speculation_note:
+        plan.notes.append(speculation_note)
+    return Decision(plan, profile, cpus, prompt_cpus, speculation_note)
