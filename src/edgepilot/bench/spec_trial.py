@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from edgepilot.engine.sampling import SamplerSettings
-from edgepilot.engine.speculation import Speculation
+from edgepilot.engine.speculation import SpecStats, Speculation
 from edgepilot.plan.settings import EngineSettings
 
 KEEP_GAIN = 1.05
@@ -121,13 +121,12 @@ def _judge(kind: str, speeds: dict, stats: dict, candidates: list[str]) -> SpecK
         tg = statistics.median(speeds[name][kind])
         runs = [s for s in stats[name][kind] if s is not None]
         drafted, accepted = sum(s.drafted for s in runs), sum(s.accepted for s in runs)
-        n_gen = sum(s.n_gen for s in runs)
-        steps = n_gen - accepted
+        total = SpecStats(name, drafted, accepted, sum(s.n_gen for s in runs))  # the rounds together
         out.candidates[name] = SpecCandidate(
             round(tg, 2),
             round(tg / plain, 3) if plain > 0 else 0.0,
-            round(accepted / drafted, 3) if drafted else None,
-            round(n_gen / steps, 3) if steps > 0 else None,
+            total.acceptance_rate,
+            total.tokens_per_step,
         )
     # a gain needs drafts the model kept: one that drafted nothing can only have measured noise
     real = {n: c for n, c in out.candidates.items() if (c.tokens_per_step or 1.0) > 1.0}

@@ -260,9 +260,7 @@ def serve(
 
         engine = speculating_engine(engine, speculation)
         if _engine_kind(engine, requested.wants_gpu) != "tools":
-            raise UserError(
-                f"{speculation.describe()} runs on llama-server in this version: add --engine tools"
-            )
+            raise speculation.not_in_process()
     if helpers or cache_reuse is not None or _engine_kind(engine, requested.wants_gpu) == "tools":
         flags.check_range("--cache-reuse", cache_reuse, 0, 1 << 30)
         native = NativeEngine(

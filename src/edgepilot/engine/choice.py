@@ -308,10 +308,7 @@ def open_engine(
     """Load the model with these settings in the chosen engine (speculation: on llama-server only)."""
     if info.kind == "inprocess":
         if speculation is not None:
-            raise UserError(
-                f"{speculation.describe()} runs on llama-server in this version: add --engine tools "
-                "(the in-process engine has no speculative decoding yet)"
-            )
+            raise speculation.not_in_process()
         from edgepilot.engine.inprocess import LlamaEngine
 
         return LlamaEngine(model, settings, verbose=verbose)

@@ -45,6 +45,13 @@ class Speculation:
     def describe(self) -> str:
         return "n-gram lookup" if self.kind == "lookup" else f"draft model {self.draft.name}"  # type: ignore[union-attr]
 
+    def not_in_process(self) -> UserError:
+        """The refusal where edgepilot's own (in-process) engine would run it."""
+        return UserError(
+            f"{self.describe()} runs on llama-server in this version: add --engine tools "
+            "(the in-process engine has no speculative decoding yet)"
+        )
+
 
 def speculation_args(spec: Speculation, known: frozenset[str] | None, on_cpu: bool = True) -> list[str]:
     """llama-server's flags for `spec`, spelled as this llama-server knows them (known: its --help's)."""
