@@ -82,7 +82,7 @@ def test_the_summary_says_what_was_kept_at_50_columns(smollm_path, rewrite, tmp_
     "args, said",
     [
         (("--draft", "GEMMA"), "cannot draft for SmolLM2-135M-Instruct.Q4_1.gguf: their tokenizers differ"),
-        (("--lookup", "--engine", "inprocess"), "n-gram lookup runs on llama-server in this version"),
+        (("--draft", "SMOLLM", "--engine", "inprocess"), "runs on llama-server in this version"),
         (("--lookup", "--draft", "GEMMA"), "give --lookup or --draft, not both"),
         (("--draft-max", "4"), "--draft-max goes with --lookup or --draft"),
         (("--lookup", "--draft-max", "0"), "--draft-max 0: give 1 to 64"),
@@ -90,7 +90,8 @@ def test_the_summary_says_what_was_kept_at_50_columns(smollm_path, rewrite, tmp_
     ],
 )
 def test_what_cannot_speculate_is_refused_in_one_line(smollm_path, gemma_path, tmp_path, args, said):
-    args = tuple(str(gemma_path) if a == "GEMMA" else a for a in args)
+    paths = {"GEMMA": str(gemma_path), "SMOLLM": str(smollm_path)}
+    args = tuple(paths.get(a, a) for a in args)
     done = _run(tmp_path, str(smollm_path), "-n", "4", *args)
     assert done.returncode == 2, done.stderr[-2000:]
     assert said in done.stderr and "Traceback" not in done.stderr, done.stderr

@@ -305,13 +305,19 @@ def open_engine(
     prompt_cpus: list[int] | None = None,
     speculation: Speculation | None = None,
 ) -> Engine:
-    """Load the model with these settings in the chosen engine (speculation: on llama-server only)."""
+    """Load the model with these settings in the chosen engine (a draft model: on llama-server only; n-gram
+    lookup on both)."""
     if info.kind == "inprocess":
-        if speculation is not None:
+        if speculation is not None and speculation.kind != "lookup":
             raise speculation.not_in_process()
         from edgepilot.engine.inprocess import LlamaEngine
 
-        return LlamaEngine(model, settings, verbose=verbose)
+        engine = LlamaEngine(model, settings, verbose=verbose)
+        if speculation is not None:
+            from edgepilot.engine.lookup_decoding import advice_args
+
+            engine.speculation, engine.speculation_argv = speculation.validate(), advice_args(speculation)
+        return engine
     from edgepilot.engine.server_engine import ServerEngine
 
     tool = Path(info.path) if info.path else None

@@ -18,8 +18,10 @@ from edgepilot.engine import interrupts, llama_log
 from edgepilot.engine.base import EngineError, GenerationStats, LoadInfo
 from edgepilot.engine.child_env import gpu_drivers_kept_out
 from edgepilot.engine.llama_binding import llama_cpp
+from edgepilot.engine.lookup_decoding import lookup_generate
 from edgepilot.engine.params import context_params, model_params
 from edgepilot.engine.sampling import GreedyPicker, SamplerSettings, build_chain
+from edgepilot.engine.speculation import Speculation
 from edgepilot.engine.turns import Turns
 from edgepilot.errors import UserError
 from edgepilot.plan.settings import EngineSettings
@@ -64,6 +66,8 @@ class LlamaEngine:
         # called before each decode with the tokens generated so far (0: a generation starts): the thermal
         # guard changes the thread count there (engine/thermal_guard.py)
         self.between_tokens: Callable[[int], None] | None = None
+        self.speculation: Speculation | None = None  # --lookup: engine/lookup_decoding.py
+        self.speculation_argv: list[str] = []  # its llama-server flags, for the advice line
         init_backend(verbose)
         log_start = llama_log.mark()
         t0 = time.perf_counter()
@@ -329,13 +333,22 @@ class LlamaEngine:
             def pick() -> int:
                 return sample_chain(chain, ctx, -1)
 
+        budget = min(n_predict, n_ctx - len(prompt_tokens))
+        if self.speculation is not None:
+            pick_at = pick.at if chain is None else (lambda i: sample_chain(chain, ctx, i))  # type: ignore[attr-defined]
+            try:
+                out = lookup_generate(self, prompt_tokens, budget, pick_at, on_text, stop_at_eog, t_start)
+            finally:
+                if chain is not None:
+                    llama_cpp.llama_sampler_free(chain)
+            return out.generation_stats(prompt_tokens, prompt_seconds, n_past, budget < n_predict)
+
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         is_eog = llama_cpp.llama_vocab_is_eog
         one = (llama_cpp.llama_token * 1)()
         batch = llama_cpp.llama_batch_get_one(one, 1)  # points at `one`: refilled per token, built once
         generated: list[int] = []
         keep = generated.append
-        budget = min(n_predict, n_ctx - len(prompt_tokens))
         n_gen, stopped_by, first_token = 0, "limit", None
         t0 = t_end = time.perf_counter()
         try:

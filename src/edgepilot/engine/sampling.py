@@ -70,3 +70,10 @@ class GreedyPicker:
         if addr != self._addr:  # the output buffer moves only when llama.cpp reallocates it
             self._addr, self._view = addr, self._as_array(ptr, shape=(self._n_vocab,))
         return int(self._view.argmax())
+
+    def at(self, i: int) -> int:
+        """The highest logit at batch index i (a batch that asked for logits at several positions)."""
+        ptr = self._logits_ith(self._ctx, i)
+        if not ptr:
+            raise RuntimeError(f"llama.cpp returned no logits for batch index {i}")
+        return int(self._as_array(ptr, shape=(self._n_vocab,)).argmax())

@@ -47,9 +47,10 @@ class Speculation:
 
     def not_in_process(self) -> UserError:
         """The refusal where edgepilot's own (in-process) engine would run it."""
+        what = "n-gram lookup in serve" if self.kind == "lookup" else "a draft model"
         return UserError(
             f"{self.describe()} runs on llama-server in this version: add --engine tools "
-            "(the in-process engine has no speculative decoding yet)"
+            f"(the in-process engine has no {what} yet)"
         )
 
 

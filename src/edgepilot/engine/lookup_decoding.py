@@ -1,0 +1,204 @@
+"""N-gram lookup decoding in this process: llama.cpp's `ngram-simple` (common/ngram-map.cpp), verified by our
+own loop on the C API.
+
+Each step decodes the token just chosen plus the tokens that followed the last earlier occurrence of the
+current n-gram, with logits for every position, in one batch. The target then picks at each position as it
+would alone (argmax at temperature 0, its own sampler chain otherwise): while its pick equals the drafted
+token, that token is kept; the first pick that differs is the next token, and the drafted positions after it
+are removed from the KV cache (`llama_memory_seq_rm`). A drafted token is certain (its proposal probability
+is 1), so sampling at each position from the target's distribution and stopping at the first difference is
+speculative sampling's acceptance rule exactly: the output has the target's distribution at any temperature,
+and at temperature 0 it is the target's greedy text (up to the batch's float rounding, which can differ from
+one token's).
+"""
+
+from __future__ import annotations
+
+import codecs
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from edgepilot.engine.base import GenerationStats
+from edgepilot.engine.llama_binding import llama_cpp
+from edgepilot.engine.speculation import LOOKUP_TYPE, SpecStats, Speculation
+
+NGRAM_SIZE = 12  # llama.cpp's --spec-ngram-simple-size-n default
+DRAFT_MAX = 48  # its --spec-ngram-simple-size-m default
+
+
+def advice_args(spec: Speculation) -> list[str]:
+    """The same lookup on llama-server, for the advice command line."""
+    size = [] if spec.n_max is None else ["--spec-ngram-simple-size-m", str(spec.n_max)]
+    return ["--spec-type", LOOKUP_TYPE, *size]
+
+
+@dataclass
+class NgramIndex:
+    """Where each token occurs in the context, so the last earlier occurrence of an n-gram is found by
+    looking at the positions of its first token only."""
+
+    tokens: list[int]
+    positions: dict[int, list[int]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for pos, token in enumerate(self.tokens):
+            self.positions.setdefault(token, []).append(pos)
+
+    def append(self, token: int) -> None:
+        self.positions.setdefault(token, []).append(len(self.tokens))
+        self.tokens.append(token)
+
+    def draft(self, sampled: int, n: int = NGRAM_SIZE, m: int = DRAFT_MAX) -> list[int]:
+        """common_ngram_simple_draft: the (n-1) last tokens plus `sampled`, searched backwards in the
+        context; what followed the match (at most m tokens, none when fewer than n would follow)."""
+        tokens, cur_len = self.tokens, len(self.tokens)
+        if m < 1 or cur_len <= n + m + 1:
+            return []
+        pattern = tokens[cur_len - n + 1 :] + [sampled]
+        last_start = cur_len - n - 1
+        for j in reversed(self.positions.get(pattern[0], ())):
+            if j > last_start:
+                continue
+            if j == 0:
+                break  # llama.cpp never matches at position 0
+            if tokens[j : j + n] == pattern:
+                copy = min(m, cur_len - (j + n))
+                return tokens[j + n : j + n + copy] if copy >= n else []
+        return []
+
+
+class LookupEngine(Protocol):
+    """What the loop uses of the in-process engine (engine/inprocess.py's LlamaEngine)."""
+
+    _ctx: Any
+    vocab: Any
+    speculation: Speculation | None
+    between_tokens: Callable[[int], None] | None
+
+    def piece(self, token: int) -> bytes: ...
+    def _decode_failed(self, rc: int) -> None: ...
+
+
+@dataclass
+class LookupOutcome:
+    tokens: list[int]
+    n_gen: int
+    stopped_by: str
+    first_token_seconds: float | None
+    gen_seconds: float
+    stats: SpecStats
+
+    def generation_stats(
+        self, prompt: list[int], prompt_seconds: float, n_past: int, context_bound: bool
+    ) -> GenerationStats:
+        """As the plain loop reports it (context_bound: the budget was cut to what the context holds)."""
+        return GenerationStats(
+            n_prompt=len(prompt),
+            n_gen=self.n_gen,
+            prompt_seconds=prompt_seconds,
+            gen_seconds=self.gen_seconds,
+            stopped_by="context" if context_bound and self.stopped_by == "limit" else self.stopped_by,
+            first_token_seconds=self.first_token_seconds,
+            n_past=n_past,
+            tokens=self.tokens,
+            speculation=self.stats,
+        )
+
+
+def lookup_generate(
+    engine: LookupEngine,
+    context: list[int],
+    budget: int,
+    pick_at: Callable[[int], int],
+    on_text: Callable[[str], bool | None] | None,
+    stop_at_eog: bool,
+    t_start: float,
+) -> LookupOutcome:
+    """Generate up to `budget` tokens after `context` (the tokens the KV cache holds, the last one's logits
+    ready at batch index -1). pick_at(i) is the target's choice from the logits at batch index i."""
+    ctx, vocab, piece, between = engine._ctx, engine.vocab, engine.piece, engine.between_tokens  # noqa: SLF001
+    m = (engine.speculation.n_max if engine.speculation else None) or DRAFT_MAX
+    index = NgramIndex(list(context))
+    memory = llama_cpp.llama_get_memory(ctx)
+    batch = llama_cpp.llama_batch_init(m + 1, 0, 1)
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    is_eog = llama_cpp.llama_vocab_is_eog
+    generated: list[int] = []
+    n_gen, drafted, accepted, stopped_by = 0, 0, 0, "limit"
+    first_token: float | None = None
+    t0 = t_end = time.perf_counter()
+
+    def emits(token: int) -> str | None:
+        """Whether generation goes on after `token`: None, or why it stops (the token is not kept)."""
+        nonlocal n_gen, t_end
+        if stop_at_eog and is_eog(vocab, token):
+            return "eog"
+        if on_text is not None:
+            text = decoder.decode(piece(token))
+            if text and on_text(text):
+                n_gen += 1
+                t_end = time.perf_counter()
+                return "caller"
+        return None
+
+    try:
+        pending = pick_at(-1)
+        first_token = time.perf_counter() - t_start
+        while True:
+            why = emits(pending)
+            if why is not None:
+                stopped_by = why
+                break
+            room = budget - n_gen - 1
+            draft = index.draft(pending, m=m)[:room] if room > 0 else []  # cut after: m < n drafts nothing
+            base = len(index.tokens)
+            batch.n_tokens = 1 + len(draft)
+            for i, token in enumerate([pending, *draft]):
+                batch.token[i], batch.pos[i], batch.n_seq_id[i] = token, base + i, 1
+                batch.seq_id[i][0], batch.logits[i] = 0, 1
+            if between is not None:
+                between(n_gen + 1)
+            rc = llama_cpp.llama_decode(ctx, batch)
+            if rc != 0:
+                engine._decode_failed(rc)  # noqa: SLF001
+            index.append(pending)
+            generated.append(pending)
+            n_gen += 1
+            drafted += len(draft)
+            t_end = time.perf_counter()
+            if n_gen >= budget:
+                break
+            chosen: int | None = None
+            for i, token in enumerate(draft):
+                pick = pick_at(i)
+                if pick != token:
+                    chosen = pick
+                    break
+                why = emits(token)
+                if why is not None:
+                    stopped_by = why
+                    break
+                index.append(token)
+                generated.append(token)
+                n_gen += 1
+                accepted += 1
+                t_end = time.perf_counter()
+            else:
+                if n_gen < budget:
+                    chosen = pick_at(len(draft))
+            # drafted positions past the last kept token leave the cache
+            llama_cpp.llama_memory_seq_rm(memory, 0, len(index.tokens), -1)
+            if chosen is None:
+                break
+            pending = chosen
+    finally:
+        llama_cpp.llama_batch_free(batch)
+    if on_text is not None and stopped_by != "caller":
+        tail = decoder.decode(b"", final=True)
+        if tail:
+            on_text(tail)
+    return LookupOutcome(
+        generated, n_gen, stopped_by, first_token, t_end - t0, SpecStats("lookup", drafted, accepted, n_gen)
+    )
