@@ -16,7 +16,6 @@ import errno
 import os
 import re
 import stat
-import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO
@@ -110,6 +109,8 @@ def write_failure(exc: OSError, what: str, path: PathLike, fix: str = "") -> Use
 
 def fresh_temp(directory: PathLike, prefix: str, suffix: str = ".tmp") -> tuple[int, Path]:
     """A new, empty file in `directory` under a random name (mkstemp: O_EXCL|O_NOFOLLOW): (fd, path)."""
+    import tempfile  # it loads shutil and random: only once something is written
+
     fd, name = tempfile.mkstemp(prefix=prefix, suffix=suffix, dir=os.fspath(directory))
     os.fchmod(fd, 0o644)
     return fd, Path(name)

@@ -10,6 +10,8 @@ from edgepilot.cli import flags
 from edgepilot.cli.app import app, emit, user_errors
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from edgepilot.plan.requested import RequestedSettings
 
 
@@ -35,11 +37,14 @@ def fit(
     The plan is for the llama.cpp that will run it here (--engine; a device tree gets the pinned one's)."""
     from edgepilot.cli.fit_render import render_fit
     from edgepilot.engine.choice import describe_engine
-    from edgepilot.gguf.resolve import bundled_model_path
     from edgepilot.tuned.decide import decide
 
     info = describe_engine(engine, load=False, gpu=requested.wants_gpu)[0] if root == "/" else None
-    path = model if model is not None else bundled_model_path()
+    path: str | Path | None = model
+    if path is None:
+        from edgepilot.gguf.resolve import bundled_model_path
+
+        path = bundled_model_path()
     decision = decide(
         path, requested, root=root, budget_bytes=flags.size_or_none(budget), engine=info, opencl=True
     )

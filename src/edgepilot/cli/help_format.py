@@ -8,7 +8,6 @@ The group's classes carry this to every command and subgroup defined with it.
 
 from __future__ import annotations
 
-import textwrap
 from collections.abc import Iterable, Sequence
 
 import click
@@ -18,6 +17,8 @@ from click.formatting import iter_rows, measure_table, term_len
 def wrap(text: str, width: int, initial: str = "", subsequent: str = "", paragraphs: bool = False) -> str:
     """click.formatting.wrap_text, never inside a word: paragraphs are separated by an empty line, keep the
     indentation of their first line, and one opened by a `\\b` line is left as written."""
+    import textwrap  # its regular expressions compile on import: only for help that is shown
+
     wrapper = textwrap.TextWrapper(
         width,
         initial_indent=initial,

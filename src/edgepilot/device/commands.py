@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
-import signal
-import subprocess
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -65,6 +62,8 @@ def _run_live(argv: Sequence[str], timeout: float, limit: int) -> tuple[str | No
     """argv run for its output (run_output: killed with everything it started at the deadline or once its
     output passes `limit`: a hung or flooding driver is a reason, never a stall or a memory blow-up here);
     a crash is named by its signal."""
+    import shutil  # with subprocess and signal, imported where a command runs: fit and a replay run none
+
     exe = shutil.which(argv[0])
     shown = " ".join(argv)
     if exe is None:
@@ -108,6 +107,8 @@ def run_output(
     at the deadline; a grandchild that keeps the pipes open is killed with the group, and one that left the
     group holds us no longer than READER_SECONDS. Never raises. stderr_limit: stderr's bytes kept (`limit`);
     shown: the command as reasons name it; input: written to its stdin (closed otherwise)."""
+    import subprocess
+
     shown = shown or " ".join(argv)
     try:
         proc = subprocess.Popen(
@@ -189,11 +190,15 @@ class _Drain(threading.Thread):
 
 
 def _kill_group(pid: int) -> None:
+    import signal
+
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
 
 
 def _signal_name(number: int) -> str:
+    import signal
+
     try:
         return signal.Signals(number).name
     except ValueError:

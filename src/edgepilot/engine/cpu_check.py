@@ -20,20 +20,22 @@ import re
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from edgepilot.engine import cpu_check_store as store
-from edgepilot.engine.checked_run import checked_at_now, deadline_from_env, outcome_of, run_checked
-from edgepilot.engine.cpu_check_child import MARK, N_BATCH, N_CTX, check_prompt
-from edgepilot.engine.gpu_run import RunResult
 from edgepilot.file_errors import note_once
+
+# The child-run modules (checked_run, gpu_run, cpu_check_child) are imported where a check runs: probe and fit
+# read a remembered check without them.
+if TYPE_CHECKING:
+    from edgepilot.engine.gpu_run import RunResult
 
 # a phone loads the 270M model and decodes 64 tokens in a few seconds, qemu-user in about 30
 DEADLINE_ENV = "EDGEPILOT_CPU_CHECK_DEADLINE"
 CRASHES = ("SIGILL", "SIGSEGV", "SIGBUS", "SIGABRT", "SIGFPE")
 COMPLETION_TOOLS = ("llama-completion", "llama-cli")
-_SYSTEM_INFO = re.compile(r"system_info:.*?\bCPU\s*:(.*)$")
-_ON = re.compile(r"\b([A-Z][A-Z0-9_]*)\s*=\s*1\b")
+_SYSTEM_INFO = r"system_info:.*?\bCPU\s*:(.*)$"  # compiled on first use (re's cache)
+_ON = r"\b([A-Z][A-Z0-9_]*)\s*=\s*1\b"
 
 
 @dataclass
@@ -97,13 +99,16 @@ class EngineCheck:
 def built_with(lines: list[str]) -> list[str]:
     """The CPU features a llama.cpp says it was compiled with (its `system_info: ... CPU : AVX2 = 1 |`)."""
     for line in lines:
-        m = _SYSTEM_INFO.search(line)
+        m = re.search(_SYSTEM_INFO, line)
         if m:
-            return _ON.findall(m.group(1))[:64]
+            return re.findall(_ON, m.group(1))[:64]
     return []
 
 
 def judge(mode: str, r: RunResult, deadline: float, needs_mark: bool) -> CpuCheck:
+    from edgepilot.engine.checked_run import outcome_of
+    from edgepilot.engine.cpu_check_child import MARK, N_BATCH
+
     lines = r.kept + r.tail
     base = {"evidence": r.tail[-12:], "exit_code": r.returncode, "signal": r.signal}
     base["built_with"] = built_with(lines)
@@ -155,6 +160,7 @@ def completion_tool(program: Path) -> Path | None:
 
 
 def _tools_argv(program: Path, model: Path, repack: bool) -> list[str] | None:
+    from edgepilot.engine.cpu_check_child import N_BATCH, N_CTX, check_prompt
     from edgepilot.engine.tool_flags import adapt_args
 
     argv = [str(program), "-m", str(model), "-p", check_prompt(), "-n", "2", "-c", str(N_CTX)]
@@ -169,6 +175,8 @@ def _tools_argv(program: Path, model: Path, repack: bool) -> list[str] | None:
 def _run(argv: list[str], mode: str, deadline: float, needs_mark: bool) -> CpuCheck:
     """One mode's check; past its deadline (a loaded machine, a phone under emulation) once more with a
     longer one (engine/checked_run.py)."""
+    from edgepilot.engine.checked_run import checked_at_now, run_checked
+
     checked = run_checked(argv, deadline, _child_env())
     got = judge(mode, checked.result, checked.deadlines[-1], needs_mark)
     got.checked_at = checked_at_now()
@@ -225,6 +233,8 @@ def check_engine(
 ) -> EngineCheck:
     """The check of one engine's llama.cpp: `kind` "inprocess" (target: the libllama file) or "tools"
     (target: one of its programs). Remembered unless fresh; never raises for what llama.cpp does."""
+    from edgepilot.engine.checked_run import deadline_from_env
+
     deadline = deadline or deadline_from_env(DEADLINE_ENV, 120.0)
     key = store.check_key(kind, _files(kind, target), _cpu_flags())
     if not fresh:

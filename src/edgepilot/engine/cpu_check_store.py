@@ -17,7 +17,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-from edgepilot.engine.checked_run import checked_at_now
 from edgepilot.kept import KeyedCache
 
 CACHE_NAME = "cpu-checks.json"
@@ -108,4 +107,6 @@ def load(key: str, quiet: bool = False) -> dict[str, dict[str, Any]] | None:
 def store(key: str, modes: dict[str, dict[str, Any]]) -> str | None:
     """Remember one library's checks (oldest dropped first, and again until the file is under its cap).
     The reason when it could not be saved."""
+    from edgepilot.engine.checked_run import checked_at_now  # its child-run machinery: only when storing
+
     return CACHE.store(key, {**modes, "stored_at": checked_at_now()})

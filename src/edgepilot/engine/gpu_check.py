@@ -30,12 +30,11 @@ import os
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from edgepilot.device.fs import LIVE_ROOT
 from edgepilot.device.gpu_llama import LlamaDevice, backend_of, read_llama_devices
 from edgepilot.engine import gpu_cache
-from edgepilot.engine.checked_run import FINAL, checked_at_now, deadline_from_env, run_checked
-from edgepilot.engine.gpu_outcome import DeviceCheck, from_entry, judge
 from edgepilot.engine.native_tools import KEEP_OUT_ENV, ToolMissing, built_tool, find_tool, tool_version
 
 # lavapipe: ~3 s idle with a warm cache, 12 s on a VM, over 60 s under two compiles with a cold shader cache;
@@ -49,6 +48,9 @@ DEADLINE_ENV = "EDGEPILOT_GPU_CHECK_DEADLINE"  # seconds (tests use a short one)
 CHECK_LAYERS = 2
 LIST_TOOLS = ("llama-server", "llama-cli", "llama-completion", "llama-bench")
 CHECK_TOOLS = ("llama-bench", "llama-completion")
+
+if TYPE_CHECKING:
+    from edgepilot.engine.gpu_outcome import DeviceCheck
 
 
 def list_tool() -> Path | None:
@@ -106,6 +108,8 @@ def _scope(checker: Path) -> str:
 
 def cached_check(tool: Path | None, device: LlamaDevice | str) -> DeviceCheck | None:
     """What a previous check of this device with this llama.cpp and these driver files found."""
+    from edgepilot.engine.gpu_outcome import from_entry  # with the child-run modules: once there is a check
+
     checker = check_tool(tool)
     if checker is None:
         return None
@@ -121,6 +125,8 @@ def cached_check(tool: Path | None, device: LlamaDevice | str) -> DeviceCheck | 
 
 def cached_checks() -> list[DeviceCheck]:
     """Every remembered check, oldest first (whatever llama.cpp or driver it was for)."""
+    from edgepilot.engine.gpu_outcome import from_entry
+
     return [c for c in (from_entry(e) for e in gpu_cache.load().values()) if c is not None]
 
 
@@ -163,6 +169,9 @@ def check(
     """Check one device in a child process, or return the remembered check: unless fresh=True, and unless
     it was a timeout (slow, hung) and recheck_timeouts. Never raises for what the driver does; `tool` is any
     program of the llama.cpp to check (None: the installed one); deadline: DEADLINE_S (or $DEADLINE_ENV)."""
+    from edgepilot.engine.checked_run import FINAL, checked_at_now, deadline_from_env, run_checked
+    from edgepilot.engine.gpu_outcome import DeviceCheck, from_entry, judge
+
     if deadline is None:
         deadline = deadline_from_env(DEADLINE_ENV, DEADLINE_S)
     dev = _named(device, tool)
@@ -211,6 +220,8 @@ def driver_kept_out_env() -> dict[str, str]:
 def checks_for(tool: Path | None = None) -> list[DeviceCheck]:
     """The remembered checks of this llama.cpp with this machine's current driver files and loader
     environment. Loads no driver (no device list): a few stat calls and one small file."""
+    from edgepilot.engine.gpu_outcome import from_entry
+
     checker = check_tool(tool)
     if checker is None:
         return []

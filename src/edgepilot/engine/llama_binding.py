@@ -14,7 +14,6 @@ and elsewhere this is a plain `import llama_cpp`.
 
 from __future__ import annotations
 
-import ctypes
 import importlib
 import importlib.util
 import os
@@ -25,6 +24,8 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    import ctypes
+
     import llama_cpp  # noqa: F401 - what `from edgepilot.engine.llama_binding import llama_cpp` gives
 
 LOADER = "llama_cpp._ctypes_extensions"
@@ -35,7 +36,7 @@ DEPENDENCIES = {
     "mtmd": ("ggml-base", "ggml-cpu", "ggml", "llama"),
 }
 
-LoadLibrary = Callable[[str, Path], ctypes.CDLL]
+LoadLibrary = Callable[[str, Path], "ctypes.CDLL"]  # ctypes is imported when a library is opened
 
 
 def android_loader(original: LoadLibrary) -> LoadLibrary:
@@ -62,6 +63,8 @@ def android_loader(original: LoadLibrary) -> LoadLibrary:
 
 
 def _open(path: Path) -> ctypes.CDLL:
+    import ctypes
+
     try:
         return ctypes.CDLL(str(path), mode=ctypes.RTLD_GLOBAL)
     except OSError as exc:

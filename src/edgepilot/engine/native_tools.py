@@ -15,7 +15,6 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
-import shutil
 import sys
 from dataclasses import dataclass
 from functools import lru_cache
@@ -120,6 +119,8 @@ LIBEXEC_GLOB = "/usr/libexec/*/llama/bin"
 
 
 def path_tool(name: str) -> Path | None:
+    import shutil  # its archive modules load with it: only when a program is looked for
+
     for candidate in (name, *ALIASES.get(name, ())):
         found = shutil.which(candidate)
         if found:

@@ -6,7 +6,6 @@ Every defect is a Problem; the only exception is UserError for a path that canno
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import time
@@ -290,6 +289,8 @@ def _check_sha256(path: Path, v: Validation, expected: str | None, sidecar: bool
 
 
 def file_sha256(path: str | os.PathLike[str], chunk: int = 4 * MiB) -> str:
+    import hashlib  # OpenSSL's library loads with it: only when a file is hashed
+
     digest = hashlib.sha256()
     with open_checked(path) as f:
         while block := f.read(chunk):

@@ -7,8 +7,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from edgepilot.gguf.gguf_records import GGUFHeader
-from edgepilot.gguf.quant_types import quant_for_file_type, smaller_than
-from edgepilot.gguf.requant_size import requantized_bytes
 from edgepilot.plan.commands import llama_cpp_command
 from edgepilot.plan.search import MIN_USEFUL_CTX, QUANTIZED_KV
 from edgepilot.plan.settings import EngineSettings
@@ -107,6 +105,9 @@ def _smaller_quants(
     planner: Planner, header: GGUFHeader, settings: EngineSettings, budget: int
 ) -> list[Alternative]:
     """The same model at a smaller quantization: its weights as llama-quantize would write them."""
+    from edgepilot.gguf.quant_types import quant_for_file_type, smaller_than
+    from edgepilot.gguf.requant_size import requantized_bytes
+
     current = quant_for_file_type(header.metadata.get("general.file_type"))
     if current is None:
         return []

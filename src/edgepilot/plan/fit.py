@@ -9,7 +9,6 @@ from pathlib import Path
 
 from edgepilot.errors import UserError
 from edgepilot.gguf.arch import ArchParams
-from edgepilot.gguf.gguf_info import file_type_name
 from edgepilot.plan.alternatives import find_alternatives
 from edgepilot.plan.arithmetic import EngineArithmetic
 from edgepilot.plan.budget import compute_budget
@@ -139,8 +138,11 @@ def fit_model(
     advice = None
     if opencl:
         cl_devices = read_devices(root, device.android is not None, req.device)
-        source_type = file_type_name(header.metadata.get("general.file_type"))
-        advice = opencl_advice(cl_devices, header, path, source_type, planner, settings, limit)
+        if cl_devices:
+            from edgepilot.gguf.gguf_info import file_type_name  # and its quantization tables: for a GPU only
+
+            source_type = file_type_name(header.metadata.get("general.file_type"))
+            advice = opencl_advice(cl_devices, header, path, source_type, planner, settings, limit)
     return FitResult(
         model=str(path),
         fits=fits,

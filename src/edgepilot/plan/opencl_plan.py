@@ -13,19 +13,19 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from edgepilot.device import fs
-from edgepilot.device.gpu_llama import backend_of
-from edgepilot.device.opencl import OpenCLDevice, read_opencl, usable
-from edgepilot.device.opencl_verdict import Judgement, speed_of
 from edgepilot.device.root_archive import open_root
 from edgepilot.gguf.gguf_records import GGUFHeader
-from edgepilot.gguf.quant_types import output_stem
 from edgepilot.plan.commands import edgepilot_command, llama_cpp_command
 from edgepilot.plan.layers import TOKEN_EMBD, layer_of, tied_output
 from edgepilot.plan.planner import Planner
 from edgepilot.plan.settings import EngineSettings
 from edgepilot.plan.types import OffloadPlan, OpenCLAdvice
+
+if TYPE_CHECKING:
+    from edgepilot.device.opencl import OpenCLDevice
 
 LLAMA_NAME = "GPUOpenCL"  # ggml-opencl names every device so (ggml_backend_opencl_device_get_name)
 PRECISE = ("F32", "F16", "BF16")
@@ -49,6 +49,8 @@ def requantize_commands(
     model: Path, quant: str, source_type: str | None
 ) -> tuple[Path, list[str], list[str]]:
     """(the output file, llama-quantize's command, edgepilot's) for a pure `quant` copy of `model`."""
+    from edgepilot.gguf.quant_types import output_stem
+
     out = model.parent / f"{output_stem(model)}-{quant}-pure.gguf"
     llama = ["llama-quantize"]
     if (source_type or "").upper() not in PRECISE:
@@ -62,9 +64,20 @@ def read_devices(root: Path | str, android: bool, requested: str | None) -> list
     """The OpenCL devices at `root`: a device tree's clinfo; on this machine clinfo is run (a bounded child)
     only on Android or when --device names an OpenCL device (a desktop's ICDs are no phone GPU path)."""
     with open_root(Path(root)) as base:
-        if fs.is_live(base) and not android and backend_of(requested or "") != "opencl":
+        if fs.is_live(base) and not android and not _names_opencl(requested):
             return []
+        from edgepilot.device.opencl import read_opencl  # clinfo's parsing: only where it may run
+
         return read_opencl(base, android)[0]
+
+
+def _names_opencl(device: str | None) -> bool:
+    """--device names an OpenCL device; without one, llama.cpp's device tables are not even imported."""
+    if not device:
+        return False
+    from edgepilot.device.gpu_llama import backend_of
+
+    return backend_of(device) == "opencl"
 
 
 def opencl_advice(
@@ -77,10 +90,13 @@ def opencl_advice(
     limit: int,
 ) -> OpenCLAdvice | None:
     """None without an OpenCL device; for a device ggml-opencl refuses, its verdict and why."""
+    if not devices:
+        return None
+    from edgepilot.device.opencl import usable
+    from edgepilot.device.opencl_verdict import Judgement, speed_of
+
     dev = usable(devices)
     if dev is None:
-        if not devices:
-            return None
         first = devices[0]
         return OpenCLAdvice(first.name, first.verdict, list(first.reasons))
     n_layer = planner.arch.n_layer

@@ -22,12 +22,15 @@ from edgepilot.plan.requested import RequestedSettings
 from edgepilot.plan.settings import EngineSettings
 from edgepilot.plan.types import FitResult
 from edgepilot.tuned import pinning
-from edgepilot.tuned.calibrate import arithmetic_for
 from edgepilot.tuned.profiles import Profile, load_profile
 from edgepilot.words import count
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from edgepilot.engine.speculation import Speculation
+    from edgepilot.gguf.arch import ArchParams
+    from edgepilot.plan.arithmetic import EngineArithmetic
 
 # The context when none is asked for: enough for a conversation, without reserving the whole trained context
 # (its KV cache is cleared at creation, so every cell costs resident memory). A longer prompt raises it.
@@ -143,6 +146,22 @@ def gpu_notes(settings: EngineSettings, requested: RequestedSettings, engine: En
     return notes
 
 
+def _learned_arithmetic(
+    engine: EngineInfo | None, path: Path
+) -> Callable[[ArchParams], EngineArithmetic | None] | None:
+    """What fit_model applies for another llama.cpp (tuned/calibrate.py); None for the pinned in-process one,
+    which has nothing learned, so the calibration modules stay unloaded."""
+    if engine is None or engine.kind != "tools":
+        return None
+
+    def learned(arch: ArchParams) -> EngineArithmetic | None:
+        from edgepilot.tuned.calibrate import arithmetic_for
+
+        return arithmetic_for(engine, path, arch)
+
+    return learned
+
+
 def decide(
     model_path: str | os.PathLike[str],
     requested: RequestedSettings | None = None,
@@ -197,7 +216,7 @@ def decide(
             root=root,
             ctx_target=ctx_target,
             reserve_bytes=reserve,
-            arithmetic=lambda arch: arithmetic_for(engine, path, arch),
+            arithmetic=_learned_arithmetic(engine, path),
             own_process=own_process,
             opencl=opencl,
         )

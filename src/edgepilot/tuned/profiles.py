@@ -20,7 +20,6 @@ from edgepilot.errors import UserError
 from edgepilot.file_errors import cannot_read, escaped, is_denied, note_once, reason, refused_where
 from edgepilot.kept import MAX_BYTES, MAX_COUNT, Dropped, is_int, is_number, read_json
 from edgepilot.safe_write import write_text
-from edgepilot.tuned.identity import device_id, model_id
 
 PROFILE_VERSION = 1
 
@@ -184,9 +183,16 @@ class ProfileView:
     sustained_path: str | None = None  # a profile tuned with --sustained (serve prefers it), if there is one
 
 
+def _identity(model: Path, root: Path) -> tuple[str, str]:
+    """The profile's name parts: the model's key and the device's fingerprint."""
+    from edgepilot.tuned.identity import device_id, model_id
+
+    return model_id(model).key, device_id(root).fingerprint
+
+
 def show_profile(model_path: Path | str, root: Path = Path("/")) -> ProfileView:
     path = Path(model_path)
-    key, fp = model_id(path).key, device_id(root).fingerprint
+    key, fp = _identity(path, root)
     profile = load_profile(path, root, strict=True)
     sustained = profile_path(key, fp, sustained=True)
     where = sustained if profile is not None and profile.chosen_by == "sustained" else profile_path(key, fp)
@@ -199,7 +205,7 @@ def forget_profile(model_path: Path | str, root: Path = Path("/")) -> ProfileVie
     unreadable one as well: its name comes from the model and the device, so it is not read to be found):
     later runs plan without them."""
     path = Path(model_path)
-    key, fp = model_id(path).key, device_id(root).fingerprint
+    key, fp = _identity(path, root)
     view = ProfileView(model=str(path), path=str(profile_path(key, fp)), profile=None)
     burst, burst_profile = _remove(profile_path(key, fp))
     sustained, sustained_profile = _remove(profile_path(key, fp, sustained=True))
@@ -244,6 +250,8 @@ def load_profile(
         if is_denied(exc):
             _refused(folder, exc, strict)
         return None
+    from edgepilot.tuned.identity import device_id, model_id  # imported once there is a profile folder
+
     try:
         key = model_id(path).key
     except UserError:
