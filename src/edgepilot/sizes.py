@@ -32,7 +32,7 @@ _UNITS = {
     "tib": TIB,
 }
 # one number (digits, optional fraction, optional exponent), optional space, optional unit; nothing else
-_SIZE = re.compile(r"(\d{1,30}(?:\.\d{1,30})?(?:e[+-]?\d{1,4})?) ?([a-z]{0,3})", re.ASCII)
+_SIZE = r"(\d{1,30}(?:\.\d{1,30})?(?:e[+-]?\d{1,4})?) ?([a-z]{0,3})"  # compiled on first use (re's cache)
 
 
 def show_size(n: int) -> str:
@@ -49,7 +49,7 @@ def parse_size(text: str, *, what: str = "size", minimum: int = 1, maximum: int 
     lies above `maximum`.
     """
     raw = str(text).strip().lower()
-    match = _SIZE.fullmatch(raw)
+    match = re.fullmatch(_SIZE, raw, re.ASCII)
     if match is None:
         if len(raw) > 40:
             raise UserError(f"cannot read {what}: {len(raw)} characters; use e.g. 512MiB, 2GiB, 2G")
@@ -75,13 +75,13 @@ def read_count(value: object, *, what: str, minimum: int = 0, maximum: int = MAX
     return value
 
 
-_DURATION = re.compile(r"(\d{1,9}(?:\.\d{1,6})?) ?(s|sec|m|min|h)?", re.ASCII)
+_DURATION = r"(\d{1,9}(?:\.\d{1,6})?) ?(s|sec|m|min|h)?"
 _SECONDS = {None: 1, "s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600}
 
 
 def parse_duration(text: str, *, what: str = "duration", minimum: float = 1.0) -> float:
     """Seconds from '90', '90s', '5m', '1.5h'; one clear line (UserError) for anything else."""
-    match = _DURATION.fullmatch(str(text).strip().lower())
+    match = re.fullmatch(_DURATION, str(text).strip().lower(), re.ASCII)
     if match is None:
         raise UserError(f"cannot read {what} '{str(text)[:40]}': use seconds or a unit, e.g. 90s, 5m, 1h")
     seconds = float(match.group(1)) * _SECONDS[match.group(2)]

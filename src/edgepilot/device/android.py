@@ -14,7 +14,7 @@ from pathlib import Path
 
 from edgepilot.device import commands
 
-_PROP_LINE = re.compile(r"^\[(?P<key>[^\]]+)\]:\s*\[(?P<value>.*)\]\s*$")
+_PROP_LINE = r"^\[(?P<key>[^\]]+)\]:\s*\[(?P<value>.*)\]\s*$"  # compiled on first use (re's cache)
 PHANTOM_FLAG = "persist.sys.fflag.override.settings_enable_monitor_phantom_procs"
 DEFAULT_PHANTOM_LIMIT = 32
 
@@ -39,7 +39,7 @@ class AndroidFacts:
 def parse_getprop(text: str) -> dict[str, str]:
     props: dict[str, str] = {}
     for line in text.splitlines():
-        m = _PROP_LINE.match(line.strip())
+        m = re.match(_PROP_LINE, line.strip())
         if m:
             props[m.group("key")] = m.group("value")
     return props

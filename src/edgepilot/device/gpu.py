@@ -9,6 +9,7 @@ driverName, driverInfo, conformanceVersion. Versions appear as `1.4.305`, `41985
 
 from __future__ import annotations
 
+import functools
 import io
 import re
 from dataclasses import dataclass, field
@@ -37,9 +38,15 @@ VENDORS = {
 MAX_GPUS = 16
 MAX_VALUE_CHARS = 256  # a driverInfo string is ~60 characters; longer values only slow the regexes down
 VKJSON_FILE = 2 << 20  # `cmd gpu vkjson` prints a few hundred KiB per device
-_GPU_HEADER = re.compile(r"^GPU(\d+):\s*$")
-_KV = re.compile(r"^([A-Za-z][A-Za-z0-9_]*)\s*=\s*(.*)$")
-_INSTANCE = re.compile(r"Vulkan Instance Version:\s*(\S+)")
+_GPU_HEADER = r"^GPU(\d+):\s*$"
+_KV = r"^([A-Za-z][A-Za-z0-9_]*)\s*=\s*(.*)$"
+_INSTANCE = r"Vulkan Instance Version:\s*(\S+)"
+
+
+@functools.cache
+def _compiled(pattern: str, flags: int = 0) -> re.Pattern[str]:
+    """A pattern above, compiled when first used (a command that never parses this pays nothing)."""
+    return re.compile(pattern, flags)
 
 
 @dataclass
@@ -105,14 +112,14 @@ def _clean_version(value: str | None) -> str | None:
 def parse_summary(text: str) -> tuple[list[dict[str, str]], str | None]:
     """Raw `key = value` blocks per GPU, and the instance version."""
     instance = None
-    m = _INSTANCE.search(text)
+    m = _compiled(_INSTANCE).search(text)
     if m:
         instance = m.group(1)
     blocks: list[dict[str, str]] = []
     current: dict[str, str] | None = None
     for raw in io.StringIO(text):
         line = raw.strip()
-        if _GPU_HEADER.match(line):
+        if _compiled(_GPU_HEADER).match(line):
             if len(blocks) >= MAX_GPUS:
                 break
             current = {}
@@ -120,7 +127,7 @@ def parse_summary(text: str) -> tuple[list[dict[str, str]], str | None]:
             continue
         if current is None:
             continue
-        kv = _KV.match(line)
+        kv = _compiled(_KV).match(line)
         if kv:
             current.setdefault(kv.group(1), kv.group(2).strip()[:MAX_VALUE_CHARS])
         elif line and not line.startswith(("-", "=")) and line.endswith(":"):

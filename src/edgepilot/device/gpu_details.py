@@ -14,20 +14,27 @@ The full text has one `GPU<n>:` block per device under `Device Properties and Ex
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
 MAX_GPUS = 16
 MAX_HEAPS = 16
-_GPU_HEADER = re.compile(r"^GPU(\d+):\s*$")
+_GPU_HEADER = r"^GPU(\d+):\s*$"
 _BOOL = {"true": True, "1": True, "false": False, "0": False}
 _FLAG_KEYS = {"bufferDeviceAddress": "bda", "storageBuffer16BitAccess": "storage16"}
-_FLAG = re.compile(r"^\s*(bufferDeviceAddress|storageBuffer16BitAccess)\s*=\s*(\w+)")
-_SUBGROUP = re.compile(r"^\s*subgroupSize\s*=\s*(\d+)")
-_HEAP = re.compile(r"^\s*memoryHeaps\[(\d+)\]:")
-_SIZE = re.compile(r"^\s*size\s*=\s*(\d+)")
-_RANGE = re.compile(r"^\s*maxStorageBufferRange\s*=\s*(\d+)")
+_FLAG = r"^\s*(bufferDeviceAddress|storageBuffer16BitAccess)\s*=\s*(\w+)"
+_SUBGROUP = r"^\s*subgroupSize\s*=\s*(\d+)"
+_HEAP = r"^\s*memoryHeaps\[(\d+)\]:"
+_SIZE = r"^\s*size\s*=\s*(\d+)"
+_RANGE = r"^\s*maxStorageBufferRange\s*=\s*(\d+)"
+
+
+@functools.cache
+def _compiled(pattern: str) -> re.Pattern[str]:
+    """A pattern above, compiled when `vulkaninfo`'s full text is first parsed."""
+    return re.compile(pattern)
 
 
 @dataclass
@@ -45,7 +52,7 @@ def parse_full(text: str) -> list[GpuDetails]:
     current: GpuDetails | None = None
     in_heaps = False
     for line in text.splitlines():
-        if _GPU_HEADER.match(line.strip()) and not line.startswith((" ", "\t")):
+        if _compiled(_GPU_HEADER).match(line.strip()) and not line.startswith((" ", "\t")):
             if len(out) >= MAX_GPUS:
                 break
             current = GpuDetails()
@@ -63,30 +70,30 @@ def parse_full(text: str) -> list[GpuDetails]:
         if in_heaps:
             _heap_line(current, stripped)
             continue
-        flag = _FLAG.match(line)
+        flag = _compiled(_FLAG).match(line)
         if flag:
             value = _BOOL.get(flag.group(2).lower())
             attr = _FLAG_KEYS[flag.group(1)]
             if getattr(current, attr) is None:
                 setattr(current, attr, value)
             continue
-        sub = _SUBGROUP.match(line)
+        sub = _compiled(_SUBGROUP).match(line)
         if sub and current.subgroup_size is None:
             current.subgroup_size = int(sub.group(1))
-        ranged = _RANGE.match(line)
+        ranged = _compiled(_RANGE).match(line)
         if ranged and current.max_storage_range is None:
             current.max_storage_range = int(ranged.group(1))
     return out
 
 
 def _heap_line(current: GpuDetails, stripped: str) -> None:
-    if _HEAP.match(stripped):
+    if _compiled(_HEAP).match(stripped):
         if len(current.heaps) < MAX_HEAPS:
             current.heaps.append({"bytes": None, "device_local": False})
         return
     if not current.heaps:
         return
-    size = _SIZE.match(stripped)
+    size = _compiled(_SIZE).match(stripped)
     if size and current.heaps[-1]["bytes"] is None:
         current.heaps[-1]["bytes"] = int(size.group(1))
     elif stripped == "MEMORY_HEAP_DEVICE_LOCAL_BIT":

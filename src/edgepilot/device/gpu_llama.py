@@ -9,6 +9,7 @@ lists here, and the listing exits 0 (engine/gpu_check.py is the real check). Rep
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,10 +22,16 @@ LIST_SECONDS = 15.0  # loading the backends and enumerating devices; ~0.3 s on l
 MAX_DEVICES = 16
 MAX_NAME_CHARS = 200
 _HEADER = "Available devices:"
-_LINE = re.compile(
-    r"^\s+(?P<name>[A-Za-z][\w.\-\[\]:]*?):\s+(?P<desc>.*?)"
-    r"(?:\s+\((?P<total>\d+)\s+MiB,\s+(?P<free>\d+)\s+MiB free\))?\s*$"
-)
+
+
+@functools.cache
+def _line() -> re.Pattern[str]:
+    return re.compile(
+        r"^\s+(?P<name>[A-Za-z][\w.\-\[\]:]*?):\s+(?P<desc>.*?)"
+        r"(?:\s+\((?P<total>\d+)\s+MiB,\s+(?P<free>\d+)\s+MiB free\))?\s*$"
+    )
+
+
 # llama.cpp's device names by backend: Vulkan0, GPUOpenCL, CUDA0, Metal, RPC[host:port] ...
 _BACKENDS = (("vulkan", "vulkan"), ("gpuopencl", "opencl"), ("opencl", "opencl"))
 
@@ -59,7 +66,7 @@ def parse_list_devices(text: str) -> list[LlamaDevice] | None:
     for line in lines[start + 1 :]:
         if not line.strip() or line.strip() == "(none)":
             continue
-        m = _LINE.match(line[: MAX_NAME_CHARS * 2])
+        m = _line().match(line[: MAX_NAME_CHARS * 2])
         if m is None:
             if not line.startswith((" ", "\t")):
                 break  # the list ended (a log line, a second section)

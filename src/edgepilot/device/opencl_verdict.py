@@ -37,7 +37,7 @@ _GENERATIONS = (
 )  # fmt: skip
 _COMPILERS = (("E031", 13, (5, 8, 11)), ("E17", 12, (4, 7, 10)), ("DX", 11, (3, 6, 9)))
 OLDEST_WORKING = (38, 1, 0)  # E031.38.01: the vendored ggml-opencl works around its two failing kernels
-_MODEL = re.compile(r"Adreno\s*\(TM\)\s*(X\d-\d+|\d{3})", re.I)
+_MODEL = r"Adreno\s*\(TM\)\s*(X\d-\d+|\d{3})"  # compiled on first use (re's cache)
 
 
 @dataclass
@@ -131,7 +131,7 @@ def judge(
 
 def _adreno(j: Judgement, name: str, device_version: str, driver: str | None) -> None:
     j.generation = generation(device_version) or generation(name)
-    m = _MODEL.search(device_version) or _MODEL.search(name)
+    m = re.search(_MODEL, device_version, re.I) or re.search(_MODEL, name, re.I)
     j.model = m.group(1) if m else None
     found = compiler_version(driver)
     if found is not None:

@@ -7,6 +7,7 @@ an error.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,8 +16,14 @@ from edgepilot.device import fs
 
 THERMAL = "sys/class/thermal"
 NAME_CHARS = 64  # the kernel's THERMAL_NAME_LENGTH is 20
-_ZONE = re.compile(r"^thermal_zone(\d+)$")
-_CPU_ZONE = re.compile(r"cpu|cpuss|apc|big|little|mid|soc|tsens|x86_pkg|cluster", re.IGNORECASE)
+_ZONE = r"^thermal_zone(\d+)$"
+_CPU_ZONE = r"cpu|cpuss|apc|big|little|mid|soc|tsens|x86_pkg|cluster"
+
+
+@functools.cache
+def _compiled(pattern: str, flags: int = 0) -> re.Pattern[str]:
+    """A pattern above, compiled when first used (a command that never parses this pays nothing)."""
+    return re.compile(pattern, flags)
 
 
 @dataclass
@@ -39,7 +46,8 @@ def read_thermal(root: Path) -> tuple[list[ThermalZone], list[str]]:
         return [], [f"thermal zones unavailable ({why})"]
     zones: list[ThermalZone] = []
     failed: list[str] = []
-    for name in sorted((n for n in names if _ZONE.match(n)), key=lambda n: int(_ZONE.match(n).group(1))):
+    zone = _compiled(_ZONE).match
+    for name in sorted((n for n in names if zone(n)), key=lambda n: int(zone(n).group(1))):
         kind, _ = fs.read_text(root, f"{THERMAL}/{name}/type", fs.VALUE_FILE)
         raw, why_temp = fs.read_int(root, f"{THERMAL}/{name}/temp")
         celsius = to_celsius(raw) if raw is not None else None
@@ -57,7 +65,7 @@ def read_thermal(root: Path) -> tuple[list[ThermalZone], list[str]]:
 def cpu_zones(zones: list[ThermalZone]) -> list[ThermalZone]:
     """The readable zones that look like CPU/SoC sensors (every readable zone when none does)."""
     readable = [z for z in zones if z.celsius is not None]
-    return [z for z in readable if z.type and _CPU_ZONE.search(z.type)] or readable
+    return [z for z in readable if z.type and _compiled(_CPU_ZONE, re.IGNORECASE).search(z.type)] or readable
 
 
 def hottest_cpu(zones: list[ThermalZone]) -> ThermalZone | None:
