@@ -15,6 +15,7 @@ Sources (llama.cpp vendored by llama-cpp-python 0.3.36, ggml-org/llama.cpp@0c1e5
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from edgepilot.gguf import ggml_types
@@ -119,11 +120,12 @@ def kv_cache_bytes(
         refusals=refusals,
         notes=list(p.notes),
     )
+    row_k, row_v = _row_bytes(tk), _row_bytes(tv)  # the planner's searches call this dozens of times
     for il in layers:
         swa = has_swa and p.is_swa[il]
         cells = cells_swa if swa else cells_full
-        k = _row(tk, p.n_embd_k_gqa(il)) * cells * n_stream
-        v = 0 if p.is_mla else _row(tv, v_max if v_trans else p.n_embd_v_gqa(il)) * cells * n_stream
+        k = row_k(p.n_embd_k_gqa(il)) * cells * n_stream
+        v = 0 if p.is_mla else row_v(v_max if v_trans else p.n_embd_v_gqa(il)) * cells * n_stream
         if swa:
             out.n_layers_swa += 1
             out.k_bytes_swa += k
@@ -141,9 +143,10 @@ def kv_cache_bytes(
     return out
 
 
-def _row(type_id: int, n: int) -> int:
+def _row_bytes(type_id: int) -> Callable[[int], int]:
+    """Bytes of a row of n values of this type."""
     block, size = ggml_types.block_and_type_size(type_id) or (1, 0)
-    return -(-n // block) * size  # llama.cpp refuses a partial block; the refusal says so
+    return lambda n: -(-n // block) * size  # llama.cpp refuses a partial block; the refusal says so
 
 
 def _refusals(p: ArchParams, tk: int, tv: int, type_k: str, type_v: str, flash_attn: bool) -> list[str]:
@@ -180,6 +183,8 @@ def _head_width(p: ArchParams, il: int, which: str) -> int:
 def _rotation_bytes(p: ArchParams, layers: list[int], tk: int, tv: int, has_swa: bool) -> int:
     """Hadamard matrices that llama-kv-cache.cpp keeps in host memory, per cache, when K or V is quantized:
     n x n f32 for n = 64, 128, ... up to the cache's head size (all its layers must share one head size)."""
+    if not (ggml_types.is_quantized(tk) or ggml_types.is_quantized(tv)):
+        return 0  # no rotation without a quantized cache: the planner's f16 searches skip the per-layer sets
     caches = (
         [[il for il in layers if p.is_swa[il]], [il for il in layers if not p.is_swa[il]]]
         if has_swa
