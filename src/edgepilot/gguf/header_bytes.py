@@ -45,7 +45,8 @@ class Window:
 
 @functools.cache
 def _run() -> re.Pattern[bytes]:
-    item = b"|".join(b"\\x%02x\\x00{7}" % k + (b".{%d}" % k if k else b"") for k in range(SHORT))
+    # the length byte and its seven zero bytes as themselves, not as escapes: parsed and matched faster
+    item = b"|".join(re.escape(bytes([k])) + b"\x00" * 7 + (b".{%d}" % k if k else b"") for k in range(SHORT))
     possessive = b"+" if sys.version_info >= (3, 11) else b""  # skips keeping backtrack state (3.11+)
     return re.compile(b"(?s)(?:" + item + b"){%d}" % RUN + possessive)
 
