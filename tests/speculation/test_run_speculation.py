@@ -1,6 +1,6 @@
 """Speculative decoding on llama-server (issue 42, the tools engine): `run --lookup` and `run --draft` give
 the target's own greedy text and say how many drafted tokens it kept; a draft with another tokenizer, a
-lookup asked of the in-process engine and two kinds at once are refused in one line."""
+draft model asked of the in-process engine and two kinds at once are refused in one line."""
 
 from __future__ import annotations
 
