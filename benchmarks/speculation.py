@@ -1,6 +1,7 @@
 """Speculative decoding measured: n-gram lookup against plain generation on llama-server, on a rewriting
 prompt (the text is written again: what lookup is for) and on free text (where it has little to find), and
-`edgepilot run --lookup` against llama-server called directly with the same flags.
+`edgepilot run --lookup` against llama-server called directly with the same flags; and the same on the
+in-process engine (edgepilot's own draft/verify loop, engine/lookup_decoding.py) against its plain loop.
 
     python benchmarks/speculation.py                 # SmolLM2 135M, 5 alternating rounds, -n 128
     python benchmarks/speculation.py --rounds 9 --json
@@ -8,7 +9,9 @@ prompt (the text is written again: what lookup is for) and on free text (where i
 Per round, in an order that rotates every round: llama-server started with the tools engine's own command
 line (plain, then with `--spec-type ngram-simple`), one greedy /completion per prompt over its socket, its
 `timings.predicted_per_second` the figure; and `edgepilot run --lookup --temp 0 --raw --json` (the CLI in a
-subprocess) on the rewriting prompt. Printed: medians of t/s and of the per-round ratios, with the spread.
+subprocess) on the rewriting prompt; the in-process engine loaded once per round, plain and lookup on each
+prompt (greedy, the full -n: generated tokens over generation seconds). Printed: medians of t/s and of the
+per-round ratios, with the spread.
 """
 
 from __future__ import annotations
@@ -22,7 +25,9 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from edgepilot.engine.inprocess import LlamaEngine  # noqa: E402
 from edgepilot.engine.native_tools import find_tool  # noqa: E402
+from edgepilot.engine.sampling import SamplerSettings  # noqa: E402
 from edgepilot.engine.server_engine import ServerEngine  # noqa: E402
 from edgepilot.engine.speculation import Speculation  # noqa: E402
 from edgepilot.engine.unix_http import UnixClient  # noqa: E402
@@ -53,6 +58,19 @@ def direct(model: Path, settings: EngineSettings, spec: Speculation | None, n_ge
             if status != 200:
                 raise SystemExit(f"llama-server answered {status}: {data[:300]!r}")
             out[name] = float(json.loads(data)["timings"]["predicted_per_second"])
+    return out
+
+
+def in_process(model: Path, settings: EngineSettings, n_gen: int) -> dict[str, float]:
+    """t/s of plain and lookup generation per prompt on the in-process engine (keys like "lookup rewrite")."""
+    out, greedy = {}, SamplerSettings(temperature=0)
+    with LlamaEngine(model, settings) as engine:
+        for name, prompt in PROMPTS.items():
+            tokens = engine.tokenize(prompt)
+            for kind, spec in (("plain", None), ("lookup", Speculation("lookup"))):
+                engine.speculation = spec
+                gen = engine.generate(tokens, n_gen, sampler=greedy, stop_at_eog=False)
+                out[f"{kind} {name}"] = gen.n_gen / gen.gen_seconds
     return out
 
 
@@ -96,6 +114,7 @@ def main() -> None:
         "plain": lambda: direct(model, settings, None, args.n_gen),
         "lookup": lambda: direct(model, settings, lookup, args.n_gen),
         "cli": lambda: {"rewrite": cli_lookup(model, args.n_gen, args.threads)},
+        "inprocess": lambda: in_process(model, settings, args.n_gen),
     }
     rows: list[dict[str, dict[str, float]]] = []
     names = list(jobs)
@@ -107,6 +126,12 @@ def main() -> None:
         "lookup/plain rewrite": [x["lookup"]["rewrite"] / x["plain"]["rewrite"] for x in rows],
         "lookup/plain free": [x["lookup"]["free"] / x["plain"]["free"] for x in rows],
         "edgepilot/direct lookup": [x["cli"]["rewrite"] / x["lookup"]["rewrite"] for x in rows],
+        "in-process lookup/plain rewrite": [
+            x["inprocess"]["lookup rewrite"] / x["inprocess"]["plain rewrite"] for x in rows
+        ],
+        "in-process lookup/plain free": [
+            x["inprocess"]["lookup free"] / x["inprocess"]["plain free"] for x in rows
+        ],
     }
     if args.json:
         print(json.dumps({"rounds": rows, "ratios": {k: statistics.median(v) for k, v in ratios.items()}}))
