@@ -8,6 +8,7 @@ command's machinery, and a `--json` reply never imports rich (the consoles are m
 from __future__ import annotations
 
 import functools
+import os
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -68,19 +69,22 @@ app = LazyGroup(
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-@functools.cache
 def console() -> Console:
     """Human output on stdout (progress and errors go to stderr so `--json` stdout stays one object)."""
-    from edgepilot.cli.safe_console import SafeConsole
+    return _console(False, os.environ.get("COLUMNS"))
 
-    return SafeConsole(highlight=False)
+
+def err_console() -> Console:
+    return _console(True, os.environ.get("COLUMNS"))
 
 
 @functools.cache
-def err_console() -> Console:
+def _console(stderr: bool, columns: str | None) -> Console:
+    """One console per stream and $COLUMNS: rich reads $COLUMNS once, when a console is made, so a process
+    that runs several commands (a test's CliRunner) gets a console of each command's width."""
     from edgepilot.cli.safe_console import SafeConsole
 
-    return SafeConsole(stderr=True, highlight=False)
+    return SafeConsole(stderr=stderr, highlight=False)
 
 
 def fail(message: str, code: int = 2) -> click.exceptions.Exit:
