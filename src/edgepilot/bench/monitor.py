@@ -16,7 +16,7 @@ from pathlib import Path
 
 from edgepilot.device import fs
 from edgepilot.device.power import POWER, read_battery, supply_watts
-from edgepilot.device.thermal import _CPU_ZONE, THERMAL, read_thermal, to_celsius
+from edgepilot.device.thermal import THERMAL, cpu_zones, read_thermal, to_celsius
 
 INTERVAL = 0.5
 # A test throttled if its speed fell this much across repetitions while the CPU warmed up this much.
@@ -45,9 +45,7 @@ class Sensors:
     def find(cls, root: Path = fs.LIVE_ROOT) -> Sensors:
         found = cls(root)
         zones, reasons = read_thermal(root)
-        readable = [z for z in zones if z.celsius is not None]
-        cpu = [z.zone for z in readable if z.type and _CPU_ZONE.search(z.type)]
-        found.zones = cpu or [z.zone for z in readable]
+        found.zones = [z.zone for z in cpu_zones(zones)]
         if not found.zones:
             found.notes.append(reasons[0] if reasons else "no readable thermal zone")
         battery, why = read_battery(root)
