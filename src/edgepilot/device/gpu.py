@@ -9,7 +9,6 @@ driverName, driverInfo, conformanceVersion. Versions appear as `1.4.305`, `41985
 
 from __future__ import annotations
 
-import functools
 import io
 import re
 from dataclasses import dataclass, field
@@ -38,15 +37,10 @@ VENDORS = {
 MAX_GPUS = 16
 MAX_VALUE_CHARS = 256  # a driverInfo string is ~60 characters; longer values only slow the regexes down
 VKJSON_FILE = 2 << 20  # `cmd gpu vkjson` prints a few hundred KiB per device
+# patterns as strings: re compiles (and caches) them when first used, not on import
 _GPU_HEADER = r"^GPU(\d+):\s*$"
 _KV = r"^([A-Za-z][A-Za-z0-9_]*)\s*=\s*(.*)$"
 _INSTANCE = r"Vulkan Instance Version:\s*(\S+)"
-
-
-@functools.cache
-def _compiled(pattern: str, flags: int = 0) -> re.Pattern[str]:
-    """A pattern above, compiled when first used (a command that never parses this pays nothing)."""
-    return re.compile(pattern, flags)
 
 
 @dataclass
@@ -112,14 +106,14 @@ def _clean_version(value: str | None) -> str | None:
 def parse_summary(text: str) -> tuple[list[dict[str, str]], str | None]:
     """Raw `key = value` blocks per GPU, and the instance version."""
     instance = None
-    m = _compiled(_INSTANCE).search(text)
+    m = re.search(_INSTANCE, text)
     if m:
         instance = m.group(1)
     blocks: list[dict[str, str]] = []
     current: dict[str, str] | None = None
     for raw in io.StringIO(text):
         line = raw.strip()
-        if _compiled(_GPU_HEADER).match(line):
+        if re.match(_GPU_HEADER, line):
             if len(blocks) >= MAX_GPUS:
                 break
             current = {}
@@ -127,7 +121,7 @@ def parse_summary(text: str) -> tuple[list[dict[str, str]], str | None]:
             continue
         if current is None:
             continue
-        kv = _compiled(_KV).match(line)
+        kv = re.match(_KV, line)
         if kv:
             current.setdefault(kv.group(1), kv.group(2).strip()[:MAX_VALUE_CHARS])
         elif line and not line.startswith(("-", "=")) and line.endswith(":"):

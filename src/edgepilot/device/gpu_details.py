@@ -14,13 +14,13 @@ The full text has one `GPU<n>:` block per device under `Device Properties and Ex
 
 from __future__ import annotations
 
-import functools
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
 MAX_GPUS = 16
 MAX_HEAPS = 16
+# patterns as strings: re compiles (and caches) them when first used, not on import
 _GPU_HEADER = r"^GPU(\d+):\s*$"
 _BOOL = {"true": True, "1": True, "false": False, "0": False}
 _FLAG_KEYS = {"bufferDeviceAddress": "bda", "storageBuffer16BitAccess": "storage16"}
@@ -29,12 +29,6 @@ _SUBGROUP = r"^\s*subgroupSize\s*=\s*(\d+)"
 _HEAP = r"^\s*memoryHeaps\[(\d+)\]:"
 _SIZE = r"^\s*size\s*=\s*(\d+)"
 _RANGE = r"^\s*maxStorageBufferRange\s*=\s*(\d+)"
-
-
-@functools.cache
-def _compiled(pattern: str) -> re.Pattern[str]:
-    """A pattern above, compiled when `vulkaninfo`'s full text is first parsed."""
-    return re.compile(pattern)
 
 
 @dataclass
@@ -52,7 +46,7 @@ def parse_full(text: str) -> list[GpuDetails]:
     current: GpuDetails | None = None
     in_heaps = False
     for line in text.splitlines():
-        if _compiled(_GPU_HEADER).match(line.strip()) and not line.startswith((" ", "\t")):
+        if re.match(_GPU_HEADER, line.strip()) and not line.startswith((" ", "\t")):
             if len(out) >= MAX_GPUS:
                 break
             current = GpuDetails()
@@ -70,30 +64,30 @@ def parse_full(text: str) -> list[GpuDetails]:
         if in_heaps:
             _heap_line(current, stripped)
             continue
-        flag = _compiled(_FLAG).match(line)
+        flag = re.match(_FLAG, line)
         if flag:
             value = _BOOL.get(flag.group(2).lower())
             attr = _FLAG_KEYS[flag.group(1)]
             if getattr(current, attr) is None:
                 setattr(current, attr, value)
             continue
-        sub = _compiled(_SUBGROUP).match(line)
+        sub = re.match(_SUBGROUP, line)
         if sub and current.subgroup_size is None:
             current.subgroup_size = int(sub.group(1))
-        ranged = _compiled(_RANGE).match(line)
+        ranged = re.match(_RANGE, line)
         if ranged and current.max_storage_range is None:
             current.max_storage_range = int(ranged.group(1))
     return out
 
 
 def _heap_line(current: GpuDetails, stripped: str) -> None:
-    if _compiled(_HEAP).match(stripped):
+    if re.match(_HEAP, stripped):
         if len(current.heaps) < MAX_HEAPS:
             current.heaps.append({"bytes": None, "device_local": False})
         return
     if not current.heaps:
         return
-    size = _compiled(_SIZE).match(stripped)
+    size = re.match(_SIZE, stripped)
     if size and current.heaps[-1]["bytes"] is None:
         current.heaps[-1]["bytes"] = int(size.group(1))
     elif stripped == "MEMORY_HEAP_DEVICE_LOCAL_BIT":

@@ -7,7 +7,6 @@ an error.
 
 from __future__ import annotations
 
-import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,14 +15,9 @@ from edgepilot.device import fs
 
 THERMAL = "sys/class/thermal"
 NAME_CHARS = 64  # the kernel's THERMAL_NAME_LENGTH is 20
+# patterns as strings: re compiles (and caches) them when first used, not on import
 _ZONE = r"^thermal_zone(\d+)$"
 _CPU_ZONE = r"cpu|cpuss|apc|big|little|mid|soc|tsens|x86_pkg|cluster"
-
-
-@functools.cache
-def _compiled(pattern: str, flags: int = 0) -> re.Pattern[str]:
-    """A pattern above, compiled when first used (a command that never parses this pays nothing)."""
-    return re.compile(pattern, flags)
 
 
 @dataclass
@@ -46,7 +40,7 @@ def read_thermal(root: Path) -> tuple[list[ThermalZone], list[str]]:
         return [], [f"thermal zones unavailable ({why})"]
     zones: list[ThermalZone] = []
     failed: list[str] = []
-    zone = _compiled(_ZONE).match
+    zone = re.compile(_ZONE).match
     for name in sorted((n for n in names if zone(n)), key=lambda n: int(zone(n).group(1))):
         kind, _ = fs.read_text(root, f"{THERMAL}/{name}/type", fs.VALUE_FILE)
         raw, why_temp = fs.read_int(root, f"{THERMAL}/{name}/temp")
@@ -65,7 +59,7 @@ def read_thermal(root: Path) -> tuple[list[ThermalZone], list[str]]:
 def cpu_zones(zones: list[ThermalZone]) -> list[ThermalZone]:
     """The readable zones that look like CPU/SoC sensors (every readable zone when none does)."""
     readable = [z for z in zones if z.celsius is not None]
-    return [z for z in readable if z.type and _compiled(_CPU_ZONE, re.IGNORECASE).search(z.type)] or readable
+    return [z for z in readable if z.type and re.search(_CPU_ZONE, z.type, re.IGNORECASE)] or readable
 
 
 def hottest_cpu(zones: list[ThermalZone]) -> ThermalZone | None:
