@@ -6,7 +6,6 @@ whole logits row into numpy every token and loses 20-30 % of generation speed on
 
 from __future__ import annotations
 
-import codecs
 import copy
 import ctypes
 import time
@@ -22,6 +21,7 @@ from edgepilot.engine.lookup_decoding import lookup_generate
 from edgepilot.engine.params import context_params, model_params
 from edgepilot.engine.sampling import GreedyPicker, SamplerSettings, build_chain
 from edgepilot.engine.speculation import Speculation
+from edgepilot.engine.token_text import TokenText
 from edgepilot.engine.turns import Turns
 from edgepilot.errors import UserError
 from edgepilot.plan.settings import EngineSettings
@@ -343,8 +343,7 @@ class LlamaEngine:
                     llama_cpp.llama_sampler_free(chain)
             return out.generation_stats(prompt_tokens, prompt_seconds, n_past, budget < n_predict)
 
-        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        is_eog = llama_cpp.llama_vocab_is_eog
+        text_out = TokenText(vocab, self.piece, on_text, stop_at_eog)
         one = (llama_cpp.llama_token * 1)()
         batch = llama_cpp.llama_batch_get_one(one, 1)  # points at `one`: refilled per token, built once
         generated: list[int] = []
@@ -356,16 +355,13 @@ class LlamaEngine:
                 token = pick()
                 if first_token is None:
                     first_token = time.perf_counter() - t_start
-                if stop_at_eog and is_eog(vocab, token):
-                    stopped_by = "eog"
-                    break
-                if on_text is not None:
-                    text = decoder.decode(self.piece(token))
-                    if text and on_text(text):
+                why = text_out.stop_reason(token)
+                if why is not None:
+                    if why == "caller":
                         n_gen += 1
                         t_end = time.perf_counter()
-                        stopped_by = "caller"
-                        break
+                    stopped_by = why
+                    break
                 one[0] = token
                 if between is not None:
                     between(n_gen + 1)
@@ -381,10 +377,7 @@ class LlamaEngine:
         finally:
             if chain is not None:
                 llama_cpp.llama_sampler_free(chain)
-        if on_text is not None and stopped_by != "caller":
-            tail = decoder.decode(b"", final=True)
-            if tail:
-                on_text(tail)
+        text_out.finish(stopped_by)
         return GenerationStats(
             n_prompt=len(prompt_tokens),
             n_gen=n_gen,

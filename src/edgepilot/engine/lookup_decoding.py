@@ -14,7 +14,6 @@ one token's).
 
 from __future__ import annotations
 
-import codecs
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -23,6 +22,7 @@ from typing import Any, Protocol
 from edgepilot.engine.base import GenerationStats
 from edgepilot.engine.llama_binding import llama_cpp
 from edgepilot.engine.speculation import LOOKUP_TYPE, SpecStats, Speculation
+from edgepilot.engine.token_text import TokenText
 
 NGRAM_SIZE = 12  # llama.cpp's --spec-ngram-simple-size-n default
 DRAFT_MAX = 48  # its --spec-ngram-simple-size-m default
@@ -118,13 +118,12 @@ def lookup_generate(
 ) -> LookupOutcome:
     """Generate up to `budget` tokens after `context` (the tokens the KV cache holds, the last one's logits
     ready at batch index -1). pick_at(i) is the target's choice from the logits at batch index i."""
-    ctx, vocab, piece, between = engine._ctx, engine.vocab, engine.piece, engine.between_tokens  # noqa: SLF001
+    ctx, between = engine._ctx, engine.between_tokens  # noqa: SLF001
     m = (engine.speculation.n_max if engine.speculation else None) or DRAFT_MAX
     index = NgramIndex(list(context))
     memory = llama_cpp.llama_get_memory(ctx)
     batch = llama_cpp.llama_batch_init(m + 1, 0, 1)
-    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-    is_eog = llama_cpp.llama_vocab_is_eog
+    text_out = TokenText(engine.vocab, engine.piece, on_text, stop_at_eog)
     generated: list[int] = []
     n_gen, drafted, accepted, stopped_by = 0, 0, 0, "limit"
     first_token: float | None = None
@@ -133,15 +132,11 @@ def lookup_generate(
     def emits(token: int) -> str | None:
         """Whether generation goes on after `token`: None, or why it stops (the token is not kept)."""
         nonlocal n_gen, t_end
-        if stop_at_eog and is_eog(vocab, token):
-            return "eog"
-        if on_text is not None:
-            text = decoder.decode(piece(token))
-            if text and on_text(text):
-                n_gen += 1
-                t_end = time.perf_counter()
-                return "caller"
-        return None
+        why = text_out.stop_reason(token)
+        if why == "caller":
+            n_gen += 1
+            t_end = time.perf_counter()
+        return why
 
     try:
         pending = pick_at(-1)
@@ -195,10 +190,7 @@ def lookup_generate(
             pending = chosen
     finally:
         llama_cpp.llama_batch_free(batch)
-    if on_text is not None and stopped_by != "caller":
-        tail = decoder.decode(b"", final=True)
-        if tail:
-            on_text(tail)
+    text_out.finish(stopped_by)
     return LookupOutcome(
         generated, n_gen, stopped_by, first_token, t_end - t0, SpecStats("lookup", drafted, accepted, n_gen)
     )
