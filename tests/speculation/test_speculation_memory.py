@@ -31,6 +31,14 @@ def _run(model: Path, data: Path, prompt: Path, *args: str) -> dict:
     return json.loads(done.stdout)
 
 
+def _fit(model: Path, data: Path, *args: str) -> dict:
+    env = {**os.environ, "EDGEPILOT_DATA_DIR": str(data)}
+    argv = [sys.executable, "-m", "edgepilot", "fit", str(model), "--json", *args]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=600, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout)
+
+
 @pytest.mark.parametrize("which", ["smollm", "gemma"])
 def test_the_plan_adds_what_lookup_and_a_draft_add_to_the_measured_peak(
     which, smollm_path, gemma_path, tmp_path
@@ -51,3 +59,21 @@ def test_the_plan_adds_what_lookup_and_a_draft_add_to_the_measured_peak(
         # here: SmolLM2 lookup +18 planned / +17 measured, draft +152 / +139; Gemma +96 / +93, +294 / +336
         assert planned == pytest.approx(measured, rel=0.15), said
         assert any(n.startswith("the memory plan counts ") for n in spec["notes"]), spec["notes"]
+        # fit with the same flags plans the same peak as the run did (the same decision)
+        fit = _fit(model, data, "--ctx", "1024", *args)
+        assert fit["memory"]["peak_rss_bytes"] == spec["plan"]["memory"]["peak_rss_bytes"], args
+
+
+def test_the_plan_adds_what_the_inprocess_lookup_loop_adds(gemma_path, tmp_path):
+    """edgepilot's own loop asks llama.cpp for a logits row per drafted position, as llama-server's verify
+    batch does: the same term, in the output buffer and the graph's result (Gemma 3's 262k-token vocabulary:
+    2 x 48 rows, 96 MiB planned; 88 MiB measured here)."""
+    prompt = tmp_path / "rewrite.txt"
+    prompt.write_text(f"{TEXT}\n\n{TEXT}\n\n")
+    data = tmp_path / "data"
+    plain = _run(gemma_path, data, prompt, "--engine", "inprocess")
+    spec = _run(gemma_path, data, prompt, "--engine", "inprocess", "--lookup")
+    assert spec["engine"]["kind"] == "inprocess" and spec["speculation"]["drafted"] > 0, spec["speculation"]
+    planned = spec["plan"]["memory"]["peak_rss_bytes"] - plain["plan"]["memory"]["peak_rss_bytes"]
+    measured = spec["peak_rss_bytes"] - plain["peak_rss_bytes"]
+    assert planned == pytest.approx(measured, rel=0.15), (planned // MIB, measured // MIB)

@@ -11,6 +11,7 @@ and the trial says why it kept or dropped each.
 
 from __future__ import annotations
 
+import os
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -69,14 +70,18 @@ class SpecTrial:
     n_gen: int
     kinds: dict[str, SpecKind]
     seconds: float = 0.0
+    draft: str | None = None  # the draft model measured (its path), when there was one
 
     def kept(self) -> dict[str, dict[str, Any]]:
-        """What a profile keeps: per kind of text, the lookup setting that measured faster, with its gain."""
-        return {
-            kind: {"kind": "lookup", "speedup": k.candidates["lookup"].speedup}
-            for kind, k in self.kinds.items()
-            if k.kept == "lookup"
-        }
+        """What a profile keeps: per kind of text, the speculation that measured faster, with its gain (and
+        the draft model's path for a draft)."""
+        out: dict[str, dict[str, Any]] = {}
+        for kind, k in self.kinds.items():
+            if k.kept == "lookup":
+                out[kind] = {"kind": "lookup", "speedup": k.candidates["lookup"].speedup}
+            elif k.kept == "draft" and self.draft is not None:
+                out[kind] = {"kind": "draft", "speedup": k.candidates["draft"].speedup, "draft": self.draft}
+        return out
 
 
 def speculation_trial(
@@ -111,7 +116,9 @@ def speculation_trial(
                     speeds[name][kind].append(gen.gen_tps)
                     stats[name][kind].append(gen.speculation)
     kinds = {kind: _judge(kind, speeds, stats, list(candidates)) for kind in PROMPTS}
-    return SpecTrial(rounds, n_gen, kinds, round(time.perf_counter() - t0, 1))
+    draft = candidates["draft"].draft if "draft" in candidates else None
+    kept = None if draft is None else os.path.abspath(draft)  # --draft auto finds it from any folder
+    return SpecTrial(rounds, n_gen, kinds, round(time.perf_counter() - t0, 1), kept)
 
 
 def _judge(kind: str, speeds: dict, stats: dict, candidates: list[str]) -> SpecKind:

@@ -29,6 +29,7 @@ from edgepilot.plan.requested import RequestedSettings
 from edgepilot.plan.settings import EngineSettings
 from edgepilot.plan.types import DoesNotFit
 from edgepilot.tuned.decide import RUN_CTX, decide
+from edgepilot.tuned.speculation_auto import AutoSpeculation, resolve_auto
 
 MIB = 1 << 20
 SAVE_FIX = "give /save a path in a folder you can write, e.g. /save ~/chat.sess"
@@ -87,12 +88,15 @@ class ChatSession:
         engine: str | None = None,
         save: bool = False,
         resume: str | None = None,
-        speculation: Speculation | None = None,
+        speculation: Speculation | AutoSpeculation | None = None,
     ) -> None:
         """save: keep the session on disk after every turn (chat/keeper.py); resume: "" the newest session
         of this model, or a session file (chat/persist.py)."""
         if n_predict < 1:
             raise UserError("-n must be at least 1")
+        auto_note = None
+        if isinstance(speculation, AutoSpeculation):  # what tune kept for chat text, or plain
+            speculation, auto_note = resolve_auto(speculation, resolve_model(model), "chat", engine)
         engine = speculating_engine(engine, speculation)
         self.engine_info = choose_engine(engine, gpu=requested is not None and requested.wants_gpu)
         self.path = resolve_model(model)
@@ -101,6 +105,8 @@ class ChatSession:
             speculation=speculation,
         )  # fmt: skip
         self.plan = decision.plan
+        if auto_note:
+            self.plan.notes.append(auto_note)
         if not self.plan.fits and not force:
             raise DoesNotFit(self.plan)
         self.on_phase = decision.pin()

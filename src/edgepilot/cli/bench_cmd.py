@@ -295,7 +295,12 @@ def _title(model: MeasuredModel) -> str:
     help="Then measure n-gram lookup (and --draft) against plain generation on llama-server per kind of "
     "text; the profile keeps what was 5 %+ faster",
 )
-@click.option("--draft", help="With --speculation: a draft model to measure too", metavar="MODEL")
+@click.option(
+    "--draft",
+    help="With --speculation: a draft model to measure too (default: the same model at fewer bits next to "
+    "it or in the model store; none: lookup only)",
+    metavar="MODEL|none",
+)
 @click.option("--show", is_flag=True, help="Show the saved profile for this model here (nothing is measured)")
 @click.option("--forget", is_flag=True, help="Remove the saved profile: run, chat and serve plan without it")
 @flags.JSON
@@ -359,7 +364,7 @@ def tune(
     if draft is not None and not speculation:
         raise UserError("--draft goes with --speculation")
     if speculation:
-        request.speculation = _speculation_candidates(model, draft)
+        request.speculation = flags.speculation_candidates(model, draft)
     request.devices, request.gpu_notes = devices_to_try(
         device, engine, lambda msg: err_console().print(shown(msg), style="dim", markup=False)
     )
@@ -381,13 +386,3 @@ def tune(
         report.plot_png = str(save_png(sweep_series(sweep_points(report)), plot, _title(report.model)))
     emit(report, as_json, render_tune)
     exit_if_stopped(report.partial)
-
-
-def _speculation_candidates(model: str | None, draft: str | None) -> dict:
-    """tune --speculation's candidates: lookup, and a draft model (its tokenizer checked)."""
-    from edgepilot.cli.flags import speculation_of
-
-    candidates = {"lookup": speculation_of(model, True, None, None)}
-    if draft is not None:
-        candidates["draft"] = speculation_of(model, False, draft, None)
-    return candidates

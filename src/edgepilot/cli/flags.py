@@ -188,8 +188,8 @@ def speculation_flags(func: F) -> F:
         click.option(
             "--draft",
             help="Speculate with a draft model: the same tokenizer, best the same model at fewer bits "
-            "(llama-server)",
-            metavar="MODEL|none",
+            "(llama-server); auto: what tune --speculation measured faster here",
+            metavar="MODEL|auto|none",
         ),
         click.option("--draft-max", type=int, help="Tokens drafted per verify step", metavar="N"),
     ]
@@ -210,6 +210,11 @@ def speculation_of(model: str | None, lookup: bool, draft: str | None, draft_max
         draft = None
     if lookup and draft is not None:
         raise UserError("give --lookup or --draft, not both")
+    if draft is not None and draft.lower() == "auto":
+        from edgepilot.tuned.speculation_auto import AutoSpeculation
+
+        Speculation("lookup", n_max=draft_max).validate()  # the same bounds on --draft-max
+        return AutoSpeculation(draft_max)
     if not lookup and draft is None:
         if draft_max is not None:
             raise UserError("--draft-max goes with --lookup or --draft")
@@ -219,3 +224,16 @@ def speculation_of(model: str | None, lookup: bool, draft: str | None, draft_max
     draft_path = resolve_model(draft)
     check_pair(Path(resolve_model(model)), Path(draft_path))
     return Speculation("draft", Path(draft_path), draft_max).validate()
+
+
+def speculation_candidates(model: str | None, draft: str | None) -> dict:
+    """tune --speculation's candidates: lookup, and a draft model (its tokenizer checked): the one named,
+    else the same model at fewer bits next to it or in the model store (engine/draft_pick.py)."""
+    candidates = {"lookup": speculation_of(model, True, None, None)}
+    if draft is None:
+        from edgepilot.engine.draft_pick import default_draft
+
+        draft = default_draft(model)
+    if draft is not None and draft.lower() != "none":
+        candidates["draft"] = speculation_of(model, False, draft, None)
+    return candidates

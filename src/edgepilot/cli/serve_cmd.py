@@ -255,6 +255,8 @@ def serve(
             raise UserError("--device with --rpc: the helpers are the devices; leave --device out")
         requested = replace(requested, n_gpu_layers=None)
     native = None
+    if _is_auto(speculation):  # what tune kept for chat text (its sustained profile first), or plain
+        speculation = _auto_for_serve(model, speculation, engine, requested.wants_gpu)
     if speculation is not None:  # llama-server speculates; edgepilot's own worker does not yet
         from edgepilot.engine.speculation import speculating_engine
 
@@ -324,3 +326,26 @@ def serve(
             render_fit(plan, err_console())
         raise
     render_stopped(stopped)
+
+
+def _is_auto(speculation: Any) -> bool:
+    from edgepilot.tuned.speculation_auto import AutoSpeculation
+
+    return isinstance(speculation, AutoSpeculation)
+
+
+def _auto_for_serve(model: str | None, auto: Any, engine: str | None, wants_gpu: bool) -> Any:
+    """--draft auto in serve: the profile's kept speculation for chat text, said in the log; plain where
+    this serve's engine could not run it (edgepilot's own worker speculates not yet)."""
+    from edgepilot.engine.speculation import speculating_engine
+    from edgepilot.gguf.resolve import resolve_model
+    from edgepilot.tuned.speculation_auto import resolve_auto
+
+    speculation, note = resolve_auto(auto, resolve_model(model), "chat", engine, sustained=True)
+    engine_kind = _engine_kind(speculating_engine(engine, speculation), wants_gpu)
+    if speculation is not None and engine_kind != "tools":
+        why = f"{speculation.describe()} runs on llama-server: add --engine tools"
+        speculation, note = None, f"--draft auto: plain generation ({why})"
+    if note:
+        _log(note)
+    return speculation

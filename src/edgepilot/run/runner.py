@@ -25,6 +25,7 @@ from edgepilot.plan.types import DoesNotFit, FitResult
 from edgepilot.tuned.bandwidth_cache import machine_bandwidth
 from edgepilot.tuned.calibrate import learn_from_run
 from edgepilot.tuned.decide import decide
+from edgepilot.tuned.speculation_auto import AutoSpeculation, resolve_auto
 from edgepilot.untrusted import read_user_file
 
 MAX_PROMPT_FILE_BYTES = 16 << 20  # far beyond any context window (128k tokens is ~0.5 MiB of text)
@@ -96,7 +97,7 @@ def run_model(
     on_background: Callable[[str], None] | None = None,
     thermal: ThermalLimit | None = None,
     on_thermal: Callable[[str], None] | None = None,
-    speculation: Speculation | None = None,
+    speculation: Speculation | AutoSpeculation | None = None,
 ) -> RunResult:
     """warm: read the model into the page cache before loading it, when it fits memory (engine.preload).
     engine: "auto", "inprocess" or "tools" (engine.choice). on_warning: told each of the plan's warnings
@@ -107,6 +108,10 @@ def run_model(
     if n_predict < 0:
         raise UserError("-n must be 0 or more")
     stage = on_stage or (lambda _msg: None)
+    auto_note = None
+    if isinstance(speculation, AutoSpeculation):  # what tune kept for this kind of text, or plain
+        text_kind = "rewrite" if raw_prompt else "chat"
+        speculation, auto_note = resolve_auto(speculation, resolve_model(model), text_kind, engine)
     engine = speculating_engine(engine, speculation)
     info = choose_engine(engine, gpu=requested is not None and requested.wants_gpu, progress=stage)
     stage("locating model")
@@ -192,7 +197,7 @@ def run_model(
             + nothing_generated(
                 stats, "".join(pieces), n_predict, raw_prompt, formatted is not None, interrupted
             )
-            + ([decision.speculation_note] if decision.speculation_note else []),
+            + [note for note in (auto_note, decision.speculation_note) if note],
             warnings=list(plan.warnings),
             interrupted=interrupted,
             roofline=generation_share(path, settings, stats.n_prompt, stats.n_gen, stats.gen_tps, bandwidth),

@@ -50,7 +50,8 @@ class Profile:
     chosen_by: str = "burst"  # "sustained": tune --sustained kept generation's settings for the speed held
     sustained_tps: float | None = None  # that steady speed
     # tune --speculation: per kind of text (chat, rewrite, code), the speculation that measured faster than
-    # plain here: {"kind": "lookup", "speedup": 1.32}; a kind left out keeps plain generation
+    # plain here: {"kind": "lookup", "speedup": 1.32} or {"kind": "draft", "speedup": 1.2, "draft": PATH};
+    # a kind left out keeps plain generation
     speculation: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def usable_cpus(self, allowed: list[int]) -> list[int]:
@@ -132,17 +133,26 @@ _TEXTS = ("device_fingerprint", "device", "model_key", "model_name", "created", 
 SPEC_TEXT_KINDS = ("chat", "rewrite", "code")
 
 
+def _kept_ok(kept: object) -> bool:
+    """{"kind": "lookup", "speedup": x} or {"kind": "draft", "speedup": x, "draft": its path}."""
+    if not isinstance(kept, dict) or not is_number(kept.get("speedup"), 1.0, 1e3):
+        return False
+    if kept.get("kind") == "lookup":
+        return set(kept) == {"kind", "speedup"}
+    draft = kept.get("draft")
+    return (
+        kept.get("kind") == "draft"
+        and set(kept) == {"kind", "speedup", "draft"}
+        and isinstance(draft, str)
+        and 0 < len(draft) <= 4096
+        and "\0" not in draft
+    )
+
+
 def _speculation_ok(value: object) -> bool:
     if not isinstance(value, dict) or len(value) > len(SPEC_TEXT_KINDS):
         return False
-    return all(
-        kind in SPEC_TEXT_KINDS
-        and isinstance(kept, dict)
-        and set(kept) == {"kind", "speedup"}
-        and kept["kind"] == "lookup"
-        and is_number(kept["speedup"], 1.0, 1e3)
-        for kind, kept in value.items()
-    )
+    return all(kind in SPEC_TEXT_KINDS and _kept_ok(kept) for kind, kept in value.items())
 
 
 def _out_of_range(p: Profile) -> tuple[str, object] | None:

@@ -1,0 +1,70 @@
+"""`--draft auto`: speculate only as `tune --speculation` measured it faster on this device.
+
+tune keeps, per kind of text, the speculation that beat plain generation by 5 % here (n-gram lookup, or a
+draft model with its path) in the model's profile. auto takes what the profile keeps for the text at hand
+(chat and serve: "chat"; `run`: "chat" when the prompt goes through the chat template, "rewrite" for a raw
+prompt continued as text), and plain generation otherwise, saying why in one note. Plain is always the
+fallback, so auto is never slower than what tune measured plain to be.
+
+    AutoSpeculation(n_max)                          what the flag asks for, before the profile is read
+    resolve_auto(spec, model, text_kind, engine)    -> (Speculation | None, note | None)
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from edgepilot.engine.speculation import Speculation, check_pair
+from edgepilot.errors import UserError
+
+TUNE_HINT = "`edgepilot tune MODEL --speculation` measures it"
+
+
+@dataclass(frozen=True)
+class AutoSpeculation:
+    n_max: int | None = None  # --draft-max, applied to what the profile kept
+
+
+def _wants_inprocess(engine: str | None) -> bool:
+    return (engine or os.environ.get("EDGEPILOT_ENGINE") or "auto") == "inprocess"
+
+
+def resolve_auto(
+    spec: Speculation | AutoSpeculation | None,
+    model: Path,
+    text_kind: str,
+    engine: str | None = None,
+    root: Path = Path("/"),
+    sustained: bool = False,
+) -> tuple[Speculation | None, str | None]:
+    """The speculation `spec` stands for with this model here, and a note when auto chose it (or plain)."""
+    if not isinstance(spec, AutoSpeculation):
+        return spec, None
+    from edgepilot.tuned.profiles import load_profile
+
+    profile = load_profile(model, root, sustained=sustained)
+    if profile is None:
+        return None, f"--draft auto: plain generation (no tuned profile for this model here; {TUNE_HINT})"
+    kept = profile.speculation.get(text_kind)
+    if kept is None:
+        return None, (
+            f"--draft auto: plain generation (the tuned profile keeps no speculation for {text_kind} "
+            f"text: none measured 5 % faster, or not measured; {TUNE_HINT})"
+        )
+    gain = f"{kept['speedup']:.2f}x plain for {text_kind} text in tune"
+    if kept["kind"] == "lookup":
+        return Speculation("lookup", n_max=spec.n_max).validate(), f"--draft auto: n-gram lookup ({gain})"
+    draft = Path(kept["draft"])
+    if _wants_inprocess(engine):
+        why = f"tune kept draft model {draft.name}, {gain}: add --engine tools"
+        return None, f"--draft auto: plain generation ({why})"
+    try:
+        from edgepilot.gguf.resolve import resolve_model
+
+        check_pair(model, resolve_model(draft))
+    except (UserError, OSError) as exc:
+        return None, f"--draft auto: plain generation (the kept draft {draft.name} cannot be used now: {exc})"
+    chosen = Speculation("draft", draft, spec.n_max).validate()
+    return chosen, f"--draft auto: draft model {draft.name} ({gain})"

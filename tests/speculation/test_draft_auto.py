@@ -1,0 +1,132 @@
+"""`--draft auto` and the draft tune measures by itself (issue 42, parts 1-3), on SmolLM2 quantized here by
+`edgepilot quantize`'s library (an F16 reference, Q8_0 and Q4_0) and real llama.cpp.
+
+- The same model at fewer bits is found next to the target and in the model store, the smallest first; a
+  model with another tokenizer, a bigger file, a damaged file and a link are passed over.
+- tune --speculation measures that draft when none is named (`--draft none`: lookup only).
+- run's `--draft auto` takes what the profile keeps for the text at hand (chat through the template, rewrite
+  for a raw prompt) and plain generation otherwise, saying why; a kept draft that is gone gives plain.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from edgepilot.cli.flags import speculation_candidates
+from edgepilot.engine.draft_pick import same_model_drafts
+from edgepilot.store.quantize import quantize_model
+from edgepilot.tuned.profiles import read_profile, save_profile
+from profilekit import make_profile
+
+TEXT = "The farmer watches from his old wooden porch while the sun sets slowly behind the hills."
+
+
+@pytest.fixture(scope="module")
+def pair(smollm_path, tmp_path_factory) -> dict[str, Path]:
+    """SmolLM2 as F16 (the reference), Q8_0 and Q4_0, side by side in one folder."""
+    out = tmp_path_factory.mktemp("pair")
+    made = quantize_model(str(smollm_path), ["Q8_0", "Q4_0"], out_dir=str(out), threads=2)
+    return {"F16": Path(made.reference), **{v.type: Path(v.path) for v in made.variants}}
+
+
+def _link_or_copy(source: Path, target: Path) -> None:
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copyfile(source, target)
+
+
+def test_the_same_model_at_fewer_bits_is_found_and_nothing_else(pair, gemma_path, tmp_path):
+    folder = pair["Q8_0"].parent
+    assert same_model_drafts(pair["F16"]) == [pair["Q4_0"], pair["Q8_0"]]  # the smallest first
+    assert same_model_drafts(pair["Q8_0"]) == [pair["Q4_0"]]  # F16 is bigger: not a draft
+    assert same_model_drafts(pair["Q4_0"]) == []
+    # beside a target in a folder of its own: another tokenizer, a damaged file, a link; the store's copy
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    target = alone / "target-Q8_0.gguf"
+    _link_or_copy(pair["Q8_0"], target)
+    _link_or_copy(gemma_path, alone / "gemma.gguf")
+    (alone / "damaged.gguf").write_bytes(b"GGUF" + os.urandom(4096))
+    (alone / "link-Q4_0.gguf").symlink_to(pair["Q4_0"])
+    assert same_model_drafts(target) == []
+    store = tmp_path / "store"
+    (store / "someone__smollm").mkdir(parents=True)
+    _link_or_copy(pair["Q4_0"], store / "someone__smollm" / "small.gguf")
+    assert same_model_drafts(target, store) == [store / "someone__smollm" / "small.gguf"]
+    assert folder != alone
+
+
+def test_tune_measures_the_found_draft_unless_told_none(pair):
+    candidates = speculation_candidates(str(pair["Q8_0"]), None)
+    assert set(candidates) == {"lookup", "draft"} and candidates["draft"].draft == pair["Q4_0"]
+    assert set(speculation_candidates(str(pair["Q8_0"]), "none")) == {"lookup"}
+    assert set(speculation_candidates(str(pair["Q4_0"]), None)) == {"lookup"}  # nothing smaller
+
+
+def _run(data: Path, *args: str) -> dict:
+    env = {**os.environ, "EDGEPILOT_DATA_DIR": str(data), "COLUMNS": "50"}
+    argv = [sys.executable, "-m", "edgepilot", "run", *args, "-n", "24", "--temp", "0", "--json"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=600, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout)
+
+
+def _auto_notes(result: dict) -> list[str]:
+    return [n for n in result["notes"] if n.startswith("--draft auto:")]
+
+
+def test_draft_auto_takes_what_the_profile_kept_for_the_text_and_plain_otherwise(pair, tmp_path, monkeypatch):
+    target, draft = pair["Q8_0"], pair["Q4_0"]
+    common = (str(target), "--prompt", TEXT, "--draft", "auto", "--engine", "tools")
+    nothing = _run(tmp_path, *common)
+    assert nothing["speculation"] is None
+    assert "no tuned profile" in _auto_notes(nothing)[0] and "--speculation" in _auto_notes(nothing)[0]
+
+    monkeypatch.setenv("EDGEPILOT_DATA_DIR", str(tmp_path))
+    kept = {
+        "chat": {"kind": "draft", "speedup": 1.21, "draft": str(draft)},
+        "rewrite": {"kind": "lookup", "speedup": 1.4},
+    }
+    saved = save_profile(make_profile(target, speculation=kept))
+    assert read_profile(saved).speculation == kept  # a kept draft is a valid profile
+
+    chat = _run(tmp_path, *common)  # through the chat template: the kind "chat"
+    assert chat["speculation"]["kind"] == "draft" and chat["speculation"]["drafted"] > 0, chat["speculation"]
+    assert "-md" in chat["llama_cpp_args"] and str(draft) in chat["llama_cpp_args"]
+    said = f"--draft auto: draft model {draft.name} (1.21x plain for chat text in tune)"
+    assert _auto_notes(chat) == [said]
+    assert chat["text"] == nothing["text"]  # greedy: the target's own text with its draft
+
+    raw = _run(tmp_path, *common, "--raw")  # a raw prompt continued as text: the kind "rewrite"
+    assert raw["speculation"]["kind"] == "lookup", raw["speculation"]
+    assert "ngram-simple" in raw["llama_cpp_args"]
+
+    moved = tmp_path / "moved.gguf"
+    draft.rename(moved)
+    try:
+        gone = _run(tmp_path, *common)
+    finally:
+        moved.rename(draft)
+    assert gone["speculation"] is None
+    assert "cannot be used now" in _auto_notes(gone)[0] and draft.name in _auto_notes(gone)[0]
+
+
+def test_a_kept_draft_is_read_as_input(tmp_path, monkeypatch, smollm_path):
+    monkeypatch.setenv("EDGEPILOT_DATA_DIR", str(tmp_path))
+    for damaged in (
+        {"chat": {"kind": "draft", "speedup": 1.2, "draft": 7}},
+        {"chat": {"kind": "draft", "speedup": 1.2, "draft": ""}},
+        {"chat": {"kind": "draft", "speedup": 1.2, "draft": "a\0b"}},
+        {"chat": {"kind": "draft", "speedup": 1.2, "draft": "x" * 5000}},
+        {"chat": {"kind": "lookup", "speedup": 1.2, "draft": "d.gguf"}},
+    ):
+        path = save_profile(make_profile(smollm_path, speculation=damaged))
+        assert read_profile(path) is None, damaged
