@@ -83,6 +83,7 @@ class Front:
         seen = Exchange()
         method, path = scope["method"], scope["path"]
         status = await self.route(method, path, headers, receive, send, seen)
+        self.state.note_drafts(seen.drafts, seen.tokens if not seen.approximate else None)
         if logged(path, self.config.verbose, self.config.quiet):
             self.log(request_line(method, path, status, time.perf_counter() - t0, seen))
 

@@ -26,11 +26,14 @@ class Exchange:
 
     tokens: int | None = None  # generated, when the reply said (or its chunks showed)
     approximate: bool = False  # counted from the chunks that carried text
+    drafts: tuple[int, int] | None = None  # llama-server speculating: (drafted, accepted) in its timings
 
     def reply(self, payload: bytes) -> None:
         """A whole JSON reply: its usage."""
         with contextlib.suppress(ValueError, RecursionError):
-            self.tokens = _completion_tokens(json.loads(payload))
+            obj = json.loads(payload)
+            self.tokens = _completion_tokens(obj)
+            self.drafts = _drafts(obj) or self.drafts
 
 
 class StreamTokens:
@@ -62,6 +65,7 @@ class StreamTokens:
         except (ValueError, RecursionError):
             return
         exact = _completion_tokens(obj)
+        self.seen.drafts = _drafts(obj) or self.seen.drafts
         if exact is not None:
             self.exact = exact
         elif _carries_text(obj):
@@ -77,6 +81,18 @@ def _completion_tokens(obj: Any) -> int | None:
         if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
             return value
     return None
+
+
+def _drafts(obj: Any) -> tuple[int, int] | None:
+    """llama-server's `timings.draft_n` and `draft_n_accepted` (speculating), read as untrusted."""
+    timings = obj.get("timings") if isinstance(obj, dict) else None
+    if not isinstance(timings, dict):
+        return None
+    drafted, accepted = timings.get("draft_n"), timings.get("draft_n_accepted")
+    counts = (drafted, accepted)
+    if not all(isinstance(n, int) and not isinstance(n, bool) and 0 <= n < 1 << 40 for n in counts):
+        return None
+    return (drafted, accepted) if accepted <= drafted else None
 
 
 def _carries_text(obj: dict[str, Any]) -> bool:
@@ -95,6 +111,8 @@ def request_line(method: str, path: str, status: int, seconds: float, seen: Exch
     parts = [f"{method} {path} {status}"]
     if seen.tokens is not None:
         parts.append(f"{'~' if seen.approximate else ''}{seen.tokens} tok")
+    if seen.drafts is not None and seen.drafts[0]:
+        parts.append(f"{seen.drafts[1]}/{seen.drafts[0]} drafted kept")
     parts.append(f"{seconds:.2f} s")
     return " · ".join(parts)
 

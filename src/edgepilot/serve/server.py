@@ -172,6 +172,8 @@ class Supervisor:
         self.plan, self.config, self.on_ready, self.log = plan, config, on_ready, log
         self.native = native
         self.state = ServerState(plan.model.name, config.retry_after)
+        spec = native.speculation if native is not None else None
+        self.state.speculation_kind = spec.kind if spec is not None else None
         self.wake = WakeLock()
         self.server: Any = None
         self.port = 0

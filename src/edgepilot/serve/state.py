@@ -79,6 +79,22 @@ class ServerState:
         self.background: Callable[[], dict[str, Any]] | None = None
         # --max-temp with llama-server: this process's guard (edgepilot's worker reports its own)
         self.thermal: Callable[[], dict[str, Any]] | None = None
+        # --lookup / --draft on llama-server: its kind; the replies' drafted, accepted, generated tokens
+        self.speculation_kind: str | None = None
+        self.drafts = [0, 0, 0]
+
+    def note_drafts(self, drafts: tuple[int, int] | None, n_gen: int | None) -> None:
+        """One reply's draft counts (request_log.Exchange), added up for the status page (the event loop)."""
+        if self.speculation_kind is not None and drafts is not None and n_gen is not None:
+            self.drafts = [self.drafts[0] + drafts[0], self.drafts[1] + drafts[1], self.drafts[2] + n_gen]
+
+    def speculation_status(self) -> dict[str, Any] | None:
+        if self.speculation_kind is None:
+            return None
+        from edgepilot.engine.speculation import SpecStats
+
+        drafted, accepted, n_gen = self.drafts
+        return SpecStats(self.speculation_kind, drafted, min(accepted, n_gen), n_gen).to_json()
 
     def background_status(self) -> dict[str, Any] | None:
         return self.background() if self.background is not None else None
@@ -137,4 +153,5 @@ class ServerState:
                 "requests": {**self.counts, "in_flight": self.in_flight, "waiting": self.waiting},
                 "connections": {"idle": 0, "evicted": 0, "timed_out": 0, **self.connections},
                 "background": self.background_status(),
+                "speculation": self.speculation_status(),
             }

@@ -40,6 +40,7 @@ HTML = """<!doctype html>
       <dt>last prompt</dt><dd id="prompt_tps">–</dd>
       <dt>tokens generated</dt><dd id="gen_tokens">–</dd>
       <dt>prompt tokens from cache</dt><dd id="cached_tokens">–</dd>
+      <dt id="spec_label" hidden>drafts kept · tokens/step</dt><dd id="spec" hidden>–</dd>
     </dl>
     <canvas id="tps_chart" width="300" height="48"></canvas>
   </section>
@@ -170,6 +171,13 @@ function render(s) {
   const last_cached = e.last_cached_tokens == null ? "" : " (last " + e.last_cached_tokens + ")";
   const cached = e.cached_tokens + " of " + e.prompt_tokens + last_cached;
   set("cached_tokens", e.cached_tokens == null ? "–" : cached);
+  const sp = s.speculation;
+  $("spec_label").hidden = $("spec").hidden = !sp;
+  if (sp) {
+    const rate = sp.acceptance_rate == null ? "" : " (" + Math.round(sp.acceptance_rate * 100) + " %)";
+    set("spec_label", sp.kind + ": drafts kept · tokens/step");
+    set("spec", sp.accepted + "/" + sp.drafted + rate + " · " + num(sp.tokens_per_step, 2));
+  }
   history_tps.push(e.last_gen_tps ?? null);
   if (history_tps.length > 60) history_tps.shift();
   chart();
