@@ -48,9 +48,12 @@ def test_tune_says_per_kind_what_it_kept_at_50_columns(smollm_path, tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     lines = done.stdout.splitlines()
     at = next(i for i, ln in enumerate(lines) if ln.startswith("speculation on llama-server"))
-    block = lines[at : at + 6]
+    end = next(i for i in range(at + 2, len(lines) + 1) if i == len(lines) or not lines[i].startswith("  "))
+    block = lines[at:end]  # the heading's two lines, then its indented ones
     assert all(len(ln) <= 50 for ln in block), block
     assert sum(ln.lstrip().startswith(("chat (", "rewrite (", "code (")) for ln in block) == 3, block
+    # each measured candidate's predicted speed-up beside the measured one (bench/spec_costs.py)
+    assert sum(ln.lstrip().startswith("lookup: predicted ") for ln in block) == 3, block
 
 
 def test_a_damaged_kept_speculation_leaves_the_profile_out(tmp_path, capsys):

@@ -54,6 +54,12 @@ class SpecCandidate:
     speedup: float  # against plain's median, same kind, same rounds
     acceptance_rate: float | None
     tokens_per_step: float | None
+    drafted: int = 0  # the rounds together
+    accepted: int = 0
+    n_gen: int = 0
+    # from this device's verify costs and the acceptance measured (bench/spec_costs.py; None: not predicted)
+    predicted: float | None = None
+    best_draft_max: int | None = None  # a draft model: the draft length predicted fastest
 
 
 @dataclass
@@ -134,6 +140,9 @@ def _judge(kind: str, speeds: dict, stats: dict, candidates: list[str]) -> SpecK
             round(tg / plain, 3) if plain > 0 else 0.0,
             total.acceptance_rate,
             total.tokens_per_step,
+            drafted,
+            accepted,
+            total.n_gen,
         )
     # a gain needs drafts the model kept: one that drafted nothing can only have measured noise
     real = {n: c for n, c in out.candidates.items() if (c.tokens_per_step or 1.0) > 1.0}

@@ -300,10 +300,32 @@ def _speculation(path: Path, profile: Profile, req: TuneRequest, progress: Any, 
         settings = decide(path, profile=profile).plan.settings
         say = (lambda msg: progress(msg, 0, 1)) if progress is not None else None
         n_gen = max(64, req.n_gen)  # drafts need room: a 32-token answer is one or two verify steps
-        return speculation_trial(path, settings, req.speculation, n_gen=n_gen, progress=say, tool=tool)
+        trial = speculation_trial(path, settings, req.speculation, n_gen=n_gen, progress=say, tool=tool)
+        _predicted(trial, path, settings, req.speculation, say, notes)
+        return trial
     except (EngineError, UserError) as exc:
         notes.append(f"speculation not measured: {exc}")
         return None
+
+
+def _predicted(trial: Any, path: Path, settings: Any, candidates: dict, say: Any, notes: list[str]) -> None:
+    """The speed-up each candidate's acceptance predicts from this device's verify costs, measured in this
+    process (bench/spec_costs.py); a note where they cannot be measured here (no in-process llama.cpp)."""
+    from edgepilot.bench.spec_costs import DRAFT_SIZES, annotate, measure_costs
+    from edgepilot.engine.base import EngineError
+    from edgepilot.engine.choice import choose_engine
+
+    try:
+        choose_engine("inprocess")  # checked on this CPU first: a library that would crash it is not loaded
+        if say is not None:
+            say("speculation: the verify batch's cost, in this process")
+        costs = measure_costs(path, settings)
+        draft = candidates.get("draft")
+        draft_costs = measure_costs(draft.draft, settings, sizes=DRAFT_SIZES) if draft else None
+    except (EngineError, UserError, OSError) as exc:
+        notes.append(f"speculation's speed-up not predicted: {exc}")
+        return
+    annotate(trial, candidates, costs, draft_costs)
 
 
 def _stored(tune: TuneReport, req: TuneRequest) -> TuneReport:

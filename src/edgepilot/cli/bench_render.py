@@ -354,3 +354,11 @@ def _render_speculation(trial: Any, out: Console) -> None:
     say(out, head, style="bold")
     for kind, k in trial.kinds.items():
         say(out, f"  {kind} (plain {k.plain_tg_ts:.0f} t/s): {k.why}")
+        for name, c in k.candidates.items():
+            if c.predicted is not None:
+                best = f", fastest at --draft-max {c.best_draft_max}" if c.best_draft_max else ""
+                say(
+                    out,
+                    f"    {name}: predicted {c.predicted:.2f}x, measured {c.speedup:.2f}x{best}",
+                    style="dim",
+                )
