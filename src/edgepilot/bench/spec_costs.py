@@ -70,6 +70,7 @@ def measure_costs(
     """T(b) for each size: one decode of b tokens with logits at each position, `depth` tokens deep."""
     from edgepilot.engine.inprocess import LlamaEngine
     from edgepilot.engine.llama_binding import llama_cpp
+    from edgepilot.engine.verify_batch import fill_with_logits
 
     with LlamaEngine(model, settings) as engine:
         text = "The farmer watches the hills while the sun sets and the children run home from school. "
@@ -83,10 +84,7 @@ def measure_costs(
             for r in range(rounds + 1):  # the first round warms the caches and is not kept
                 order = sizes if r % 2 else tuple(reversed(sizes))
                 for b in order:
-                    batch.n_tokens = b
-                    for i in range(b):
-                        batch.token[i], batch.pos[i], batch.n_seq_id[i] = tokens[depth + i], depth + i, 1
-                        batch.seq_id[i][0], batch.logits[i] = 0, 1
+                    fill_with_logits(batch, tokens[depth : depth + b], depth)
                     t0 = time.perf_counter()
                     rc = llama_cpp.llama_decode(ctx, batch)
                     spent = time.perf_counter() - t0

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from edgepilot.engine.llama_binding import llama_cpp
+from edgepilot.engine.verify_batch import fill_with_logits
 from edgepilot.errors import UserError
 
 if TYPE_CHECKING:
@@ -41,13 +42,7 @@ def sequence_logprobs(engine: LlamaEngine, tokens: list[int], first: int) -> np.
     try:
         for start in range(0, len(tokens), n_batch):
             piece = tokens[start : start + n_batch]
-            batch.n_tokens = len(piece)
-            for i, token in enumerate(piece):
-                batch.token[i] = token
-                batch.pos[i] = start + i
-                batch.n_seq_id[i] = 1
-                batch.seq_id[i][0] = 0
-                batch.logits[i] = 1
+            fill_with_logits(batch, piece, start)
             rc = llama_cpp.llama_decode(ctx, batch)
             if rc != 0:
                 raise UserError(f"llama_decode failed with code {rc} while scoring the text")

@@ -23,6 +23,7 @@ from edgepilot.engine.base import GenerationStats
 from edgepilot.engine.llama_binding import llama_cpp
 from edgepilot.engine.speculation import LOOKUP_TYPE, SpecStats, Speculation
 from edgepilot.engine.token_text import TokenText
+from edgepilot.engine.verify_batch import fill_with_logits
 
 NGRAM_SIZE = 12  # llama.cpp's --spec-ngram-simple-size-n default
 DRAFT_MAX = 48  # its --spec-ngram-simple-size-m default
@@ -149,10 +150,7 @@ def lookup_generate(
             room = budget - n_gen - 1
             draft = index.draft(pending, m=m)[:room] if room > 0 else []  # cut after: m < n drafts nothing
             base = len(index.tokens)
-            batch.n_tokens = 1 + len(draft)
-            for i, token in enumerate([pending, *draft]):
-                batch.token[i], batch.pos[i], batch.n_seq_id[i] = token, base + i, 1
-                batch.seq_id[i][0], batch.logits[i] = 0, 1
+            fill_with_logits(batch, [pending, *draft], base)
             if between is not None:
                 between(n_gen + 1)
             rc = llama_cpp.llama_decode(ctx, batch)
