@@ -12,7 +12,6 @@ fallback, so auto is never slower than what tune measured plain to be.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,10 +26,6 @@ class AutoSpeculation:
     n_max: int | None = None  # --draft-max, applied to what the profile kept
 
 
-def _wants_inprocess(engine: str | None) -> bool:
-    return (engine or os.environ.get("EDGEPILOT_ENGINE") or "auto") == "inprocess"
-
-
 def resolve_auto(
     spec: Speculation | AutoSpeculation | None,
     model: Path,
@@ -42,6 +37,7 @@ def resolve_auto(
     """The speculation `spec` stands for with this model here, and a note when auto chose it (or plain)."""
     if not isinstance(spec, AutoSpeculation):
         return spec, None
+    from edgepilot.engine.choice import requested_engine
     from edgepilot.tuned.profiles import load_profile
 
     profile = load_profile(model, root, sustained=sustained)
@@ -57,7 +53,7 @@ def resolve_auto(
     if kept["kind"] == "lookup":
         return Speculation("lookup", n_max=spec.n_max).validate(), f"--draft auto: n-gram lookup ({gain})"
     draft = Path(kept["draft"])
-    if _wants_inprocess(engine):
+    if requested_engine(engine) == "inprocess":  # the flag, else $EDGEPILOT_ENGINE
         why = f"tune kept draft model {draft.name}, {gain}: add --engine tools"
         return None, f"--draft auto: plain generation ({why})"
     try:
