@@ -16,16 +16,17 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from edgepilot.gguf.gguf_records import GGUFHeader
 
 MAX_CANDIDATES = 64  # .gguf files looked at, the nearest folders first
 SMALLER = 0.9  # a draft is at most this share of the target's size: "fewer bits", not a copy
 
 
-def _shape(path: Path) -> tuple | None:
+def _shape(header: GGUFHeader) -> tuple | None:
     """(architecture, layers, width) from a header that parsed whole, else None."""
-    from edgepilot.gguf.gguf_header import read_header
-
-    header = read_header(path)
     arch = header.architecture
     if not header.complete or header.problems or arch is None:
         return None
@@ -59,11 +60,13 @@ def same_model_drafts(
 ) -> list[Path]:
     """Files that are `target` at fewer bits, the smallest first (none: an empty list)."""
     from edgepilot.errors import UserError
+    from edgepilot.gguf.gguf_header import read_header
     from edgepilot.gguf.tokenizer_id import differences, tokenizer_digests
 
     target = Path(target).resolve()
     size = target.stat().st_size
-    shape = _shape(target)
+    target_header = read_header(target)
+    shape = _shape(target_header)
     if shape is None:
         return []
     digests = None
@@ -78,10 +81,13 @@ def same_model_drafts(
             looked += 1
             try:
                 candidate_size = path.stat().st_size
-                if candidate_size > SMALLER * size or _shape(path) != shape:
+                if candidate_size > SMALLER * size:
                     continue
-                digests = digests or tokenizer_digests(target)
-                if not differences(digests, tokenizer_digests(path)):
+                header = read_header(path)
+                if _shape(header) != shape:
+                    continue
+                digests = digests or tokenizer_digests(target, target_header)
+                if not differences(digests, tokenizer_digests(path, header)):
                     found.append((candidate_size, path))
             except (OSError, UserError):
                 continue  # unreadable or not a GGUF: not a draft

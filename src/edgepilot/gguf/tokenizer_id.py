@@ -13,16 +13,17 @@ import hashlib
 import os
 from typing import Any, BinaryIO
 
-from edgepilot.gguf.gguf_records import SkippedValue, open_checked
+from edgepilot.gguf.gguf_records import GGUFHeader, SkippedValue, open_checked
 from edgepilot.gguf.verdict import header_of
 
 KEYS = ("tokenizer.ggml.model", "tokenizer.ggml.pre", "tokenizer.ggml.tokens", "tokenizer.ggml.merges")
 _PIECE = 1 << 20
 
 
-def tokenizer_digests(path: str | os.PathLike[str]) -> dict[str, str]:
-    """{key: digest of its value} for each tokenizer key (a missing key has a digest too)."""
-    header = header_of(path)
+def tokenizer_digests(path: str | os.PathLike[str], header: GGUFHeader | None = None) -> dict[str, str]:
+    """{key: digest of its value} for each tokenizer key (a missing key has a digest too). header: the file's
+    header when the caller has parsed it already."""
+    header = header or header_of(path)
     out: dict[str, str] = {}
     with open_checked(path) as f:
         for key in KEYS:
