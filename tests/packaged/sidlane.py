@@ -20,6 +20,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 REPO = Path(__file__).resolve().parents[2]
 LANE_SCRIPT = REPO / "scripts" / "packaged-lane.sh"
 LANE_VENV = "/opt/venv"  # the lane's: edgepilot's dependencies, no edgepilot
@@ -83,7 +85,10 @@ def served(root: Path, argv: list[str], log_path: Path, env: dict[str, str] | No
             assert line, log_path.read_text()[-2000:]
             yield json.loads(line)
         finally:
-            proc.terminate()
+            # unshare --fork ignores SIGTERM while it waits: the command it runs in the root is told instead
+            with contextlib.suppress(psutil.NoSuchProcess):
+                for inside in psutil.Process(proc.pid).children():
+                    inside.terminate()
             deadline = time.monotonic() + 30
             while proc.poll() is None and time.monotonic() < deadline:
                 time.sleep(0.2)
