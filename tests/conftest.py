@@ -12,6 +12,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import model_7b  # noqa: E402
 
+pytest_plugins = ["sidebyside"]  # two tests at a time under `pytest -n 2`, the solo ones alone
+
 
 @pytest.fixture(scope="session")
 def gemma_path() -> Path:
