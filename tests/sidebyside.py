@@ -55,6 +55,19 @@ SOLO = {
     "doctor/test_memory_evidence.py": "a memory limit",
     "doctor/test_memory_fixes.py": "a memory limit",
     "device/test_gpu_check_timeouts.py": "deadlines of a few seconds",
+    # llama.cpp on both cores, measured 3-99x slower beside another such test in a `-n 2` run (its threads
+    # wait on each other at every step while the other test holds a core)
+    "engine/test_background_run.py": "llama.cpp on both cores",
+    "engine/test_greedy.py": "llama.cpp on both cores",
+    "engine/test_run.py": "llama.cpp on both cores",
+    "chat/test_chat_pty.py": "llama.cpp on both cores",
+    "chat/test_chat_save.py": "llama.cpp on both cores",
+    "cli/test_widths.py": "llama.cpp on both cores",
+    "cli/test_readme_check.py": "llama.cpp on both cores",
+    "plan/test_touched_vs_reserved.py": "llama.cpp on both cores",
+    "plan/test_context_limits.py": "llama.cpp on both cores",
+    "serve/test_serve_cache.py": "llama.cpp on both cores",
+    "gguf/test_one_read.py": "llama.cpp on both cores",
 }
 # the packaged and GPU lanes share one root and its installed checkout: one worker sets it up once
 SHARED_ROOT = ("packaged", "gpu")
