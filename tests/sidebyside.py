@@ -4,9 +4,9 @@ files together), and the tests that need the machine to themselves run alone.
 A test is *solo* when it keeps both cores busy (lavapipe, qemu, llama.cpp on every core: a second test beside
 it gains nothing and slows both) or when what it asserts hangs on time or on the machine's load (speed
 measured and compared, a CPU quota, a memory limit, deadlines of a few seconds). The rest (parsers, refusals,
-one-core runs of a small model, servers waiting on a socket) run two at a time.
+short model runs, servers waiting on a socket) run two at a time.
 
-Workers take a shared lock on one file for each test and a solo test takes it exclusively, from its first
+Workers take a shared lock on one lock file for each test and a solo test takes it exclusively, from its first
 fixture to its last teardown; a turnstile lock in front keeps a waiting solo test from being overtaken
 forever. Without xdist (plain `pytest`) there is one process and no lock.
 """
