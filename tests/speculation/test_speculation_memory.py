@@ -77,3 +77,30 @@ def test_the_plan_adds_what_the_inprocess_lookup_loop_adds(gemma_path, tmp_path)
     planned = spec["plan"]["memory"]["peak_rss_bytes"] - plain["plan"]["memory"]["peak_rss_bytes"]
     measured = spec["peak_rss_bytes"] - plain["peak_rss_bytes"]
     assert planned == pytest.approx(measured, rel=0.15), (planned // MIB, measured // MIB)
+
+
+def test_a_draft_is_planned_for_the_device_fit_plans_for(gemma_path, tmp_path):
+    """`fit --root TREE --draft` counts the draft on that device: its CPU decides the repacked weights'
+    buffers (a Snapdragon 8 Gen 3 repacks Gemma's Q4_K, Q6_K and Q8_0; an SD665 repacks none), as it does for
+    the target (this machine's CPU counted for every device before)."""
+    from edgepilot.engine.speculation import Speculation
+    from edgepilot.plan.planner import load_model_facts
+    from edgepilot.plan.settings import EngineSettings
+    from edgepilot.plan.speculation_memory import draft_model_bytes, speculation_bytes
+
+    devices = Path(__file__).resolve().parent.parent / "devices"
+    n_vocab = load_model_facts(gemma_path)[2].n_vocab
+    said = {}
+    for name in ("sd8gen3-xiaomi14", "xperia10ii-sd665"):
+        root = devices / name
+        fit = _fit(
+            gemma_path, tmp_path / "data", "--root", str(root), "--ctx", "1024", "--draft", str(gemma_path)
+        )
+        note = next(n for n in fit["notes"] if n.startswith("the memory plan counts "))
+        settings = EngineSettings(**fit["settings"])
+        spec = Speculation("draft", draft=str(gemma_path)).validate()
+        expected = speculation_bytes(n_vocab, settings, "draft", spec.n_max, spec.draft, root=root)
+        assert f": {expected / MIB:.0f} MiB more " in note, (note, expected // MIB)
+        said[name] = draft_model_bytes(gemma_path, settings, root)
+        assert said[name] != draft_model_bytes(gemma_path, settings, "/"), name
+    assert said["sd8gen3-xiaomi14"] > said["xperia10ii-sd665"] * 1.4, said  # repacked: 480 against 282 MiB

@@ -137,13 +137,16 @@ class SpecStats:
         }
 
 
-def planned_extra_bytes(target: Path, settings: EngineSettings, spec: Speculation) -> int:
-    """What `spec` adds to the target's planned peak with these settings (plan/speculation_memory.py)."""
+def planned_extra_bytes(
+    target: Path, settings: EngineSettings, spec: Speculation, root: str | Path = "/"
+) -> int:
+    """What `spec` adds to the target's planned peak with these settings on the device at `root`
+    (plan/speculation_memory.py)."""
     from edgepilot.plan.planner import load_model_facts
     from edgepilot.plan.speculation_memory import speculation_bytes
 
     _, _, arch = load_model_facts(target)
-    return speculation_bytes(arch.n_vocab or 0, settings, spec.kind, spec.n_max, spec.draft)
+    return speculation_bytes(arch.n_vocab or 0, settings, spec.kind, spec.n_max, spec.draft, root=root)
 
 
 def extra_note(spec: Speculation, extra: int) -> str:

@@ -8,7 +8,7 @@
   (llama-server's -ctkd/-ctvd default) and one output row: its own plan's weights, cache and buffers, without
   a second process runtime.
 
-    speculation_bytes(n_vocab, settings, kind, n_max=None, draft=None) -> bytes on top of the target's plan
+    speculation_bytes(n_vocab, settings, kind, n_max, draft, root) -> bytes on top of the target's plan
 """
 
 from __future__ import annotations
@@ -29,12 +29,15 @@ def verify_rows_bytes(n_vocab: int, settings: EngineSettings, n_max: int) -> int
     return 2 * max(0, rows - 1) * n_vocab * LOGIT_BYTES
 
 
-def draft_model_bytes(draft: str | os.PathLike[str], settings: EngineSettings) -> int:
-    """The draft's weights, KV cache, compute and output buffers at the target's context and batch."""
+def draft_model_bytes(
+    draft: str | os.PathLike[str], settings: EngineSettings, root: str | os.PathLike[str] = "/"
+) -> int:
+    """The draft's weights, KV cache, compute and output buffers at the target's context and batch, on the
+    device at `root` (its CPU decides the repacked weights' buffers)."""
     from edgepilot.plan.planner import Planner, load_model_facts, read_device
 
     _, header, arch = load_model_facts(draft)
-    planner = Planner(header, arch, read_device("/"))
+    planner = Planner(header, arch, read_device(root))
     memory = planner.predict(replace(settings, type_k="f16", type_v="f16")).memory
     return memory.peak_rss_bytes - memory.runtime_bytes
 
@@ -45,9 +48,10 @@ def speculation_bytes(
     kind: str,
     n_max: int | None = None,
     draft: str | os.PathLike[str] | None = None,
+    root: str | os.PathLike[str] = "/",
 ) -> int:
     """Bytes speculation adds to the target's planned peak (kind "lookup" or "draft")."""
     extra = verify_rows_bytes(n_vocab, settings, n_max if n_max is not None else DEFAULT_N_MAX[kind])
     if draft is not None:
-        extra += draft_model_bytes(draft, settings)
+        extra += draft_model_bytes(draft, settings, root)
     return extra

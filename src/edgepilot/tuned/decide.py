@@ -232,7 +232,7 @@ def decide(
     if speculation is not None:
         from edgepilot.engine.speculation import extra_note, planned_extra_bytes
 
-        extra = planned_extra_bytes(path, plan.settings, speculation)
+        extra = planned_extra_bytes(path, plan.settings, speculation, root=root)
         plan = settled(reserve_bytes + extra)
         speculation_note = extra_note(speculation, extra)
     cpus, prompt_cpus = tuned_cpus(requested, profile)
