@@ -23,6 +23,8 @@ LAYERS = {
     "defaults": 0,  # the prompt and context every command shares
     "shown": 0,  # names from outside escaped for the terminal
     "words": 0,  # counted nouns: 1 thread, 2 threads
+    "digest": 0,  # sha256 of keys and kept files without loading OpenSSL
+    "program_path": 0,  # a program on PATH without importing shutil
     "device": 1,
     "gguf": 2,  # what a GGUF file is: header, validation, architecture, the MODEL argument
     "plan": 3,

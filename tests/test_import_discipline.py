@@ -19,6 +19,9 @@ import edgepilot
 HEAVY = {"llama_cpp", "numpy", "gguf", "starlette", "uvicorn", "h11", "anyio", "jinja2", "diskcache"}
 SRC = str(Path(edgepilot.__file__).resolve().parent.parent)
 ARCHIVE = {"tarfile", "gzip"}  # only a snapshot archive given as --root needs them (shutil loads bz2, lzma)
+# shutil loads bz2, lzma and zlib, hashlib OpenSSL (~10 and ~7 ms here): a program is found on PATH and a kept
+# file's key and seal are hashed without them (program_path.py, digest.py)
+LOADERS = {"shutil", "bz2", "lzma", "hashlib", "_hashlib"}
 CPU_PLAN_SKIPS = {
     "edgepilot.device.probe",
     "edgepilot.device.gpu",
@@ -90,6 +93,7 @@ def test_fit_json_plans_without_llama_cpp_numpy_or_gguf(smollm_path):
     assert "importlib.metadata" not in modules  # the binding's version comes from its dist-info
     # a CPU plan of a local file: no device probe, no offload or GPU driver, no snapshot archive
     assert not modules & (CPU_PLAN_SKIPS | ARCHIVE), sorted(modules & (CPU_PLAN_SKIPS | ARCHIVE))
+    assert not modules & LOADERS, sorted(modules & LOADERS)
 
 
 def test_importing_the_cli_loads_no_command_and_every_command_nothing_heavy():
@@ -141,6 +145,7 @@ def test_a_live_probe_finds_the_engine_without_loading_llama_cpp(tmp_path):
     assert not tops(set(held["modules"])) & (HEAVY | {"rich"}) and held["libllama"] == []
     # the binding's version is read from its dist-info: importlib.metadata alone costs more than the lookup
     assert "importlib.metadata" not in held["modules"]
+    assert not set(held["modules"]) & LOADERS, sorted(set(held["modules"]) & LOADERS)
     engine = facts["engine"]
     assert engine["kind"] == "inprocess" and engine["checked"] is False, engine
     assert Path(engine["library"]).is_file() and Path(engine["library"]).parent == Path(engine["path"])

@@ -21,7 +21,6 @@ the GPU and CPU checks, the memory calibrations.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
@@ -31,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from edgepilot.datadir import DATA_FIX, data_dir, writable_data_folder
+from edgepilot.digest import sha256_hex
 from edgepilot.errors import UserError
 from edgepilot.file_errors import escaped, is_denied, note_once, refused_where
 from edgepilot.untrusted import JSON_MAX_DEPTH, FileTooLarge, NotRegularFile, loads_json, read_capped
@@ -46,7 +46,7 @@ SEAL_KEY = "seal"
 
 def _digest(content: dict[str, Any]) -> str:
     text = json.dumps(content, sort_keys=True, separators=(",", ":"))
-    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+    return "sha256:" + sha256_hex(text)
 
 
 def sealed(content: dict[str, Any]) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from edgepilot.device.fs import (
     is_live,
     read_bytes,
 )
+from edgepilot.program_path import which
 
 CHUNK = 64 << 10
 STDERR_KEPT = 4 << 10  # the last lines of stderr: the reason a command failed
@@ -62,9 +63,7 @@ def _run_live(argv: Sequence[str], timeout: float, limit: int) -> tuple[str | No
     """argv run for its output (run_output: killed with everything it started at the deadline or once its
     output passes `limit`: a hung or flooding driver is a reason, never a stall or a memory blow-up here);
     a crash is named by its signal."""
-    import shutil  # with subprocess and signal, imported where a command runs: fit and a replay run none
-
-    exe = shutil.which(argv[0])
+    exe = which(argv[0])
     shown = " ".join(argv)
     if exe is None:
         return None, f"command not found: {argv[0]}"

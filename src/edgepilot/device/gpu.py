@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -334,12 +335,16 @@ def not_listed_reason(dev: VulkanDevice) -> str:
 
 
 def read_gpus(
-    root: Path, android: bool, llama_tool: Path | str | None = None
+    root: Path,
+    android: bool,
+    llama_tool: Path | str | None = None,
+    llama_list: Callable[[], tuple[list[LlamaDevice] | None, str | None]] | None = None,
 ) -> tuple[list[VulkanDevice], list[str]]:
     """GPUs as the Vulkan loader and llama.cpp see them, and why a list is missing (no vulkaninfo, no
-    llama.cpp program, ...). `llama_tool`: the program that lists llama.cpp's devices (live only)."""
+    llama.cpp program, ...). `llama_tool`: the program that lists llama.cpp's devices (live only);
+    `llama_list`: that list already under way (gpu_llama.llama_devices_later)."""
     devices, reasons = _vulkan_devices(root, android, fixed=vulkan_fix_of(llama_tool) is not None)
-    llama, why = read_llama_devices(root, llama_tool)
+    llama, why = llama_list() if llama_list is not None else read_llama_devices(root, llama_tool)
     if why is not None:
         reasons.append(why)
     return join(devices, llama), reasons

@@ -9,8 +9,11 @@ lists here, and the listing exits 0 (engine/gpu_check.py is the real check). Rep
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import re
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -99,3 +102,31 @@ def read_llama_devices(
     if devices is None:
         return None, "llama-server --list-devices printed no 'Available devices:' list"
     return devices, None
+
+
+def llama_devices_later(
+    root: Path, tool: Path | str | None = None
+) -> Callable[[], tuple[list[LlamaDevice] | None, str | None]]:
+    """Start read_llama_devices in a thread now and return the call that waits for its answer: the child
+    loads llama.cpp's backends on another core while the probe reads the rest of the device."""
+    answer: list[tuple[list[LlamaDevice] | None, str | None]] = []
+    failure: list[BaseException] = []
+
+    def listing() -> None:
+        try:
+            answer.append(read_llama_devices(root, tool))
+        except BaseException as exc:  # handed to the caller's thread, where it would have been raised
+            failure.append(exc)
+
+    # the caller's context goes with it: `snapshot save` records the listing through a context variable
+    context = contextvars.copy_context()
+    worker = threading.Thread(target=context.run, args=(listing,), name="llama-devices", daemon=True)
+    worker.start()
+
+    def wait() -> tuple[list[LlamaDevice] | None, str | None]:
+        worker.join()
+        if failure:
+            raise failure[0]
+        return answer[0]
+
+    return wait

@@ -15,6 +15,7 @@ from edgepilot.device import fs
 from edgepilot.device.android import AndroidFacts, read_android
 from edgepilot.device.cpu import CpuFacts, read_cpu
 from edgepilot.device.gpu import VulkanDevice, read_gpus
+from edgepilot.device.gpu_llama import llama_devices_later
 from edgepilot.device.memory import MemoryFacts, read_memory
 from edgepilot.device.opencl import OpenCLDevice, read_opencl, with_opencl
 from edgepilot.device.power import BatteryFacts, read_battery
@@ -59,13 +60,15 @@ def probe(root: Path | str = fs.LIVE_ROOT, llama_tool: Path | str | None = None)
 
 
 def _probe_dir(root: Path, llama_tool: Path | str | None = None) -> Probe:
+    live = fs.is_live(root)
+    llama_list = llama_devices_later(root, llama_tool) if live else None
     env, env_reason = fs.read_env(root)
     cpu = read_cpu(root)
     memory = read_memory(root)
     android, _ = read_android(root, env)
     if android is not None and cpu.userland_bits == 32 and cpu.cpu_bits == 64:
         cpu.reasons.append(_bitness_fix(android))
-    gpus, gpu_reasons = read_gpus(root, android is not None, llama_tool if fs.is_live(root) else None)
+    gpus, gpu_reasons = read_gpus(root, android is not None, llama_tool if live else None, llama_list)
     opencl, opencl_reasons = read_opencl(root, android is not None)
     with_opencl(gpus, opencl)
     thermal, thermal_reasons = read_thermal(root)

@@ -10,13 +10,13 @@ timeout is not one.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
 from pathlib import Path
 from typing import Any
 
+from edgepilot.digest import sha256_hex
 from edgepilot.kept import KeyedCache
 
 CACHE_NAME = "cpu-checks.json"
@@ -51,7 +51,7 @@ def check_key(engine: str, files: list[Path], cpu_flags: list[str]) -> str:
         "preload": os.environ.get("LD_PRELOAD", "")[:1000],
         "qemu_cpu": os.environ.get("QEMU_CPU", "")[:100],  # qemu-user: the CPU it acts out
     }
-    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:24]
+    return sha256_hex(json.dumps(identity, sort_keys=True))[:24]
 
 
 def _text(value: Any, limit: int = MAX_TEXT) -> str | None:

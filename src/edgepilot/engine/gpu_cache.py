@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import contextlib
 import glob
-import hashlib
 import json
 import os
 import time
 from pathlib import Path
 from typing import Any
 
+from edgepilot.digest import sha256_hex
 from edgepilot.errors import UserError
 from edgepilot.kept import Entries, KeyedCache
 from edgepilot.untrusted import loads_json, read_capped
@@ -109,7 +109,7 @@ def driver_fingerprint() -> str:
             parts.append(_stat(lib) if "/" in lib else f"lib:{lib}")
     for pattern in ANDROID_DRIVERS:
         parts += [_stat(p) for p in sorted(glob.glob(pattern))[:MAX_DRIVER_FILES]]
-    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+    return sha256_hex("\n".join(parts))[:16]
 
 
 def loader_env() -> dict[str, str]:
@@ -130,13 +130,13 @@ def scope(tool: Path, tool_version: str | None) -> str:
         "driver": driver_fingerprint(),
         "env": loader_env(),
     }
-    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:24]
+    return sha256_hex(json.dumps(identity, sort_keys=True))[:24]
 
 
 def check_key(scope_id: str, device: str, description: str) -> str:
     """One device's check in a scope: llama.cpp's name for it and its description."""
     raw = json.dumps([scope_id, device, description])
-    return hashlib.sha256(raw.encode()).hexdigest()[:24]
+    return sha256_hex(raw)[:24]
 
 
 def _read() -> Entries | None:

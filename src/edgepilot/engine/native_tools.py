@@ -21,6 +21,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from edgepilot.errors import UserError
+from edgepilot.program_path import which
 
 TOOL_NAMES = (
     "llama-server",
@@ -119,10 +120,8 @@ LIBEXEC_GLOB = "/usr/libexec/*/llama/bin"
 
 
 def path_tool(name: str) -> Path | None:
-    import shutil  # its archive modules load with it: only when a program is looked for
-
     for candidate in (name, *ALIASES.get(name, ())):
-        found = shutil.which(candidate)
+        found = which(candidate)
         if found:
             return Path(found)
         for directory in sorted(Path("/").glob(LIBEXEC_GLOB.lstrip("/"))):

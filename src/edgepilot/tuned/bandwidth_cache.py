@@ -12,11 +12,11 @@ on a VM, while its cores sat on one memory controller: 32 against 49 GB/s here) 
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import asdict, fields
 from typing import TYPE_CHECKING, Any
 
+from edgepilot.digest import sha256_hex
 from edgepilot.errors import UserError
 from edgepilot.file_errors import note_once
 from edgepilot.kept import MAX_BYTES, MAX_COUNT, Dropped, KeyedCache, is_int, is_number
@@ -43,7 +43,7 @@ def cache_key(cpu: CpuFacts | None = None) -> str:
     from edgepilot.tuned.identity import device_id
 
     raw = json.dumps([device_id(cpu=cpu).fingerprint, cpulist(allowed_cpus())])
-    return hashlib.sha256(raw.encode()).hexdigest()[:24]
+    return sha256_hex(raw)[:24]
 
 
 # A memory read bandwidth outside these is no measurement of a phone's or a board's memory (a 1e-3 B/s figure
