@@ -70,6 +70,11 @@ def test_bench_measures_with_and_without_repacking(cli_app, gemma_path, data_dir
 
 
 PARTIAL_COLUMN = "    partial INTEGER DEFAULT 0           -- 1: stopped (Ctrl-C) before every test ran\n"
+SPECULATION_COLUMNS = (
+    ",  -- sustained: JSON windows, when and how far speed fell\n"
+    "    speculation TEXT, text_kind TEXT, acceptance_rate REAL"
+    "  -- tune --speculation: plain | lookup | draft\n"
+)
 
 
 @pytest.mark.parametrize("version", [1, 2, 3])
@@ -78,8 +83,9 @@ def test_bench_store_from_before_repack_device_and_partial_is_upgraded(tmp_path,
     from edgepilot.bench.store import SCHEMA, connect
 
     db = tmp_path / "bench.sqlite"
-    assert PARTIAL_COLUMN in SCHEMA
+    assert PARTIAL_COLUMN in SCHEMA and SPECULATION_COLUMNS in SCHEMA
     old = SCHEMA.replace(PARTIAL_COLUMN, "").replace("build TEXT,", "build TEXT ")  # runs.partial: 4
+    old = old.replace(SPECULATION_COLUMNS, "\n")  # results.speculation, text_kind, acceptance_rate: 6
     if version <= 2:  # no device columns either
         old = old.replace("    device TEXT DEFAULT 'none', n_gpu_layers INTEGER DEFAULT 0,\n", "")
     if version == 1:  # no repack column either
@@ -94,6 +100,8 @@ def test_bench_store_from_before_repack_device_and_partial_is_upgraded(tmp_path,
         row = con.execute("SELECT repack, device, n_gpu_layers FROM results").fetchone()
         assert tuple(row) == (1, "none", 0)
         assert con.execute("SELECT partial FROM runs").fetchone()[0] == 0
+        spec = con.execute("SELECT speculation, text_kind, acceptance_rate FROM results").fetchone()
+        assert tuple(spec) == (None, None, None)
 
 
 def test_bench_md_like_llama_bench_with_pinning(cli_app, smollm_path):

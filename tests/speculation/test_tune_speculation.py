@@ -41,6 +41,42 @@ def test_tune_keeps_lookup_only_where_it_measured_faster(smollm_path, tmp_path):
     assert report["profile"]["speculation"] == kept
     (saved,) = (tmp_path / "profiles").glob("*.json")
     assert json.loads(saved.read_text())["speculation"] == kept
+    _history_keeps_the_trial(smollm_path, tmp_path, trial)
+
+
+def _edgepilot(data: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "EDGEPILOT_DATA_DIR": str(data)}
+    return subprocess.run([sys.executable, "-m", "edgepilot", *args], capture_output=True, text=True,
+                          timeout=300, env=env)  # fmt: skip
+
+
+def _history_keeps_the_trial(model: Path, data: Path, trial: dict) -> None:
+    """The bench history holds the trial's medians per kind of text, and the doctor reads them: it names
+    each kind where lookup measured under 0.97x plain, and nothing where it did not."""
+    done = _edgepilot(data, "bench", "--history", "--json")
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = {
+        (e["speculation"], e["text_kind"]): e for e in json.loads(done.stdout)["entries"] if e["speculation"]
+    }
+    for kind, k in trial["kinds"].items():
+        lookup = k["candidates"]["lookup"]
+        assert abs(rows[("plain", kind)]["avg_ts"] - k["plain_tg_ts"]) < 0.01, (kind, rows)
+        assert abs(rows[("lookup", kind)]["avg_ts"] - lookup["tg_ts"]) < 0.01, (kind, rows)
+        assert rows[("lookup", kind)]["acceptance_rate"] == lookup["acceptance_rate"]
+    done = _edgepilot(data, "doctor", "--model", str(model), "--json")
+    assert done.returncode == 0, done.stderr[-3000:]
+    causes = {c["id"]: c for c in json.loads(done.stdout)["causes"]}
+    # as the doctor reads them: the history's table prints t/s to 0.01
+    speed = {key: round(e["avg_ts"], 2) for key, e in rows.items()}
+    ratio = {kind: speed[("lookup", kind)] / speed[("plain", kind)] for kind in trial["kinds"]}
+    slower = sorted(kind for kind, r in ratio.items() if r < 0.97)
+    said = causes.get("speculation-slower-than-plain")
+    if not slower:
+        assert said is None, (ratio, said)
+        return
+    named = sorted(e.split(" on ")[1].split(" text")[0] for e in said["evidence"])
+    assert named == slower, (ratio, said["evidence"])
+    assert "drop `--lookup`" in said["fix"] and all(kind in said["fix"] for kind in slower), said["fix"]
 
 
 def test_tune_says_per_kind_what_it_kept_at_50_columns(smollm_path, tmp_path):

@@ -11,16 +11,19 @@ from edgepilot.kept import MAX_COUNT, Dropped, is_int, is_number
 from edgepilot.tuned.identity import DeviceId
 
 
-def has_gpu_results(path: Path | None = None) -> bool:
-    """Whether any stored result was measured on a GPU (a cheap question before a per-model one)."""
+def has_compared_results(path: Path | None = None) -> bool:
+    """Whether any stored result was measured on a GPU or in a speculation trial: results the doctor compares
+    (a cheap question before a per-model one)."""
     path = path or db_path()
     if not history_exists(path):
         return False
     with connect(path, create=False) as con:
-        return con.execute("SELECT 1 FROM results WHERE device != 'none' LIMIT 1").fetchone() is not None
+        query = "SELECT 1 FROM results WHERE device != 'none' OR speculation IS NOT NULL LIMIT 1"
+        return con.execute(query).fetchone() is not None
 
 
 MAX_TPS = 1e9  # tokens per second no device makes: a damaged row
+SPECULATION = ("plain", "lookup", "draft")  # tune --speculation's rows
 
 
 def usable_row(r: sqlite3.Row, dropped: Dropped) -> bool:
@@ -43,6 +46,9 @@ def usable_row(r: sqlite3.Row, dropped: Dropped) -> bool:
         "model_name": r["model_name"] is None or isinstance(r["model_name"], str),
         "started": isinstance(r["started"], str),
         "kind": isinstance(r["kind"], str),
+        "speculation": r["speculation"] is None or r["speculation"] in SPECULATION,
+        "text_kind": r["text_kind"] is None or isinstance(r["text_kind"], str),
+        "acceptance_rate": r["acceptance_rate"] is None or is_number(r["acceptance_rate"], 0, 1),
     }
     bad = next((name for name, ok in checks.items() if not ok), None)
     if bad is not None:
@@ -71,6 +77,15 @@ class HistoryEntry:
     device: str = "none"  # llama.cpp's -dev the result was measured on
     n_gpu_layers: int = 0
     partial: bool = False  # its run was stopped (Ctrl-C) before every test ran
+    # tune --speculation: plain | lookup | draft, the kind of text, the share of drafts kept
+    speculation: str | None = None
+    text_kind: str | None = None
+    acceptance_rate: float | None = None
+
+    @property
+    def label(self) -> str:
+        """The test as the history shows it: `tg64 lookup/chat` for a speculation row."""
+        return f"{self.test} {self.speculation}/{self.text_kind}" if self.speculation else self.test
 
 
 @dataclass
@@ -130,6 +145,8 @@ def history(
             r["repack"],
             r["device"],
             r["n_gpu_layers"],
+            r["speculation"],
+            r["text_kind"],
         )
         prev = last_seen.get(key)
         best[key] = max(best.get(key, 0.0), r["avg_ts"])
@@ -154,6 +171,9 @@ def history(
                 device=r["device"] or "none",
                 n_gpu_layers=r["n_gpu_layers"] or 0,
                 partial=bool(r["partial"]),
+                speculation=r["speculation"],
+                text_kind=r["text_kind"],
+                acceptance_rate=r["acceptance_rate"],
             )
         )
         last_seen[key] = r["avg_ts"]

@@ -48,6 +48,11 @@ class BenchRow:
     throttled: bool | None = None
     notes: list[str] = field(default_factory=list)
     roofline: float | None = None  # tg only: avg_ts x bytes per token / memory bandwidth
+    # tune --speculation's rows: "plain" or the candidate ("lookup", "draft") that generated, the kind of
+    # text it generated from (chat, rewrite, code) and the share of drafted tokens the model kept
+    speculation: str | None = None
+    text_kind: str | None = None
+    acceptance_rate: float | None = None
 
     def __post_init__(self) -> None:
         if self.samples_ts and not self.avg_ts:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import statistics
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +60,7 @@ class SpecCandidate:
     # from this device's verify costs and the acceptance measured (bench/spec_costs.py; None: not predicted)
     predicted: float | None = None
     best_draft_max: int | None = None  # a draft model: the draft length predicted fastest
+    samples_ts: list[float] = field(default_factory=list)  # each round's speed
 
 
 @dataclass
@@ -68,6 +69,11 @@ class SpecKind:
     candidates: dict[str, SpecCandidate] = field(default_factory=dict)
     kept: str | None = None  # the candidate kept for this kind of text (None: plain)
     why: str = ""
+    plain_samples_ts: list[float] = field(default_factory=list)  # each round's plain speed
+    # candidate -> (the prompt's tokens, what its last round generated): lookup's steps are replayed from them
+    texts: dict[str, tuple[list[int], list[int]]] = field(
+        default_factory=dict, repr=False, metadata={"json": False}
+    )
 
 
 @dataclass
@@ -77,6 +83,7 @@ class SpecTrial:
     kinds: dict[str, SpecKind]
     seconds: float = 0.0
     draft: str | None = None  # the draft model measured (its path), when there was one
+    settings: dict[str, Any] = field(default_factory=dict)  # the llama-server settings every run used
 
     def kept(self) -> dict[str, dict[str, Any]]:
         """What a profile keeps: per kind of text, the speculation that measured faster, with its gain (and
@@ -109,6 +116,7 @@ def speculation_trial(
     names = ["plain", *candidates]
     speeds: dict[str, dict[str, list[float]]] = {n: {k: [] for k in PROMPTS} for n in names}
     stats: dict[str, dict[str, list[Any]]] = {n: {k: [] for k in PROMPTS} for n in names}
+    texts: dict[str, dict[str, tuple[list[int], list[int]]]] = {n: {} for n in names}
     greedy = SamplerSettings(temperature=0.0)
     for r in range(rounds):
         order = names[r % len(names) :] + names[: r % len(names)]
@@ -121,15 +129,19 @@ def speculation_trial(
                     gen = server.generate(tokens, n_gen, sampler=greedy, cache_prompt=False)
                     speeds[name][kind].append(gen.gen_tps)
                     stats[name][kind].append(gen.speculation)
+                    texts[name][kind] = (tokens, list(gen.tokens))
     kinds = {kind: _judge(kind, speeds, stats, list(candidates)) for kind in PROMPTS}
+    for kind, k in kinds.items():
+        k.texts = {name: texts[name][kind] for name in candidates if kind in texts[name]}
     draft = candidates["draft"].draft if "draft" in candidates else None
     kept = None if draft is None else os.path.abspath(draft)  # --draft auto finds it from any folder
-    return SpecTrial(rounds, n_gen, kinds, round(time.perf_counter() - t0, 1), kept)
+    seconds = round(time.perf_counter() - t0, 1)
+    return SpecTrial(rounds, n_gen, kinds, seconds, kept, asdict(settings))
 
 
 def _judge(kind: str, speeds: dict, stats: dict, candidates: list[str]) -> SpecKind:
     plain = statistics.median(speeds["plain"][kind])
-    out = SpecKind(round(plain, 2))
+    out = SpecKind(round(plain, 2), plain_samples_ts=[round(v, 3) for v in speeds["plain"][kind]])
     for name in candidates:
         tg = statistics.median(speeds[name][kind])
         runs = [s for s in stats[name][kind] if s is not None]
@@ -143,6 +155,7 @@ def _judge(kind: str, speeds: dict, stats: dict, candidates: list[str]) -> SpecK
             drafted,
             accepted,
             total.n_gen,
+            samples_ts=[round(v, 3) for v in speeds[name][kind]],
         )
     # a gain needs drafts the model kept: one that drafted nothing can only have measured noise
     real = {n: c for n, c in out.candidates.items() if (c.tokens_per_step or 1.0) > 1.0}

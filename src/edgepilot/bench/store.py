@@ -31,8 +31,9 @@ from edgepilot.file_errors import (
 from edgepilot.safe_write import check_target
 
 DB_NAME = "bench.sqlite"
-SCHEMA_VERSION = 5  # 2: results.repack; 3: results.device, results.n_gpu_layers; 4: runs.partial;
-# 5: results.windows, fell_at_s, drop_pct (bench --sustained)
+SCHEMA_VERSION = 6  # 2: results.repack; 3: results.device, results.n_gpu_layers; 4: runs.partial;
+# 5: results.windows, fell_at_s, drop_pct (bench --sustained); 6: results.speculation, text_kind,
+# acceptance_rate (tune --speculation)
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
     id INTEGER PRIMARY KEY,
@@ -62,7 +63,8 @@ CREATE TABLE IF NOT EXISTS results (
     avg_ts REAL, stddev_ts REAL, samples_ts TEXT,
     temp_start_c REAL, temp_max_c REAL, watts REAL, joules_per_token REAL, throttled INTEGER, roofline REAL,
     test_time TEXT,
-    windows TEXT, fell_at_s REAL, drop_pct REAL  -- sustained: JSON windows, when and how far speed fell
+    windows TEXT, fell_at_s REAL, drop_pct REAL,  -- sustained: JSON windows, when and how far speed fell
+    speculation TEXT, text_kind TEXT, acceptance_rate REAL  -- tune --speculation: plain | lookup | draft
 );
 CREATE INDEX IF NOT EXISTS results_run ON results(run_id);
 CREATE INDEX IF NOT EXISTS runs_device_model ON runs(device_fp, model_key);
@@ -78,6 +80,9 @@ ADDED_COLUMNS = (
     ("windows", "TEXT", "NULL"),
     ("fell_at_s", "REAL", "NULL"),
     ("drop_pct", "REAL", "NULL"),
+    ("speculation", "TEXT", "NULL"),
+    ("text_kind", "TEXT", "NULL"),
+    ("acceptance_rate", "REAL", "NULL"),
 )
 # ... and to `runs`: older runs ran to the end.
 ADDED_RUN_COLUMNS = (("partial", "INTEGER", "0"),)
@@ -307,4 +312,7 @@ def _result_values(row: BenchRow) -> dict[str, Any]:
         "throttled": None if row.throttled is None else int(row.throttled),
         "roofline": row.roofline,
         "test_time": row.test_time,
+        "speculation": row.speculation,
+        "text_kind": row.text_kind,
+        "acceptance_rate": row.acceptance_rate,
     }

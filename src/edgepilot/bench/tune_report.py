@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -88,11 +89,10 @@ def as_bench_report(tune: TuneReport) -> BenchReport:
         cpus = parse_cpulist(t.cores) if t.cores else []
         size = tune.n_prompt if t.test == "pp" else tune.n_gen
         rows.append(
-            BenchRow(
-                model_filename=tune.model.path,
-                model_type=tune.model.type,
-                model_size=tune.model.size,
-                model_n_params=tune.model.n_params,
+            _row(
+                tune,
+                size,
+                t.samples_ts,
                 n_batch=LLAMA_BENCH_BATCH,
                 n_ubatch=t.n_ubatch,
                 n_threads=t.n_threads,
@@ -104,12 +104,11 @@ def as_bench_report(tune: TuneReport) -> BenchReport:
                 use_mmap=True,
                 n_prompt=size if t.test == "pp" else 0,
                 n_gen=size if t.test == "tg" else 0,
-                test_time=tune.started,
-                samples_ns=[int(size / s * 1e9) if s else 0 for s in t.samples_ts],
-                samples_ts=t.samples_ts,
                 cores=cpus,
             )
         )
+    if tune.speculation is not None:
+        rows += _speculation_rows(tune)
     return BenchReport(
         rows=rows,
         model=tune.model,
@@ -140,3 +139,58 @@ def sweep_points(report: TuneReport) -> list[tuple[str, str, str, int, float]]:
         for t in report.trials
         if t.phase in SWEEP_PHASES
     ]
+
+
+def _speculation_rows(tune: TuneReport) -> list[BenchRow]:
+    """tune --speculation as bench rows: per kind of text, plain and each candidate at the trial's settings,
+    so the history (and the doctor reading it) can compare them."""
+    trial = tune.speculation
+    st = trial.settings
+    rows = []
+    for text_kind, k in trial.kinds.items():
+        runs = [("plain", k.plain_samples_ts, None)]
+        runs += [(name, c.samples_ts, c.acceptance_rate) for name, c in k.candidates.items()]
+        for name, samples, acceptance in runs:
+            if not samples:
+                continue
+            rows.append(
+                _row(
+                    tune,
+                    trial.n_gen,
+                    samples,
+                    n_batch=st.get("n_batch", LLAMA_BENCH_BATCH),
+                    n_ubatch=st.get("n_ubatch", LLAMA_BENCH_BATCH),
+                    n_threads=st.get("n_threads", 0),
+                    cpu_mask="0x0",
+                    type_k=st.get("type_k", "f16"),
+                    type_v=st.get("type_v", "f16"),
+                    n_gpu_layers=st.get("n_gpu_layers", 0),
+                    flash_attn=bool(st.get("flash_attn", False)),
+                    use_mmap=bool(st.get("use_mmap", True)),
+                    n_prompt=0,
+                    n_gen=trial.n_gen,
+                    # the median, as the trial judged by; the spread as bench rows give it
+                    avg_ts=round(statistics.median(samples), 3),
+                    stddev_ts=round(statistics.stdev(samples), 3) if len(samples) > 1 else 0.0,
+                    device=st.get("device") or "none",
+                    repack=bool(st.get("repack", True)),
+                    speculation=name,
+                    text_kind=text_kind,
+                    acceptance_rate=acceptance,
+                )
+            )
+    return rows
+
+
+def _row(tune: TuneReport, size: int, samples_ts: list[float], **fields: Any) -> BenchRow:
+    """A bench row of the tuned model, measured when the tune started: `size` tokens a sample."""
+    return BenchRow(
+        model_filename=tune.model.path,
+        model_type=tune.model.type,
+        model_size=tune.model.size,
+        model_n_params=tune.model.n_params,
+        test_time=tune.started,
+        samples_ns=[int(size / s * 1e9) if s else 0 for s in samples_ts],
+        samples_ts=samples_ts,
+        **fields,
+    )

@@ -155,7 +155,7 @@ def render_history(h: History, out: Console) -> None:
         title = f"run {run_id} · {kind} · {first.model_name} · {when}"
         cells = [
             [
-                e.test,
+                e.label,
                 str(e.n_threads),
                 e.cores or "-",
                 str(e.n_ubatch),

@@ -122,33 +122,6 @@ def report_engine_failure(
     return click.exceptions.Exit(2)
 
 
-def _gpu_history(model: str) -> list[str]:
-    """This device's bench history of the model as llama-bench's table (dev, ngl, test, t/s), when any
-    result was measured on a GPU: the doctor compares the CPU's and the GPU's (gpu-slower-than-cpu)."""
-    from edgepilot.bench.history import has_gpu_results, history
-    from edgepilot.bench.store import readable_history
-    from edgepilot.tuned.identity import device_id, model_id
-
-    try:
-        if not readable_history() or not has_gpu_results():  # nothing to compare: the model is not read again
-            return []
-        path = Path(model)  # checked already (_check_model)
-        device = device_id()
-        entries = history(device.fingerprint, device.description, model_id(path).key, path.name, 200).entries
-    except (UserError, OSError):
-        return []
-    if not any(e.device != "none" for e in entries):
-        return []
-    lines = [
-        "edgepilot bench history on this device:",
-        "| dev | ngl | test | t/s |",
-        "| --- | --: | --- | --: |",
-    ]
-    for e in entries:
-        lines.append(f"| {e.device} | {e.n_gpu_layers} | {e.test} | {e.avg_ts:.2f} ± {e.stddev_ts:.2f} |")
-    return lines
-
-
 def _exit_status(text: str | None) -> int | None:
     """--exit-code as a shell reports it: a number (0-255), or a signal name (SIGSEGV -> 139)."""
     if text is None:
@@ -231,7 +204,9 @@ def doctor(
     if not command:
         lines = _read_log(log) if log is not None else None
         if model is not None and root == Path("/"):
-            lines = (lines or []) + _gpu_history(model)
+            from edgepilot.cli.doctor_history import history_lines
+
+            lines = (lines or []) + history_lines(model)
         emit(diagnose(lines, exit_code=status, model=model, root=root), as_json, render_diagnosis)
         return
 

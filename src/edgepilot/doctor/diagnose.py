@@ -14,6 +14,7 @@ from edgepilot.doctor import (
     rules_memory,
     rules_model,
     rules_rpc,
+    rules_speculation,
     rules_vulkan,
 )
 from edgepilot.doctor.evidence import Evidence, gather
@@ -30,6 +31,7 @@ RULES: tuple[Rule, ...] = (
     *rules_build.RULES,
     *rules_rpc.RULES,
     *rules_engine.RULES,
+    *rules_speculation.RULES,
 )
 MAX_EVIDENCE = 8
 

@@ -19,6 +19,7 @@ TITLES: dict[str, str] = {
     "vulkan-device-lost": "The GPU driver lost the Vulkan device",
     "vulkan-driver-crash": "The Vulkan driver crashed llama.cpp (a signal, not an error message)",
     "gpu-slower-than-cpu": "The GPU is slower than the CPU here: offloading costs speed",
+    "speculation-slower-than-plain": "Speculative decoding is slower than plain generation here",
     "thermal-throttling": "The CPU is throttled by heat",
     "too-many-threads": "Too many threads: slow cores hold the fast ones back",
     "background-killed": "Android killed the process in the background (phantom-process killer)",
