@@ -162,3 +162,21 @@ def test_run_on_the_in_process_engine_says_what_it_kept(smollm_path, tmp_path):
 
 def test_a_draft_model_on_the_in_process_engine_is_refused_with_where_it_runs(engine):
     assert "a draft model" in str(Speculation("draft", draft=Path("d.gguf")).not_in_process())
+
+
+def test_replaying_the_text_finds_each_step_the_loop_took(engine):
+    """tune's lookup prediction prices each verify step (bench/spec_costs.lookup_batches): replayed on the
+    text the loop generated, n-gram lookup drafts what the loop drafted, in as many steps, for every kind of
+    text the trial uses (a text written again drafts a lot, a chat answer and code little)."""
+    from edgepilot.bench.spec_costs import lookup_batches
+    from edgepilot.bench.spec_trial import PROMPTS
+
+    seen = {}
+    for kind, (text, _) in PROMPTS.items():
+        prompt = engine.tokenize(text)
+        out = _generate(engine, prompt, 96, True, GREEDY)
+        batches = lookup_batches(prompt, out.tokens)
+        steps = out.n_gen - out.speculation.accepted
+        assert (sum(batches) - len(batches), len(batches)) == (out.speculation.drafted, steps), kind
+        seen[kind] = out.speculation.drafted
+    assert seen["rewrite"] > 40, seen  # the paragraph written again: long drafts

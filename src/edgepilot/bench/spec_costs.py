@@ -16,12 +16,17 @@ of them (llama.cpp's common_speculative_gen_draft):
     speedup(k) = E(k) * T(1) / (T(k+1) + D(E(k)) + (k-1) * D(1))
 
 Lookup drafts only where an earlier n-gram matches, so its prediction uses what its run showed instead: the
-steps it took and the drafted tokens per step.
+run's text is replayed through llama.cpp's n-gram lookup (engine/lookup_decoding.py's NgramIndex) to find
+each step's batch, and the steps' costs are summed on the curve. Where the text is not at hand, the steps
+and drafted tokens the run counted give one mean batch (dearer than the mix of no-draft steps and long ones
+it stands for: the curve jumps from one token to two).
 
     measure_costs(model, settings, sizes, depth, rounds) -> Costs
     acceptance_per_token(rate, k) -> a    from llama-server's accepted/drafted at draft length k
     predict_draft(target, draft, a, k) -> speed-up
-    predict_lookup(costs, drafted, accepted, n_gen) -> speed-up
+    lookup_batches(context, generated, m) -> each step's batch size, replayed
+    predict_steps(costs, batches, n_gen) -> speed-up
+    predict_lookup(costs, drafted, accepted, n_gen) -> speed-up (from the counts alone)
     annotate(trial, candidates, target, draft)   each measured candidate's prediction
 """
 
@@ -141,6 +146,35 @@ def predict_lookup(costs: Costs, drafted: int, accepted: int, n_gen: int) -> flo
     return n_gen * costs.per_token() / (steps * costs.at(1 + drafted / steps))
 
 
+def lookup_batches(context: list[int], generated: list[int], m: int | None = None) -> list[int]:
+    """The batch each verify step of n-gram lookup decoded while generating `generated` after `context`:
+    the token chosen plus its draft, the draft cut where the text did not follow it (as the target's picks
+    cut it) and to the room left. The replay of lookup_decoding's loop on a known text."""
+    from edgepilot.engine.lookup_decoding import DRAFT_MAX, NgramIndex
+
+    index, budget, at, batches = NgramIndex(list(context)), len(generated), 0, []
+    while at < budget:
+        pending = generated[at]
+        room = budget - at - 1
+        draft = index.draft(pending, m=m or DRAFT_MAX)[:room] if room > 0 else []
+        batches.append(1 + len(draft))
+        index.append(pending)
+        at += 1
+        for token in draft:
+            if generated[at] != token:
+                break
+            index.append(token)
+            at += 1
+    return batches
+
+
+def predict_steps(costs: Costs, batches: list[int], n_gen: int) -> float | None:
+    """The speed-up of generating n_gen tokens in these verify steps, each priced on the curve."""
+    if not batches or n_gen <= 0:
+        return None
+    return n_gen * costs.per_token() / sum(costs.at(b) for b in batches)
+
+
 MAX_DRAFT_LENGTH = 8  # the draft lengths whose speed-up is predicted (1 .. 8)
 
 
@@ -153,7 +187,12 @@ def annotate(trial: Any, candidates: dict[str, Any], target: Costs, draft: Costs
         for name, c in kind.candidates.items():
             spec = candidates[name]
             if spec.kind == "lookup":
-                c.predicted = _rounded(predict_lookup(target, c.drafted, c.accepted, c.n_gen))
+                text = kind.texts.get(name)
+                if text is not None:
+                    batches = lookup_batches(text[0], text[1], spec.n_max)
+                    c.predicted = _rounded(predict_steps(target, batches, len(text[1])))
+                else:
+                    c.predicted = _rounded(predict_lookup(target, c.drafted, c.accepted, c.n_gen))
             elif draft is not None and c.drafted:
                 k = spec.n_max or DEFAULT_N_MAX["draft"]
                 a = acceptance_per_token(c.accepted / c.drafted, k)
