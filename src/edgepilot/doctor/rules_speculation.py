@@ -13,9 +13,11 @@ from edgepilot.doctor.types import LIKELY, STRONG, Cause, cause
 # | lookup | chat | 9.81 | 12.40 |  (candidate, kind of text, its t/s, plain's t/s in the same rounds)
 ROW = re.compile(r"^\| (lookup|draft) \| (\w+) \| (\d+(?:\.\d+)?) \| (\d+(?:\.\d+)?) \|$")
 SLOWER = 0.97  # under this share of plain's speed: slower than measuring noise explains
-# speculation in the command or the log: edgepilot's flags, llama-server's, its acceptance line
+# speculation in the command or the log: edgepilot's flags (not `--draft none`), llama-server's (`-md FILE`,
+# a `--spec-type` other than none), its acceptance line
 IN_USE = re.compile(
-    r"--lookup|--draft\b|--spec-type (?!none)|--spec-draft-model|--model-draft|draft acceptance rate"
+    r"--lookup\b|--draft(?!\s+none\b)\b|--spec-type\s+(?!none\b)|--spec-draft-model|--model-draft"
+    r"|(?:^|\s)-md(?:\s|$)|draft acceptance rate"
 )
 DROP = {
     "lookup": "`--lookup` (llama-server: `--spec-type ngram-simple`)",
@@ -46,7 +48,8 @@ def speculation_slower_than_plain(ev: Evidence) -> list[Cause]:
         f"{drops}: plain generation was faster on this device; `edgepilot tune MODEL --speculation` keeps "
         "speculation only where it measured at least 5 % faster, per kind of text"
     )
-    used = any(IN_USE.search(line) for line in ev.lines) or any(IN_USE.search(a) for a in ev.command or [])
+    command = " ".join(ev.command or [])  # a flag and its value are two words of the list
+    used = IN_USE.search(command) is not None or any(IN_USE.search(line) for line in ev.lines)
     return [cause("speculation-slower-than-plain", STRONG + 5 if used else LIKELY, evidence, fix)]
 
 
