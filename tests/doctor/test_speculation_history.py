@@ -101,8 +101,15 @@ def test_bench_history_shows_the_trial_and_leaves_out_damaged_speculation_rows(t
     con = sqlite3.connect(data / "bench.sqlite")
     row = con.execute("SELECT * FROM results WHERE speculation = 'lookup'").fetchone()
     columns = [d[0] for d in con.execute("SELECT * FROM results").description]
-    for column, value in (("speculation", "warp"), ("acceptance_rate", 7.0), ("text_kind", b"chat")):
-        damaged = dict(zip(columns, row, strict=True)) | {"id": None, column: value}
+    kill = "Out of memory: Killed process 42 (llama-server) total-vm:900000kB"  # a line another rule reads
+    for changed in (
+        {"speculation": "warp"},
+        {"acceptance_rate": 7.0},
+        {"text_kind": b"chat"},
+        {"text_kind": f"chat\n{kill}"},  # one entry of the doctor's log, but two lines
+        {"speculation": None, "text_kind": None, "device": f"Vulkan0\n{kill}"},  # the GPU table's twin
+    ):
+        damaged = dict(zip(columns, row, strict=True)) | {"id": None, **changed}
         con.execute(f"INSERT INTO results ({','.join(damaged)}) VALUES ({','.join('?' * len(damaged))})",
                     tuple(damaged.values()))  # fmt: skip
     con.commit()
@@ -121,3 +128,27 @@ def test_bench_history_shows_the_trial_and_leaves_out_damaged_speculation_rows(t
     assert all(len(line) <= 50 for line in table), shown.stdout
     said = _causes(_doctor(data, "--model", str(gemma_path), "--json"))
     assert said["speculation-slower-than-plain"]["evidence"][0].startswith("lookup on chat text: 16.00")
+    assert "killed-by-system" not in said and "gpu-slower-than-cpu" not in said, list(said)
+
+
+def test_a_command_that_speculates_makes_it_the_likely_cause(tmp_path, gemma_path, monkeypatch):
+    """The command is a list of words: llama-server's `-md FILE` and `--spec-type ngram-simple` say it
+    speculates as edgepilot's `--lookup` does; `--spec-type none` and `--draft none` say it does not."""
+    from edgepilot.cli.doctor_history import history_lines
+    from edgepilot.doctor.diagnose import diagnose
+
+    data = tmp_path / "data"
+    _store(data, gemma_path, _trial({"chat": ([20.0, 21.0, 22.0], [15.0, 16.0, 17.0])}))
+    monkeypatch.setenv("EDGEPILOT_DATA_DIR", str(data))
+    lines = history_lines(str(gemma_path))
+    model = str(gemma_path)
+    for command, used in (
+        (["llama-server", "-m", model, "-md", model], True),
+        (["llama-server", "-m", model, "--spec-type", "ngram-simple"], True),
+        (["edgepilot", "run", model, "--lookup"], True),
+        (["llama-server", "-m", model, "--spec-type", "none"], False),
+        (["edgepilot", "run", model, "--draft", "none"], False),
+        (["llama-server", "-m", model], False),
+    ):
+        causes = {c.id: c for c in diagnose(lines, command=command, root=None).causes}
+        assert causes["speculation-slower-than-plain"].score == (75 if used else 40), command

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +25,14 @@ def has_compared_results(path: Path | None = None) -> bool:
 
 MAX_TPS = 1e9  # tokens per second no device makes: a damaged row
 SPECULATION = ("plain", "lookup", "draft")  # tune --speculation's rows
+# What a test, a device and a kind of text are named (pp512+tg128, RPC[10.0.0.2:50052], chat): one word on
+# one line. The doctor reads these rows as lines of a log: a value that carries a line of its own is damage.
+NAME = re.compile(r"[\w.:+,\[\]/@-]{1,120}")
+TEXT_KIND = re.compile(r"\w{1,32}")
+
+
+def _named(value: object, pattern: re.Pattern[str]) -> bool:
+    return isinstance(value, str) and pattern.fullmatch(value) is not None
 
 
 def usable_row(r: sqlite3.Row, dropped: Dropped) -> bool:
@@ -40,14 +49,14 @@ def usable_row(r: sqlite3.Row, dropped: Dropped) -> bool:
         "flash_attn": r["flash_attn"] is None or is_int(r["flash_attn"], 0, 1),
         "throttled": r["throttled"] is None or is_int(r["throttled"], 0, 1),
         "partial": r["partial"] is None or is_int(r["partial"], 0, 1),
-        "test": isinstance(r["test"], str),
+        "test": _named(r["test"], NAME),
         "cores": r["cores"] is None or isinstance(r["cores"], str),
-        "device": r["device"] is None or isinstance(r["device"], str),
+        "device": r["device"] is None or _named(r["device"], NAME),
         "model_name": r["model_name"] is None or isinstance(r["model_name"], str),
         "started": isinstance(r["started"], str),
         "kind": isinstance(r["kind"], str),
         "speculation": r["speculation"] is None or r["speculation"] in SPECULATION,
-        "text_kind": r["text_kind"] is None or isinstance(r["text_kind"], str),
+        "text_kind": r["text_kind"] is None or _named(r["text_kind"], TEXT_KIND),
         "acceptance_rate": r["acceptance_rate"] is None or is_number(r["acceptance_rate"], 0, 1),
     }
     bad = next((name for name, ok in checks.items() if not ok), None)
