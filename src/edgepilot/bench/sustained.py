@@ -58,7 +58,7 @@ class SustainedReport:
     windows: list[SustainedWindow] = field(default_factory=list)
     first_ts: float | None = None  # median of the first third of the windows
     steady_ts: float | None = None  # median of the last third
-    fell_at_s: float | None = None  # when speed fell >10 % below first_ts and stayed there (None: it did not)
+    fell_at_s: float | None = None  # when speed fell to its steady level and stayed there (None: it did not)
     drop_pct: float | None = None  # how far steady_ts is below first_ts
     watts: float | None = None  # mean battery draw over the windows that measured it
     tokens_per_joule: float | None = None  # their tokens ÷ their energy (watts × seconds)
@@ -96,10 +96,13 @@ def summarize(report: Windowed) -> None:
     steady = statistics.median(speeds[-third:])
     report.first_ts, report.steady_ts = round(first, 3), round(steady, 3)
     report.drop_pct = round((first - steady) / first * 100, 1) if first > 0 else None
-    # fallen: from this window to the last, every one >10 % below. A dip the speed came back from (another
-    # program for a while; windows 3-4 of 10 on a busy machine) is not the device holding a lower speed.
+    # fallen: from this window to the last, every one >10 % below, and nearer the steady speed than the first
+    # when the fall is deeper than that. A dip the speed came back from (another program for a while; windows
+    # 3-4 of 10 on a busy machine) is not the device holding a lower speed, nor is a VM's 12 % swing before a
+    # fall to a fifth (the swing is 10 % below, yet far from where the speed went).
+    below = min(first * (1 - FALL), (first + steady) / 2)
     fallen = len(speeds)
-    while fallen > 0 and speeds[fallen - 1] < first * (1 - FALL):
+    while fallen > 0 and speeds[fallen - 1] < below:
         fallen -= 1
     report.fell_at_s = report.windows[fallen].start_s if fallen < len(speeds) else None
 
