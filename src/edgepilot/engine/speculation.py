@@ -138,15 +138,20 @@ class SpecStats:
 
 
 def planned_extra_bytes(
-    target: Path, settings: EngineSettings, spec: Speculation, root: str | Path = "/"
+    target: Path,
+    settings: EngineSettings,
+    spec: Speculation,
+    root: str | Path = "/",
+    compute_touched: int = 0,
 ) -> int:
-    """What `spec` adds to the target's planned peak with these settings on the device at `root`
-    (plan/speculation_memory.py)."""
+    """What `spec` adds to the target's planned peak with these settings on the device at `root`, whose plan
+    touches `compute_touched` bytes of its compute buffer (plan/speculation_memory.py)."""
     from edgepilot.plan.planner import load_model_facts
     from edgepilot.plan.speculation_memory import speculation_bytes
 
     _, _, arch = load_model_facts(target)
-    return speculation_bytes(arch.n_vocab or 0, settings, spec.kind, spec.n_max, spec.draft, root=root)
+    n_vocab = arch.n_vocab or 0
+    return speculation_bytes(n_vocab, settings, spec.kind, spec.n_max, spec.draft, root, compute_touched)
 
 
 def extra_note(spec: Speculation, extra: int) -> str:

@@ -68,8 +68,13 @@ class Prediction:
     offload: OffloadEstimate | None = None
 
 
+def vocab_bytes(arch: ArchParams) -> int:
+    """The model's own share of the runtime: a second model in the process (a draft) carries it again."""
+    return VOCAB_BYTES_PER_TOKEN * (arch.n_vocab or 0)
+
+
 def runtime_bytes(arch: ArchParams) -> int:
-    return RUNTIME_BASE_BYTES + VOCAB_BYTES_PER_TOKEN * (arch.n_vocab or 0)
+    return RUNTIME_BASE_BYTES + vocab_bytes(arch)
 
 
 def program_arithmetic(arch: ArchParams, program: str = "llama-completion") -> EngineArithmetic:

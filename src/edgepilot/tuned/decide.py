@@ -232,8 +232,13 @@ def decide(
     if speculation is not None:
         from edgepilot.engine.speculation import extra_note, planned_extra_bytes
 
-        extra = planned_extra_bytes(path, plan.settings, speculation, root=root)
+        extra = planned_extra_bytes(path, plan.settings, speculation, root, plan.memory.compute_touched_bytes)
         plan = settled(reserve_bytes + extra)
+        # a smaller context touches less of its compute buffer, so the verify graph's result may cost more
+        again = planned_extra_bytes(path, plan.settings, speculation, root, plan.memory.compute_touched_bytes)
+        if again > extra:
+            extra = again
+            plan = settled(reserve_bytes + extra)
         speculation_note = extra_note(speculation, extra)
     cpus, prompt_cpus = tuned_cpus(requested, profile)
     if cpus:
