@@ -160,8 +160,8 @@ def test_run_on_the_in_process_engine_says_what_it_kept(smollm_path, tmp_path):
     assert "kept (" in line and len(line) <= 50, line
 
 
-def test_a_draft_model_on_the_in_process_engine_is_refused_with_where_it_runs(engine):
-    assert "a draft model" in str(Speculation("draft", draft=Path("d.gguf")).not_in_process())
+def test_a_draft_model_in_serves_in_process_worker_is_refused_with_where_it_runs(engine):
+    assert "a draft model in serve" in str(Speculation("draft", draft=Path("d.gguf")).not_in_process())
 
 
 def test_replaying_the_text_finds_each_step_the_loop_took(engine):

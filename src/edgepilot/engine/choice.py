@@ -296,6 +296,24 @@ def engine_facts(requested: str | None = None, check: bool = False) -> dict[str,
     }
 
 
+def _speculate_in_process(engine: Any, spec: Speculation, settings: EngineSettings, verbose: bool) -> None:
+    """Our own verify loop on the in-process engine: lookup, or a draft model loaded beside the target."""
+    if spec.draft is None:
+        from edgepilot.engine.lookup_decoding import advice_args
+
+        engine.speculation, engine.speculation_argv = spec, advice_args(spec)
+        return
+    from edgepilot.engine import draft_decoding
+
+    try:
+        engine.drafter = draft_decoding.DraftModel(spec.draft, settings, verbose=verbose)
+    except BaseException:
+        engine.close()
+        raise
+    engine.speculation = spec
+    engine.speculation_argv = draft_decoding.advice_args(spec.draft, spec.n_max)
+
+
 def open_engine(
     info: EngineInfo,
     model: Path,
@@ -305,18 +323,13 @@ def open_engine(
     prompt_cpus: list[int] | None = None,
     speculation: Speculation | None = None,
 ) -> Engine:
-    """Load the model with these settings in the chosen engine (a draft model: on llama-server only; n-gram
-    lookup on both)."""
+    """Load the model with these settings in the chosen engine (n-gram lookup or a draft model on both)."""
     if info.kind == "inprocess":
-        if speculation is not None and speculation.kind != "lookup":
-            raise speculation.not_in_process()
         from edgepilot.engine.inprocess import LlamaEngine
 
         engine = LlamaEngine(model, settings, verbose=verbose)
         if speculation is not None:
-            from edgepilot.engine.lookup_decoding import advice_args
-
-            engine.speculation, engine.speculation_argv = speculation.validate(), advice_args(speculation)
+            _speculate_in_process(engine, speculation.validate(), settings, verbose)
         return engine
     from edgepilot.engine.server_engine import ServerEngine
 

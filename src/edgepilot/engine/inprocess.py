@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from edgepilot.engine import interrupts, llama_log
 from edgepilot.engine.base import EngineError, GenerationStats, LoadInfo
@@ -68,6 +69,7 @@ class LlamaEngine:
         self.between_tokens: Callable[[int], None] | None = None
         self.speculation: Speculation | None = None  # --lookup: engine/lookup_decoding.py
         self.speculation_argv: list[str] = []  # its llama-server flags, for the advice line
+        self.drafter: Any = None  # --draft: a DraftModel (engine/draft_decoding.py), closed with this engine
         init_backend(verbose)
         log_start = llama_log.mark()
         t0 = time.perf_counter()
@@ -150,6 +152,8 @@ class LlamaEngine:
             fresh = True
         for name, value in self._context_sizes().items():  # in place: holders of self.load see them
             setattr(self.load, name, value)
+        if self.drafter is not None:
+            self.drafter.follow(settings)
         return fresh
 
     def sibling(self, settings: EngineSettings) -> LlamaEngine:
@@ -158,7 +162,7 @@ class LlamaEngine:
         settings.validate()
         twin = copy.copy(self)
         twin.settings, twin._parked, twin._owns_model, twin.turns = settings, None, False, None
-        twin.between_tokens = None
+        twin.between_tokens, twin.drafter = None, None
         twin._piece_buf = ctypes.create_string_buffer(256)
         twin._ctx = twin._new_context()
         twin.load = replace(self.load, **twin._context_sizes(), seconds=0.0, log=[])
@@ -180,6 +184,9 @@ class LlamaEngine:
 
     # -- lifecycle -------------------------------------------------------------------------------------------
     def close(self) -> None:
+        drafter, self.drafter = getattr(self, "drafter", None), None
+        if drafter is not None:
+            drafter.close()
         parked = getattr(self, "_parked", None)
         if parked is not None:
             llama_cpp.llama_free(parked[1])
@@ -337,7 +344,10 @@ class LlamaEngine:
         if self.speculation is not None:
             pick_at = pick.at if chain is None else (lambda i: sample_chain(chain, ctx, i))  # type: ignore[attr-defined]
             try:
-                out = lookup_generate(self, prompt_tokens, budget, pick_at, on_text, stop_at_eog, t_start)
+                drafter = self.drafter.draft if self.drafter is not None else None
+                out = lookup_generate(
+                    self, prompt_tokens, budget, pick_at, on_text, stop_at_eog, t_start, drafter
+                )
             finally:
                 if chain is not None:
                     llama_cpp.llama_sampler_free(chain)

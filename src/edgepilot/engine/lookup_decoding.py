@@ -27,6 +27,7 @@ from edgepilot.engine.verify_batch import fill_with_logits
 
 NGRAM_SIZE = 12  # llama.cpp's --spec-ngram-simple-size-n default
 DRAFT_MAX = 48  # its --spec-ngram-simple-size-m default
+DRAFT_N_MAX = 3  # a draft model's: --spec-draft-n-max (engine/draft_decoding.py)
 
 
 def advice_args(spec: Speculation) -> list[str]:
@@ -116,11 +117,13 @@ def lookup_generate(
     on_text: Callable[[str], bool | None] | None,
     stop_at_eog: bool,
     t_start: float,
+    drafter: Callable[[list[int], int, int], list[int]] | None = None,
 ) -> LookupOutcome:
     """Generate up to `budget` tokens after `context` (the tokens the KV cache holds, the last one's logits
-    ready at batch index -1). pick_at(i) is the target's choice from the logits at batch index i."""
+    ready at batch index -1). pick_at(i) is the target's choice from the logits at batch index i.
+    drafter(kept, chosen, n): a draft model's proposal (engine/draft_decoding.py) instead of the lookup's."""
     ctx, between = engine._ctx, engine.between_tokens  # noqa: SLF001
-    m = (engine.speculation.n_max if engine.speculation else None) or DRAFT_MAX
+    m = (engine.speculation.n_max if engine.speculation else None) or (DRAFT_N_MAX if drafter else DRAFT_MAX)
     index = NgramIndex(list(context))
     memory = llama_cpp.llama_get_memory(ctx)
     batch = llama_cpp.llama_batch_init(m + 1, 0, 1)
@@ -148,7 +151,12 @@ def lookup_generate(
                 stopped_by = why
                 break
             room = budget - n_gen - 1
-            draft = index.draft(pending, m=m)[:room] if room > 0 else []  # cut after: m < n drafts nothing
+            if room <= 0:
+                draft = []
+            elif drafter is not None:
+                draft = drafter(index.tokens, pending, min(m, room))
+            else:
+                draft = index.draft(pending, m=m)[:room]  # cut after: m < n drafts nothing
             base = len(index.tokens)
             fill_with_logits(batch, [pending, *draft], base)
             if between is not None:
@@ -190,5 +198,10 @@ def lookup_generate(
         llama_cpp.llama_batch_free(batch)
     text_out.finish(stopped_by)
     return LookupOutcome(
-        generated, n_gen, stopped_by, first_token, t_end - t0, SpecStats("lookup", drafted, accepted, n_gen)
+        generated,
+        n_gen,
+        stopped_by,
+        first_token,
+        t_end - t0,
+        SpecStats("draft" if drafter else "lookup", drafted, accepted, n_gen),
     )

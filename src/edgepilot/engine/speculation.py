@@ -47,7 +47,7 @@ class Speculation:
 
     def not_in_process(self) -> UserError:
         """The refusal where edgepilot's own (in-process) engine would run it."""
-        what = "n-gram lookup in serve" if self.kind == "lookup" else "a draft model"
+        what = "n-gram lookup in serve" if self.kind == "lookup" else "a draft model in serve"
         return UserError(
             f"{self.describe()} runs on llama-server in this version: add --engine tools "
             f"(the in-process engine has no {what} yet)"
