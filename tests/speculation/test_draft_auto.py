@@ -4,6 +4,7 @@
 - The same model at fewer bits is found next to the target and in the model store, the smallest first; a
   model with another tokenizer, a bigger file, a damaged file and a link are passed over.
 - tune --speculation measures that draft when none is named (`--draft none`: lookup only).
+- tune measures a second draft length where the prediction favours it, and keeps the faster per kind.
 - run's `--draft auto` takes what the profile keeps for the text at hand (chat through the template, rewrite
   for a raw prompt) and plain generation otherwise, saying why; a kept draft that is gone gives plain.
 """
@@ -130,3 +131,33 @@ def test_a_kept_draft_is_read_as_input(tmp_path, monkeypatch, smollm_path):
     ):
         path = save_profile(make_profile(smollm_path, speculation=damaged))
         assert read_profile(path) is None, damaged
+
+
+def test_the_favoured_draft_length_is_measured_on_llama_server(pair):
+    """tune measures the draft length the prediction favours (bench/spec_lengths.py) with a second trial."""
+    from edgepilot.bench.spec_lengths import measure_favoured
+    from edgepilot.bench.spec_trial import speculation_trial
+    from edgepilot.engine.native_tools import find_tool
+    from edgepilot.engine.speculation import Speculation
+    from edgepilot.plan.settings import EngineSettings
+
+    settings = EngineSettings(n_ctx=1024, n_threads=2)
+    candidates = {"draft": Speculation("draft", pair["Q4_0"])}
+    tool = find_tool("llama-server")
+    trial = speculation_trial(pair["Q8_0"], settings, candidates, rounds=1, n_gen=32, tool=tool)
+    assert trial.lengths_measured == [3]
+    for kind in trial.kinds.values():  # as if this device's curves favoured 6 tokens a step
+        c = kind.candidates["draft"]
+        c.predicted, c.best_draft_max, c.best_predicted = 1.0, 6, 1.3
+    before = {name: k.candidates["draft"].speedup for name, k in trial.kinds.items()}
+    assert measure_favoured(trial, pair["Q8_0"], settings, candidates, tool=tool) == 6
+    assert trial.lengths_measured == [3, 6]
+    for name, kind in trial.kinds.items():
+        c = kind.candidates["draft"]
+        assert set(kind.draft_lengths) == {3, 6} and kind.draft_lengths[3] == before[name], (name, kind)
+        assert c.speedup == max(kind.draft_lengths.values()) and c.drafted > 0, (name, c)
+        steps = c.n_gen - c.accepted  # each verify step gives one token of the target's own
+        if c.draft_max == 6:  # llama-server drafted 6 a step (up to the budget's end), never more
+            assert 3 * steps < c.drafted <= 6 * steps, (name, c)
+        else:
+            assert c.drafted <= 3 * steps, (name, c)

@@ -199,6 +199,7 @@ def annotate(trial: Any, candidates: dict[str, Any], target: Costs, draft: Costs
                 c.predicted = _rounded(predict_draft(target, draft, a, k))
                 lengths = range(1, MAX_DRAFT_LENGTH + 1)
                 c.best_draft_max = max(lengths, key=lambda n: predict_draft(target, draft, a, n))
+                c.best_predicted = _rounded(predict_draft(target, draft, a, c.best_draft_max))
 
 
 def _rounded(x: float | None) -> float | None:

@@ -21,6 +21,7 @@ from typing import Any
 from edgepilot.engine.sampling import SamplerSettings
 from edgepilot.engine.speculation import SpecStats, Speculation
 from edgepilot.plan.settings import EngineSettings
+from edgepilot.plan.speculation_memory import DEFAULT_N_MAX
 
 KEEP_GAIN = 1.05
 PARAGRAPH = (
@@ -61,6 +62,8 @@ class SpecCandidate:
     predicted: float | None = None
     best_draft_max: int | None = None  # a draft model: the draft length predicted fastest
     samples_ts: list[float] = field(default_factory=list)  # each round's speed
+    best_predicted: float | None = None  # the speed-up predicted at best_draft_max
+    draft_max: int | None = None  # the draft length measured (None: llama-server's default)
 
 
 @dataclass
@@ -70,6 +73,9 @@ class SpecKind:
     kept: str | None = None  # the candidate kept for this kind of text (None: plain)
     why: str = ""
     plain_samples_ts: list[float] = field(default_factory=list)  # each round's plain speed
+    draft_lengths: dict[int, float] = field(
+        default_factory=dict
+    )  # draft length -> speed-up, where 2 measured
     # candidate -> (the prompt's tokens, what its last round generated): lookup's steps are replayed from them
     texts: dict[str, tuple[list[int], list[int]]] = field(
         default_factory=dict, repr=False, metadata={"json": False}
@@ -84,6 +90,7 @@ class SpecTrial:
     seconds: float = 0.0
     draft: str | None = None  # the draft model measured (its path), when there was one
     settings: dict[str, Any] = field(default_factory=dict)  # the llama-server settings every run used
+    lengths_measured: list[int] = field(default_factory=list)  # a draft model: the draft lengths measured
 
     def kept(self) -> dict[str, dict[str, Any]]:
         """What a profile keeps: per kind of text, the speculation that measured faster, with its gain (and
@@ -93,7 +100,10 @@ class SpecTrial:
             if k.kept == "lookup":
                 out[kind] = {"kind": "lookup", "speedup": k.candidates["lookup"].speedup}
             elif k.kept == "draft" and self.draft is not None:
-                out[kind] = {"kind": "draft", "speedup": k.candidates["draft"].speedup, "draft": self.draft}
+                c = k.candidates["draft"]
+                out[kind] = {"kind": "draft", "speedup": c.speedup, "draft": self.draft}
+                if c.draft_max is not None:
+                    out[kind]["draft_max"] = c.draft_max
         return out
 
 
@@ -130,19 +140,21 @@ def speculation_trial(
                     speeds[name][kind].append(gen.gen_tps)
                     stats[name][kind].append(gen.speculation)
                     texts[name][kind] = (tokens, list(gen.tokens))
-    kinds = {kind: _judge(kind, speeds, stats, list(candidates)) for kind in PROMPTS}
+    lengths = {name: spec.n_max for name, spec in candidates.items()}
+    kinds = {kind: _judge(kind, speeds, stats, lengths) for kind in PROMPTS}
     for kind, k in kinds.items():
         k.texts = {name: texts[name][kind] for name in candidates if kind in texts[name]}
     draft = candidates["draft"].draft if "draft" in candidates else None
     kept = None if draft is None else os.path.abspath(draft)  # --draft auto finds it from any folder
     seconds = round(time.perf_counter() - t0, 1)
-    return SpecTrial(rounds, n_gen, kinds, seconds, kept, asdict(settings))
+    lengths = [candidates["draft"].n_max or DEFAULT_N_MAX["draft"]] if draft is not None else []
+    return SpecTrial(rounds, n_gen, kinds, seconds, kept, asdict(settings), lengths)
 
 
-def _judge(kind: str, speeds: dict, stats: dict, candidates: list[str]) -> SpecKind:
+def _judge(kind: str, speeds: dict, stats: dict, candidates_n_max: dict[str, int | None]) -> SpecKind:
     plain = statistics.median(speeds["plain"][kind])
     out = SpecKind(round(plain, 2), plain_samples_ts=[round(v, 3) for v in speeds["plain"][kind]])
-    for name in candidates:
+    for name in candidates_n_max:
         tg = statistics.median(speeds[name][kind])
         runs = [s for s in stats[name][kind] if s is not None]
         drafted, accepted = sum(s.drafted for s in runs), sum(s.accepted for s in runs)
@@ -156,15 +168,23 @@ def _judge(kind: str, speeds: dict, stats: dict, candidates: list[str]) -> SpecK
             accepted,
             total.n_gen,
             samples_ts=[round(v, 3) for v in speeds[name][kind]],
+            draft_max=candidates_n_max[name],
         )
+    decide_kept(out)
+    return out
+
+
+def decide_kept(out: SpecKind) -> None:
+    """The candidate kept for this kind of text (5 %+ over plain, drafts kept by the model), and why."""
     # a gain needs drafts the model kept: one that drafted nothing can only have measured noise
     real = {n: c for n, c in out.candidates.items() if (c.tokens_per_step or 1.0) > 1.0}
     best = max(real.items(), key=lambda item: item[1].speedup, default=None)
+    label = best and (f"draft ({best[1].draft_max})" if best[0] == "draft" and best[1].draft_max else best[0])
+    out.kept = None
     if best is not None and best[1].speedup >= KEEP_GAIN:
         out.kept = best[0]
-        out.why = f"{best[0]} {best[1].speedup:.2f}x plain: kept"
+        out.why = f"{label} {best[1].speedup:.2f}x plain: kept"
     elif best is not None:
-        out.why = f"{best[0]} {best[1].speedup:.3f}x, under {KEEP_GAIN:.2f}x: plain kept"
+        out.why = f"{label} {best[1].speedup:.3f}x, under {KEEP_GAIN:.2f}x: plain kept"
     else:
         out.why = "no draft kept by the model: plain kept"
-    return out

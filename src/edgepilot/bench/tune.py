@@ -291,6 +291,7 @@ def run_tune(
 
 def _speculation(path: Path, profile: Profile, req: TuneRequest, progress: Any, notes: list[str]) -> Any:
     """The speculation trial with the tuned settings (None, with a note, when it cannot run here)."""
+    from edgepilot.bench.spec_lengths import measure_favoured
     from edgepilot.bench.spec_trial import speculation_trial
     from edgepilot.engine.base import EngineError
     from edgepilot.engine.native_tools import find_tool
@@ -302,6 +303,7 @@ def _speculation(path: Path, profile: Profile, req: TuneRequest, progress: Any, 
         n_gen = max(64, req.n_gen)  # drafts need room: a 32-token answer is one or two verify steps
         trial = speculation_trial(path, settings, req.speculation, n_gen=n_gen, progress=say, tool=tool)
         _predicted(trial, path, settings, req.speculation, say, notes)
+        measure_favoured(trial, path, settings, req.speculation, say, tool)
         return trial
     except (EngineError, UserError) as exc:
         notes.append(f"speculation not measured: {exc}")

@@ -96,7 +96,7 @@ class ChatSession:
             raise UserError("-n must be at least 1")
         auto_note = None
         if isinstance(speculation, AutoSpeculation):  # what tune kept for chat text, or plain
-            speculation, auto_note = resolve_auto(speculation, resolve_model(model), "chat", engine)
+            speculation, auto_note = resolve_auto(speculation, resolve_model(model), "chat")
         engine = speculating_engine(engine, speculation)
         self.engine_info = choose_engine(engine, gpu=requested is not None and requested.wants_gpu)
         self.path = resolve_model(model)

@@ -355,6 +355,7 @@ def _render_speculation(trial: Any, out: Console) -> None:
     for kind, k in trial.kinds.items():
         say(out, f"  {kind} (plain {k.plain_tg_ts:.0f} t/s): {k.why}")
         for name, c in k.candidates.items():
+            name = f"draft ({c.draft_max})" if name == "draft" and c.draft_max else name
             if c.predicted is not None:
                 best = f", fastest at --draft-max {c.best_draft_max}" if c.best_draft_max else ""
                 say(

@@ -53,7 +53,7 @@ def fit(
         from edgepilot.engine.speculation import speculating_engine
         from edgepilot.tuned.speculation_auto import resolve_auto
 
-        speculation, auto_note = resolve_auto(speculation, Path(path), "chat", engine, Path(root))
+        speculation, auto_note = resolve_auto(speculation, Path(path), "chat", Path(root))
         if root == "/" and speculating_engine(engine, speculation) != engine and _has_llama_server():
             engine = "tools"  # else the plan is the pinned llama.cpp's, as for a device tree
     info = describe_engine(engine, load=False, gpu=requested.wants_gpu)[0] if root == "/" else None

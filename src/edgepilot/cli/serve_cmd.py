@@ -341,7 +341,7 @@ def _auto_for_serve(model: str | None, auto: Any, engine: str | None, wants_gpu:
     from edgepilot.gguf.resolve import resolve_model
     from edgepilot.tuned.speculation_auto import resolve_auto
 
-    speculation, note = resolve_auto(auto, resolve_model(model), "chat", engine, sustained=True)
+    speculation, note = resolve_auto(auto, resolve_model(model), "chat", sustained=True)
     engine_kind = _engine_kind(speculating_engine(engine, speculation), wants_gpu)
     if speculation is not None and engine_kind != "tools":
         why = f"{speculation.describe()} runs on llama-server: add --engine tools"

@@ -111,7 +111,7 @@ def run_model(
     auto_note = None
     if isinstance(speculation, AutoSpeculation):  # what tune kept for this kind of text, or plain
         text_kind = "rewrite" if raw_prompt else "chat"
-        speculation, auto_note = resolve_auto(speculation, resolve_model(model), text_kind, engine)
+        speculation, auto_note = resolve_auto(speculation, resolve_model(model), text_kind)
     engine = speculating_engine(engine, speculation)
     info = choose_engine(engine, gpu=requested is not None and requested.wants_gpu, progress=stage)
     stage("locating model")

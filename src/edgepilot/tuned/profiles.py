@@ -134,15 +134,18 @@ SPEC_TEXT_KINDS = ("chat", "rewrite", "code")
 
 
 def _kept_ok(kept: object) -> bool:
-    """{"kind": "lookup", "speedup": x} or {"kind": "draft", "speedup": x, "draft": its path}."""
+    """{"kind": "lookup", "speedup": x} or {"kind": "draft", "speedup": x, "draft": its path} (and the
+    draft length measured, "draft_max", where it is not llama-server's default)."""
     if not isinstance(kept, dict) or not is_number(kept.get("speedup"), 1.0, 1e3):
         return False
     if kept.get("kind") == "lookup":
         return set(kept) == {"kind", "speedup"}
-    draft = kept.get("draft")
+    draft, length = kept.get("draft"), kept.get("draft_max", 1)
     return (
         kept.get("kind") == "draft"
-        and set(kept) == {"kind", "speedup", "draft"}
+        and set(kept) - {"draft_max"} == {"kind", "speedup", "draft"}
+        and type(length) is int
+        and 1 <= length <= 64
         and isinstance(draft, str)
         and 0 < len(draft) <= 4096
         and "\0" not in draft

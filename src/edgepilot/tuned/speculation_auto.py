@@ -7,7 +7,7 @@ prompt continued as text), and plain generation otherwise, saying why in one not
 fallback, so auto is never slower than what tune measured plain to be.
 
     AutoSpeculation(n_max)                          what the flag asks for, before the profile is read
-    resolve_auto(spec, model, text_kind, engine)    -> (Speculation | None, note | None)
+    resolve_auto(spec, model, text_kind, root)    -> (Speculation | None, note | None)
 """
 
 from __future__ import annotations
@@ -30,14 +30,12 @@ def resolve_auto(
     spec: Speculation | AutoSpeculation | None,
     model: Path,
     text_kind: str,
-    engine: str | None = None,
     root: Path = Path("/"),
     sustained: bool = False,
 ) -> tuple[Speculation | None, str | None]:
     """The speculation `spec` stands for with this model here, and a note when auto chose it (or plain)."""
     if not isinstance(spec, AutoSpeculation):
         return spec, None
-    from edgepilot.engine.choice import requested_engine
     from edgepilot.tuned.profiles import load_profile
 
     profile = load_profile(model, root, sustained=sustained)
@@ -53,14 +51,12 @@ def resolve_auto(
     if kept["kind"] == "lookup":
         return Speculation("lookup", n_max=spec.n_max).validate(), f"--draft auto: n-gram lookup ({gain})"
     draft = Path(kept["draft"])
-    if requested_engine(engine) == "inprocess":  # the flag, else $EDGEPILOT_ENGINE
-        why = f"tune kept draft model {draft.name}, {gain}: add --engine tools"
-        return None, f"--draft auto: plain generation ({why})"
     try:
         from edgepilot.gguf.resolve import resolve_model
 
         check_pair(model, resolve_model(draft))
     except (UserError, OSError) as exc:
         return None, f"--draft auto: plain generation (the kept draft {draft.name} cannot be used now: {exc})"
-    chosen = Speculation("draft", draft, spec.n_max).validate()
+    length = spec.n_max or kept.get("draft_max")  # --draft-max, else the length tune measured it at
+    chosen = Speculation("draft", draft, length).validate()
     return chosen, f"--draft auto: draft model {draft.name} ({gain})"
