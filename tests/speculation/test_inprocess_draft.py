@@ -11,7 +11,6 @@ for itself (the vocabulary check passes; a same-model draft agrees on nearly eve
 from __future__ import annotations
 
 import json
-import math
 import os
 import subprocess
 import sys
@@ -25,12 +24,8 @@ from edgepilot.engine.llama_binding import llama_cpp
 from edgepilot.engine.sampling import SamplerSettings
 from edgepilot.engine.speculation import Speculation
 from edgepilot.plan.settings import EngineSettings
+from speckit import TEXT, share_se
 
-TEXT = (
-    "The quick brown fox jumps over the lazy dog near the river bank, while the farmer watches from his old "
-    "wooden porch and the sun sets slowly behind the hills. Children run home from school, laughing, and the "
-    "baker closes his shop after a long day of making bread for the whole village."
-)
 GREEDY = SamplerSettings(temperature=0)
 SETTINGS = EngineSettings(n_ctx=1024, n_threads=2)
 
@@ -86,13 +81,6 @@ def test_the_draft_follows_a_new_context_and_a_new_prompt(smollm_path):
         assert out.n_gen == 12 and spec.drafted > 0 and spec.accepted > 0, spec
 
 
-def _share_se(a: Counter, b: Counter, n: int) -> tuple[float, float, float]:
-    token = (a + b).most_common(1)[0][0]
-    pa, pb = a[token] / n, b[token] / n
-    pooled = (pa + pb) / 2
-    return pa, pb, math.sqrt(max(pooled * (1 - pooled), 1 / n) * 2 / n)
-
-
 def test_sampled_tokens_follow_the_targets_distribution_over_many_seeds(engine):
     seeds, positions = 100, 5
     story = "Once upon a time, in a small village by the sea, there lived"
@@ -113,7 +101,7 @@ def test_sampled_tokens_follow_the_targets_distribution_over_many_seeds(engine):
                 drafted += out.speculation.drafted
                 accepted += out.speculation.accepted
     for i in range(positions):
-        pa, pb, se = _share_se(counts["plain"][i], counts["draft"][i], seeds)
+        pa, pb, se = share_se(counts["plain"][i], counts["draft"][i], seeds)
         assert abs(pa - pb) <= 4 * se, (i, pa, pb, se, counts["plain"][i], counts["draft"][i])
     assert accepted >= seeds and drafted > accepted, (drafted, accepted)  # drafts kept and refused
 

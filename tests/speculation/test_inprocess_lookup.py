@@ -13,7 +13,6 @@ engine/lookup_decoding.py), on SmolLM2 with real llama.cpp:
 from __future__ import annotations
 
 import json
-import math
 import os
 import subprocess
 import sys
@@ -29,12 +28,8 @@ from edgepilot.engine.lookup_decoding import NgramIndex
 from edgepilot.engine.sampling import SamplerSettings
 from edgepilot.engine.speculation import Speculation
 from edgepilot.plan.settings import EngineSettings
+from speckit import TEXT, share_se
 
-TEXT = (
-    "The quick brown fox jumps over the lazy dog near the river bank, while the farmer watches from his old "
-    "wooden porch and the sun sets slowly behind the hills. Children run home from school, laughing, and the "
-    "baker closes his shop after a long day of making bread for the whole village."
-)
 GREEDY = SamplerSettings(temperature=0)
 SEEDS = 150
 POSITIONS = 6
@@ -99,13 +94,6 @@ def test_the_kv_cache_holds_exactly_the_reported_tokens(engine):
     assert llama_cpp.llama_memory_seq_pos_max(memory, 0) == len(prompt) + len(looked.tokens) - 1
 
 
-def _share_se(a: Counter, b: Counter, n: int) -> tuple[float, float, float]:
-    token = (a + b).most_common(1)[0][0]
-    pa, pb = a[token] / n, b[token] / n
-    pooled = (pa + pb) / 2
-    return pa, pb, math.sqrt(max(pooled * (1 - pooled), 1 / n) * 2 / n)
-
-
 def test_sampled_tokens_follow_the_targets_distribution_over_many_seeds(engine):
     # the prefix came twice before, going on two ways: the lookup drafts the later one ("the dog"), and the
     # model hesitates between the two; an acceptance rule that kept drafts too often would shift the shares
@@ -133,7 +121,7 @@ def test_sampled_tokens_follow_the_targets_distribution_over_many_seeds(engine):
                 drafted += out.speculation.drafted
                 accepted += out.speculation.accepted
     for i in range(POSITIONS):
-        pa, pb, se = _share_se(counts["plain"][i], counts["lookup"][i], SEEDS)
+        pa, pb, se = share_se(counts["plain"][i], counts["lookup"][i], SEEDS)
         assert abs(pa - pb) <= 4 * se, (i, pa, pb, se, counts["plain"][i], counts["lookup"][i])
     assert accepted >= SEEDS and drafted > accepted, (drafted, accepted)  # drafts kept and refused
 

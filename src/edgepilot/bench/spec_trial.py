@@ -73,9 +73,8 @@ class SpecKind:
     kept: str | None = None  # the candidate kept for this kind of text (None: plain)
     why: str = ""
     plain_samples_ts: list[float] = field(default_factory=list)  # each round's plain speed
-    draft_lengths: dict[int, float] = field(
-        default_factory=dict
-    )  # draft length -> speed-up, where 2 measured
+    # a draft model measured at two lengths (bench/spec_lengths.py): length -> speed-up
+    draft_lengths: dict[int, float] = field(default_factory=dict)
     # candidate -> (the prompt's tokens, what its last round generated): lookup's steps are replayed from them
     texts: dict[str, tuple[list[int], list[int]]] = field(
         default_factory=dict, repr=False, metadata={"json": False}
@@ -140,15 +139,15 @@ def speculation_trial(
                     speeds[name][kind].append(gen.gen_tps)
                     stats[name][kind].append(gen.speculation)
                     texts[name][kind] = (tokens, list(gen.tokens))
-    lengths = {name: spec.n_max for name, spec in candidates.items()}
-    kinds = {kind: _judge(kind, speeds, stats, lengths) for kind in PROMPTS}
+    n_max = {name: spec.n_max for name, spec in candidates.items()}
+    kinds = {kind: _judge(kind, speeds, stats, n_max) for kind in PROMPTS}
     for kind, k in kinds.items():
         k.texts = {name: texts[name][kind] for name in candidates if kind in texts[name]}
     draft = candidates["draft"].draft if "draft" in candidates else None
     kept = None if draft is None else os.path.abspath(draft)  # --draft auto finds it from any folder
     seconds = round(time.perf_counter() - t0, 1)
-    lengths = [candidates["draft"].n_max or DEFAULT_N_MAX["draft"]] if draft is not None else []
-    return SpecTrial(rounds, n_gen, kinds, seconds, kept, asdict(settings), lengths)
+    measured = [candidates["draft"].n_max or DEFAULT_N_MAX["draft"]] if draft is not None else []
+    return SpecTrial(rounds, n_gen, kinds, seconds, kept, asdict(settings), measured)
 
 
 def _judge(kind: str, speeds: dict, stats: dict, candidates_n_max: dict[str, int | None]) -> SpecKind:
@@ -174,12 +173,17 @@ def _judge(kind: str, speeds: dict, stats: dict, candidates_n_max: dict[str, int
     return out
 
 
+def candidate_label(name: str, c: SpecCandidate) -> str:
+    """How a candidate is named to the user: a draft measured at a length of its own says which."""
+    return f"draft ({c.draft_max})" if name == "draft" and c.draft_max else name
+
+
 def decide_kept(out: SpecKind) -> None:
     """The candidate kept for this kind of text (5 %+ over plain, drafts kept by the model), and why."""
     # a gain needs drafts the model kept: one that drafted nothing can only have measured noise
     real = {n: c for n, c in out.candidates.items() if (c.tokens_per_step or 1.0) > 1.0}
     best = max(real.items(), key=lambda item: item[1].speedup, default=None)
-    label = best and (f"draft ({best[1].draft_max})" if best[0] == "draft" and best[1].draft_max else best[0])
+    label = best and candidate_label(*best)
     out.kept = None
     if best is not None and best[1].speedup >= KEEP_GAIN:
         out.kept = best[0]

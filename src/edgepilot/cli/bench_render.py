@@ -348,6 +348,7 @@ def render_profile(view: ProfileView, out: Console) -> None:
 
 def _render_speculation(trial: Any, out: Console) -> None:
     """tune --speculation: per kind of text, what each candidate measured against plain and what was kept."""
+    from edgepilot.bench.spec_trial import candidate_label
     from edgepilot.cli.narrow import say
 
     head = f"speculation on llama-server, greedy, {trial.rounds} rounds of {trial.n_gen} tokens:"
@@ -355,7 +356,7 @@ def _render_speculation(trial: Any, out: Console) -> None:
     for kind, k in trial.kinds.items():
         say(out, f"  {kind} (plain {k.plain_tg_ts:.0f} t/s): {k.why}")
         for name, c in k.candidates.items():
-            name = f"draft ({c.draft_max})" if name == "draft" and c.draft_max else name
+            name = candidate_label(name, c)
             if c.predicted is not None:
                 best = f", fastest at --draft-max {c.best_draft_max}" if c.best_draft_max else ""
                 say(

@@ -18,8 +18,7 @@ from pathlib import Path
 from edgepilot.engine.llama_binding import llama_cpp
 from edgepilot.engine.sampling import GreedyPicker
 from edgepilot.plan.settings import EngineSettings
-
-DRAFT_N_MAX = 3  # llama-server's --spec-draft-n-max default
+from edgepilot.plan.speculation_memory import DEFAULT_N_MAX
 
 
 def advice_args(draft: str | Path, n_max: int | None) -> list[str]:
@@ -73,7 +72,7 @@ class DraftModel:
                 self.engine._decode_failed(rc)  # noqa: SLF001
             self._cached.extend(chunk)
 
-    def draft(self, kept: list[int], chosen: int, n_max: int = DRAFT_N_MAX) -> list[int]:
+    def draft(self, kept: list[int], chosen: int, n_max: int = DEFAULT_N_MAX["draft"]) -> list[int]:
         """Up to n_max tokens the draft expects after `kept` (the text the target's cache holds) and `chosen`
         (the token the target just picked)."""
         if n_max < 1:

@@ -24,10 +24,10 @@ from edgepilot.engine.llama_binding import llama_cpp
 from edgepilot.engine.speculation import LOOKUP_TYPE, SpecStats, Speculation
 from edgepilot.engine.token_text import TokenText
 from edgepilot.engine.verify_batch import fill_with_logits
+from edgepilot.plan.speculation_memory import DEFAULT_N_MAX
 
 NGRAM_SIZE = 12  # llama.cpp's --spec-ngram-simple-size-n default
-DRAFT_MAX = 48  # its --spec-ngram-simple-size-m default
-DRAFT_N_MAX = 3  # a draft model's: --spec-draft-n-max (engine/draft_decoding.py)
+DRAFT_MAX = DEFAULT_N_MAX["lookup"]  # its --spec-ngram-simple-size-m default (48)
 
 
 def advice_args(spec: Speculation) -> list[str]:
@@ -123,7 +123,8 @@ def lookup_generate(
     ready at batch index -1). pick_at(i) is the target's choice from the logits at batch index i.
     drafter(kept, chosen, n): a draft model's proposal (engine/draft_decoding.py) instead of the lookup's."""
     ctx, between = engine._ctx, engine.between_tokens  # noqa: SLF001
-    m = (engine.speculation.n_max if engine.speculation else None) or (DRAFT_N_MAX if drafter else DRAFT_MAX)
+    default = DEFAULT_N_MAX["draft"] if drafter else DRAFT_MAX
+    m = (engine.speculation.n_max if engine.speculation else None) or default
     index = NgramIndex(list(context))
     memory = llama_cpp.llama_get_memory(ctx)
     batch = llama_cpp.llama_batch_init(m + 1, 0, 1)
