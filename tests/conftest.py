@@ -34,7 +34,8 @@ def smollm_path() -> Path:
 @pytest.fixture(scope="session", autouse=True)
 def isolated_data_dir(tmp_path_factory):
     """bench results and tuned profiles go to a throwaway directory (subprocesses inherit it): a real
-    `edgepilot tune` on this machine must not change what the tests see."""
+    `edgepilot tune` on this machine must not change what the tests see. This one holds what session and
+    module fixtures write; each test gets its own below."""
     old = os.environ.get("EDGEPILOT_DATA_DIR")
     os.environ["EDGEPILOT_DATA_DIR"] = str(tmp_path_factory.mktemp("edgepilot-data"))
     yield
@@ -42,6 +43,13 @@ def isolated_data_dir(tmp_path_factory):
         os.environ.pop("EDGEPILOT_DATA_DIR", None)
     else:
         os.environ["EDGEPILOT_DATA_DIR"] = old
+
+
+@pytest.fixture(autouse=True)
+def own_data_dir(tmp_path_factory, monkeypatch):
+    """A profile or a bench history one test keeps is never seen by the next: which tests share a worker
+    changes from run to run."""
+    monkeypatch.setenv("EDGEPILOT_DATA_DIR", str(tmp_path_factory.mktemp("data")))
 
 
 @pytest.fixture(scope="session")

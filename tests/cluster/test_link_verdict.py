@@ -23,6 +23,7 @@ from edgepilot.plan.fit import load_model_facts
 
 EDGEPILOT = [sys.executable, "-m", "edgepilot"]
 N_CTX = 1024
+REPS = 2  # the best of two answers per link: one answer can meet a busy moment of this machine
 MAIN, HELPER = 179 << 20, 120 << 20  # SmolLM2 at ctx 1024 does not fit the main device alone; ctx 512 does
 
 
@@ -67,10 +68,10 @@ def test_verdict_matches_the_measured_faster_option(smollm_path, rpc_server_tool
         for name, link in PROFILES.items():
             p.set_link(link)
             before = p.relays[0].counted()["down"]
-            measured[name] = p.server.measure(reps=1)[:2]
+            measured[name] = p.server.measure(reps=REPS)[:2]
             down = p.relays[0].counted()["down"] - before
             # the logits stay on the main device: the helper sends back hidden states (n_embd), not n_vocab
-            assert down < N_GEN * arch.n_vocab * 4 / 10, (name, down)
+            assert down < REPS * N_GEN * arch.n_vocab * 4 / 10, (name, down)
     for name, v in verdicts.items():
         gen, prompt = measured[name]
         # loose bounds (a shared, loaded machine); the 20 % figure is benchmarks/link_speed.py's
