@@ -75,6 +75,8 @@ class SpecKind:
     plain_samples_ts: list[float] = field(default_factory=list)  # each round's plain speed
     # a draft model measured at two lengths (bench/spec_lengths.py): length -> speed-up
     draft_lengths: dict[int, float] = field(default_factory=dict)
+    # tune --sustained: the kept candidate's steady speed over plain's (bench/spec_hold.py; None: not held)
+    steady_speedup: float | None = None
     # candidate -> (the prompt's tokens, what its last round generated): lookup's steps are replayed from them
     texts: dict[str, tuple[list[int], list[int]]] = field(
         default_factory=dict, repr=False, metadata={"json": False}
@@ -90,17 +92,21 @@ class SpecTrial:
     draft: str | None = None  # the draft model measured (its path), when there was one
     settings: dict[str, Any] = field(default_factory=dict)  # the llama-server settings every run used
     lengths_measured: list[int] = field(default_factory=list)  # a draft model: the draft lengths measured
+    hold: Any = None  # tune --sustained: the kept candidates held against plain in windows (a SpecHold)
 
     def kept(self) -> dict[str, dict[str, Any]]:
         """What a profile keeps: per kind of text, the speculation that measured faster, with its gain (and
-        the draft model's path for a draft)."""
+        the draft model's path for a draft); the steady gain where it was held under --sustained."""
         out: dict[str, dict[str, Any]] = {}
         for kind, k in self.kinds.items():
+            if k.kept is None:
+                continue
+            gain = k.steady_speedup if k.steady_speedup is not None else k.candidates[k.kept].speedup
             if k.kept == "lookup":
-                out[kind] = {"kind": "lookup", "speedup": k.candidates["lookup"].speedup}
+                out[kind] = {"kind": "lookup", "speedup": gain}
             elif k.kept == "draft" and self.draft is not None:
                 c = k.candidates["draft"]
-                out[kind] = {"kind": "draft", "speedup": c.speedup, "draft": self.draft}
+                out[kind] = {"kind": "draft", "speedup": gain, "draft": self.draft}
                 if c.draft_max is not None:
                     out[kind]["draft_max"] = c.draft_max
         return out

@@ -291,6 +291,7 @@ def run_tune(
 
 def _speculation(path: Path, profile: Profile, req: TuneRequest, progress: Any, notes: list[str]) -> Any:
     """The speculation trial with the tuned settings (None, with a note, when it cannot run here)."""
+    from edgepilot.bench.spec_hold import hold_kept
     from edgepilot.bench.spec_lengths import measure_favoured
     from edgepilot.bench.spec_trial import speculation_trial
     from edgepilot.engine.base import EngineError
@@ -304,6 +305,10 @@ def _speculation(path: Path, profile: Profile, req: TuneRequest, progress: Any, 
         trial = speculation_trial(path, settings, req.speculation, n_gen=n_gen, progress=say, tool=tool)
         _predicted(trial, path, settings, req.speculation, say, notes)
         measure_favoured(trial, path, settings, req.speculation, say, tool)
+        if req.sustained_s:  # judged on the steady speed too
+            window = req.window_s or default_window(req.sustained_s)
+            cpus = profile.cpus
+            hold_kept(trial, path, settings, req.speculation, req.sustained_s, window, say, cpus, notes)
         return trial
     except (EngineError, UserError) as exc:
         notes.append(f"speculation not measured: {exc}")

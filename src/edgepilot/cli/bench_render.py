@@ -353,8 +353,15 @@ def _render_speculation(trial: Any, out: Console) -> None:
 
     head = f"speculation on llama-server, greedy, {trial.rounds} rounds of {trial.n_gen} tokens:"
     say(out, head, style="bold")
+    hold = trial.hold
+    if hold is not None:  # tune --sustained: the kept ones held against plain in this process
+        say(out, f"  then held: {hold.rounds} windows of {hold.window_s:g} s each, in turns with plain")
     for kind, k in trial.kinds.items():
         say(out, f"  {kind} (plain {k.plain_tg_ts:.0f} t/s): {k.why}")
+        if hold is not None and k.steady_speedup is not None:
+            held = [r for r in hold.runs if r.kind == kind]
+            steady = ", ".join(f"{r.name} {r.steady_ts or 0:.1f}" for r in held)
+            say(out, f"    steady t/s: {steady}", style="dim")
         for name, c in k.candidates.items():
             name = candidate_label(name, c)
             if c.predicted is not None:

@@ -298,9 +298,9 @@ def engine_facts(requested: str | None = None, check: bool = False) -> dict[str,
 
 def _speculate_in_process(engine: Any, spec: Speculation, settings: EngineSettings, verbose: bool) -> None:
     """Our own verify loop on the in-process engine: lookup, or a draft model loaded beside the target."""
-    if spec.draft is None:
-        from edgepilot.engine.lookup_decoding import advice_args
+    from edgepilot.engine.speculation import advice_args
 
+    if spec.draft is None:
         engine.speculation, engine.speculation_argv = spec, advice_args(spec)
         return
     from edgepilot.engine import draft_decoding
@@ -311,7 +311,7 @@ def _speculate_in_process(engine: Any, spec: Speculation, settings: EngineSettin
         engine.close()
         raise
     engine.speculation = spec
-    engine.speculation_argv = draft_decoding.advice_args(spec.draft, spec.n_max)
+    engine.speculation_argv = advice_args(spec)
 
 
 def open_engine(

@@ -21,12 +21,6 @@ from edgepilot.plan.settings import EngineSettings
 from edgepilot.plan.speculation_memory import DEFAULT_N_MAX
 
 
-def advice_args(draft: str | Path, n_max: int | None) -> list[str]:
-    """The same draft on llama-server, for the advice command line."""
-    size = [] if n_max is None else ["--spec-draft-n-max", str(n_max)]
-    return ["-md", str(draft), "--spec-type", "draft-simple", *size]
-
-
 def _own(settings: EngineSettings) -> EngineSettings:
     return replace(settings, type_k="f16", type_v="f16")
 

@@ -21,19 +21,13 @@ from typing import Any, Protocol
 
 from edgepilot.engine.base import GenerationStats
 from edgepilot.engine.llama_binding import llama_cpp
-from edgepilot.engine.speculation import LOOKUP_TYPE, SpecStats, Speculation
+from edgepilot.engine.speculation import SpecStats, Speculation
 from edgepilot.engine.token_text import TokenText
 from edgepilot.engine.verify_batch import fill_with_logits
 from edgepilot.plan.speculation_memory import DEFAULT_N_MAX
 
 NGRAM_SIZE = 12  # llama.cpp's --spec-ngram-simple-size-n default
 DRAFT_MAX = DEFAULT_N_MAX["lookup"]  # its --spec-ngram-simple-size-m default (48)
-
-
-def advice_args(spec: Speculation) -> list[str]:
-    """The same lookup on llama-server, for the advice command line."""
-    size = [] if spec.n_max is None else ["--spec-ngram-simple-size-m", str(spec.n_max)]
-    return ["--spec-type", LOOKUP_TYPE, *size]
 
 
 @dataclass

@@ -83,6 +83,17 @@ def speculation_args(spec: Speculation, known: frozenset[str] | None, on_cpu: bo
     return args
 
 
+# the vendored llama-server's spellings (its --help): the advice line for what the in-process engine ran
+VENDORED_FLAGS = frozenset(
+    {"--spec-type", "-md", "-devd", "--spec-draft-n-max", "--spec-ngram-simple-size-m"}
+)
+
+
+def advice_args(spec: Speculation) -> list[str]:
+    """The same speculation on llama-server, for the in-process engine's advice command line."""
+    return speculation_args(spec, VENDORED_FLAGS)
+
+
 def speculating_engine(engine: str | None, spec: Speculation | None) -> str | None:
     """The engine to ask for: speculation runs on llama-server, so an automatic choice becomes "tools"; an
     explicit one (the flag, $EDGEPILOT_ENGINE) stands and the in-process engine refuses it with a reason."""
