@@ -34,8 +34,10 @@ def smollm_path() -> Path:
 @pytest.fixture(scope="session", autouse=True)
 def isolated_data_dir(tmp_path_factory):
     """bench results and tuned profiles go to a throwaway directory (subprocesses inherit it): a real
-    `edgepilot tune` on this machine must not change what the tests see. This one holds what session and
-    module fixtures write; each test gets its own below."""
+    `edgepilot tune` on this machine must not change what the tests see. The tests of one worker share it,
+    and with it the engine checks and measured figures kept there (a folder per test would redo them in
+    every test); a test that keeps a profile or a history gives itself a folder of its own
+    (tests/freshkit.py, or EDGEPILOT_DATA_DIR set to its tmp_path)."""
     old = os.environ.get("EDGEPILOT_DATA_DIR")
     os.environ["EDGEPILOT_DATA_DIR"] = str(tmp_path_factory.mktemp("edgepilot-data"))
     yield
@@ -43,13 +45,6 @@ def isolated_data_dir(tmp_path_factory):
         os.environ.pop("EDGEPILOT_DATA_DIR", None)
     else:
         os.environ["EDGEPILOT_DATA_DIR"] = old
-
-
-@pytest.fixture(autouse=True)
-def own_data_dir(tmp_path_factory, monkeypatch):
-    """A profile or a bench history one test keeps is never seen by the next: which tests share a worker
-    changes from run to run."""
-    monkeypatch.setenv("EDGEPILOT_DATA_DIR", str(tmp_path_factory.mktemp("data")))
 
 
 @pytest.fixture(scope="session")

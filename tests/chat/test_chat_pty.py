@@ -77,7 +77,9 @@ class Pty:
             self.pid = 0
 
 
-def test_chat_in_a_terminal_reuses_the_cache_remembers_and_resumes(smollm_path, tmp_path):
+def test_chat_in_a_terminal_reuses_the_cache_remembers_and_resumes(smollm_path, tmp_path, monkeypatch):
+    # a folder of its own: a tuned profile another test kept would add a line to the banner (and settings)
+    monkeypatch.setenv("EDGEPILOT_DATA_DIR", str(tmp_path / "data"))
     saved = tmp_path / "talk.session"
     term = Pty(chat_args(smollm_path))
     try:

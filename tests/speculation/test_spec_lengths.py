@@ -41,7 +41,10 @@ def test_the_favoured_length_is_the_one_most_kinds_predict_5_percent_faster():
     assert favoured_length(tie, DRAFT) == 6  # a tie: the larger predicted gain
 
 
-def test_each_kind_keeps_the_length_that_measured_faster_and_decides_again(smollm_path):
+def test_each_kind_keeps_the_length_that_measured_faster_and_decides_again(
+    smollm_path, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("EDGEPILOT_DATA_DIR", str(tmp_path))  # the profile saved below is this test's own
     trial = _trial(chat=_kind(1.02, 1.1, 5, 1.3), code=_kind(1.2, 1.2, 5, 1.3))
     again = _trial(chat=_kind(1.15, None, None, None), code=_kind(1.1, None, None, None))
     assert merge_length(trial, again, 5) == ["chat"]

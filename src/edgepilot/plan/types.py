@@ -131,6 +131,13 @@ SETTING_KINDS = ("smaller-context", "kv-quant", "smaller-ubatch", "no-mmap", "no
 MIB = 1 << 20
 
 
+def shown_shortfall(plan: FitResult) -> int:
+    """How far the smallest plan is over the budget as the refusal prints it (to 0.1 MiB): the two figures
+    a reader sees add up, and the doctor, which reads the printed budget back, names the same shortfall."""
+    shown_budget = int(float(f"{plan.budget_bytes / MIB:.1f}") * MIB)
+    return max(0, plan.shortfall_bytes + plan.budget_bytes - shown_budget)
+
+
 def nearest_fit(plan: FitResult) -> str:
     """What is true about fitting when the plan does not: the nearest setting that fits (the planner's
     alternatives, cheapest kind first), or that nothing does and by how much."""
@@ -143,7 +150,7 @@ def nearest_fit(plan: FitResult) -> str:
     fitting = [a for a in plan.alternatives if a.fits and a.kind in order]
     option = min(fitting, key=lambda a: order.index(a.kind), default=None)
     nothing = (
-        f"nothing fits at any context with these settings ({plan.shortfall_bytes / MIB:.1f} MiB over at "
+        f"nothing fits at any context with these settings ({shown_shortfall(plan) / MIB:.1f} MiB over at "
         "context 256)"
         if plan.shortfall_bytes
         else "nothing fits"
