@@ -178,33 +178,26 @@ def test_compare(quantized):
 
 
 @pytest.fixture(scope="module")
-def benched(smollm_path, tmp_path_factory):
-    """A bench run and the data folder whose history it went into."""
+def benched(smollm_path):
     from edgepilot.bench.runner import BenchRequest, run_bench
 
-    data = tmp_path_factory.mktemp("bench-data")
     req = BenchRequest(n_prompt=[16], n_gen=[4], reps=1, threads=[1, 2], warmup=False)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("EDGEPILOT_DATA_DIR", str(data))
-        return run_bench(smollm_path, req), data
+    return run_bench(smollm_path, req)
 
 
 def test_bench(benched):
     from edgepilot.cli.bench_render import render_bench
 
-    benched = benched[0]
     figures = [f"{r.avg_ts:.2f} ± {r.stddev_ts:.2f}" for r in benched.rows]
     shown = each_width(render_bench, benched, figures)
     r = benched.rows[0]
     assert on_one_line(shown[120], r.test, f"{r.avg_ts:.2f} ± {r.stddev_ts:.2f}")
 
 
-def test_history(benched, monkeypatch):
+def test_history(benched):
     from edgepilot.bench.history import history
     from edgepilot.cli.bench_render import render_history
 
-    benched, data = benched
-    monkeypatch.setenv("EDGEPILOT_DATA_DIR", str(data))
     h = history(benched.device.fingerprint, benched.device.description, benched.model.key, "SmolLM2")
     assert h.entries
     figures = [f"{e.avg_ts:.2f} ± {e.stddev_ts:.2f}" for e in h.entries] + [

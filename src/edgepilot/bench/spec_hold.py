@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from edgepilot.bench.monitor import Recording, Sensors
-from edgepilot.bench.spec_trial import KEEP_GAIN, PROMPTS, SpecTrial, candidate_label
-from edgepilot.bench.sustained import SustainedWindow, summarize
+from edgepilot.bench.spec_trial import KEEP_GAIN, SpecTrial, candidate_label, prompt_tokens
+from edgepilot.bench.sustained import SustainedWindow, summarize, window_of
 from edgepilot.device import fs
 from edgepilot.engine.sampling import SamplerSettings
 from edgepilot.engine.speculation import Speculation
@@ -84,12 +84,12 @@ def hold_speculation(
     with pinned(cpus), LlamaEngine(model, settings) as engine:
         drafter = _drafter(candidates, kept, settings)
         try:
-            prompts = {kind: _prompt_tokens(engine, kind) for kind in kept}
+            prompts = {kind: prompt_tokens(engine, kind) for kind in kept}
             total = rounds * len(runs)
             for r in range(rounds):
                 order = runs if r % 2 == 0 else runs[::-1]
-                for run in order:
-                    done = r * len(runs) + order.index(run) + 1
+                for i, run in enumerate(order):
+                    done = r * len(runs) + i + 1
                     say(f"speculation held · {run.kind}, {run.name} · window {done}/{total}")
                     spec = candidates.get(run.name)
                     engine.speculation = spec
@@ -99,7 +99,8 @@ def hold_speculation(
                     tokens, seconds = _generate_until(
                         engine, prompts[run.kind], trial.n_gen, start + window_s
                     )
-                    run.windows.append(_window(start - t0, tokens, seconds, recording))
+                    # no cluster frequencies: the windows compare speeds on one setting's CPUs
+                    run.windows.append(window_of(start - t0, tokens, seconds, recording, root, []))
         finally:
             engine.speculation, engine.drafter = None, None
             if drafter is not None:
@@ -119,12 +120,6 @@ def _drafter(candidates: dict[str, Speculation], kept: dict[str, str], settings:
     return DraftModel(draft.draft, settings)
 
 
-def _prompt_tokens(engine: Any, kind: str) -> list[int]:
-    text, templated = PROMPTS[kind]
-    formatted = engine.chat_prompt(text) if templated else None
-    return engine.tokenize(formatted if formatted is not None else text)
-
-
 def _generate_until(engine: Any, tokens: list[int], n_gen: int, end: float) -> tuple[int, float]:
     """The kind's answer generated greedily, again and again until `end` (at least once): (tokens, seconds
     generating, the prompt's processing left out). The same answers as the burst trial's."""
@@ -138,18 +133,6 @@ def _generate_until(engine: Any, tokens: list[int], n_gen: int, end: float) -> t
         n, seconds = n + gen.n_gen, seconds + gen.gen_seconds
         if time.perf_counter() >= end:
             return n, seconds
-
-
-def _window(start_s: float, tokens: int, seconds: float, recording: Recording) -> SustainedWindow:
-    reading = recording.stop()
-    return SustainedWindow(
-        start_s=round(start_s, 2),
-        seconds=round(seconds, 3),
-        tokens=tokens,
-        tokens_per_s=round(tokens / seconds, 3) if seconds else 0.0,
-        temp_c=reading.temp_max_c,
-        watts=reading.watts,
-    )
 
 
 def judge_steady(trial: SpecTrial, hold: SpecHold) -> None:

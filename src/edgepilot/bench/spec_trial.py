@@ -138,9 +138,8 @@ def speculation_trial(
         for name in order:
             say(f"speculation: round {r + 1} of {rounds}, {name}")
             with ServerEngine(model, settings, tool=tool, speculation=candidates.get(name)) as server:
-                for kind, (text, templated) in PROMPTS.items():
-                    formatted = server.chat_prompt(text) if templated else None
-                    tokens = server.tokenize(formatted if formatted is not None else text)
+                for kind in PROMPTS:
+                    tokens = prompt_tokens(server, kind)
                     gen = server.generate(tokens, n_gen, sampler=greedy, cache_prompt=False)
                     speeds[name][kind].append(gen.gen_tps)
                     stats[name][kind].append(gen.speculation)
@@ -154,6 +153,13 @@ def speculation_trial(
     seconds = round(time.perf_counter() - t0, 1)
     measured = [candidates["draft"].n_max or DEFAULT_N_MAX["draft"]] if draft is not None else []
     return SpecTrial(rounds, n_gen, kinds, seconds, kept, asdict(settings), measured)
+
+
+def prompt_tokens(engine: Any, kind: str) -> list[int]:
+    """The kind's built-in prompt as the engine's tokens (a chat prompt through its chat template)."""
+    text, templated = PROMPTS[kind]
+    formatted = engine.chat_prompt(text) if templated else None
+    return engine.tokenize(formatted if formatted is not None else text)
 
 
 def _judge(kind: str, speeds: dict, stats: dict, candidates_n_max: dict[str, int | None]) -> SpecKind:
