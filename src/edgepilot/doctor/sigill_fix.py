@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import os
 import shlex
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from edgepilot.device.build_isa import beyond_portable, cmake_args
 from edgepilot.doctor.evidence import Evidence
 from edgepilot.engine.cpu_check import EngineCheck, built_with
+from edgepilot.program_path import which
 
 ALL_VARIANTS = "-DGGML_CPU_ALL_VARIANTS=ON -DGGML_BACKEND_DL=ON"
 
@@ -33,7 +33,7 @@ class SigillFix:
 
 
 def _program(argv0: str) -> Path | None:
-    found = shutil.which(argv0) if os.sep not in argv0 else argv0
+    found = which(argv0) if os.sep not in argv0 else argv0
     return Path(found) if found and os.path.isfile(found) else None
 
 

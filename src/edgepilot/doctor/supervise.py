@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import signal
 import subprocess
 import threading
@@ -24,6 +23,7 @@ from edgepilot.doctor.cgroup import MemoryLimit, drop_page_cache
 from edgepilot.doctor.evidence import log_keeper, log_lines, signal_name
 from edgepilot.doctor.types import DeviceState, RunRecord
 from edgepilot.errors import UserError
+from edgepilot.program_path import which
 
 SAMPLE_SECONDS = 0.02
 QUIET_SECONDS = 5.0  # a child silent this long gets a progress line (a run crawling at a memory limit)
@@ -127,7 +127,7 @@ def _not_found(display: str) -> UserError:
 def _check_program(program: str) -> None:
     """A program named without a path must be on PATH: said now, as the direct spawn would, also when a
     memory limit runs it through a shell (which would only exit 127)."""
-    if "/" not in program and shutil.which(program) is None:
+    if "/" not in program and which(program) is None:
         raise _not_found(program)
 
 

@@ -5,9 +5,8 @@
 
 from __future__ import annotations
 
-import shutil
-
 from edgepilot.device.commands import run_output
+from edgepilot.program_path import which
 
 OUTPUT_LIMIT = 64 << 10
 TIMEOUT = 15.0  # the command asks the Termux app over `am`: seconds on a busy phone
@@ -19,7 +18,7 @@ class WakeLock:
         self.note: str | None = None
 
     def _run(self, name: str) -> bool:
-        exe = shutil.which(name)
+        exe = which(name)
         if exe is None:
             return False
         done = run_output([exe], TIMEOUT, OUTPUT_LIMIT)  # bounded: `am` may leave a child on the pipe

@@ -8,11 +8,11 @@ its ~150 shaders are compiled into the library at build time. Once a build has t
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
 from edgepilot.device.llama_build import read_stamp
 from edgepilot.errors import UserError
+from edgepilot.program_path import which
 from edgepilot.toolchain.flags import BuildFlags
 from edgepilot.toolchain.vulkan_fix import applied_id, fix_id
 
@@ -63,7 +63,7 @@ def stale_fix(src: Path, fix: str | None) -> bool:
 def check_vulkan_toolchain(termux: bool) -> None:
     """UserError (exit 2) naming the packages when glslc or the Vulkan/SPIR-V headers are missing."""
     missing = []
-    if shutil.which("glslc") is None:
+    if which("glslc") is None:
         missing.append("glslc")
     prefixes = [Path(p) for p in (os.environ.get("PREFIX"), "/usr", "/usr/local") if p]
     if not any((p / d / "vulkan" / "vulkan.h").is_file() for p in prefixes for d in HEADER_DIRS):
