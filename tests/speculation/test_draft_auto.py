@@ -161,3 +161,16 @@ def test_the_favoured_draft_length_is_measured_on_llama_server(pair):
             assert 3 * steps < c.drafted <= 6 * steps, (name, c)
         else:
             assert c.drafted <= 3 * steps, (name, c)
+
+
+def test_auto_gives_a_kept_lookup_only_a_draft_length_it_can_draft(tmp_path, monkeypatch, smollm_path):
+    """llama.cpp's lookup drafts nothing shorter than its n-gram (12): `--draft auto --draft-max 4` sets the
+    length of a kept draft model's runs, and a kept lookup keeps its own default instead of drafting nothing."""
+    from edgepilot.tuned.speculation_auto import AutoSpeculation, resolve_auto
+
+    monkeypatch.setenv("EDGEPILOT_DATA_DIR", str(tmp_path))
+    save_profile(make_profile(smollm_path, speculation={"rewrite": {"kind": "lookup", "speedup": 1.4}}))
+    short, _ = resolve_auto(AutoSpeculation(4), smollm_path, "rewrite")
+    long, note = resolve_auto(AutoSpeculation(16), smollm_path, "rewrite")
+    assert (short.kind, short.n_max) == ("lookup", None) and (long.kind, long.n_max) == ("lookup", 16)
+    assert note == "--draft auto: n-gram lookup (1.40x plain for rewrite text in tune)"

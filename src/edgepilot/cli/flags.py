@@ -213,7 +213,7 @@ def speculation_of(model: str | None, lookup: bool, draft: str | None, draft_max
     if draft is not None and draft.lower() == "auto":
         from edgepilot.tuned.speculation_auto import AutoSpeculation
 
-        Speculation("lookup", n_max=draft_max).validate()  # the same bounds on --draft-max
+        Speculation("draft", Path(), draft_max).validate()  # the same bounds on --draft-max
         return AutoSpeculation(draft_max)
     if not lookup and draft is None:
         if draft_max is not None:

@@ -21,12 +21,11 @@ from typing import Any, Protocol
 
 from edgepilot.engine.base import GenerationStats
 from edgepilot.engine.llama_binding import llama_cpp
-from edgepilot.engine.speculation import SpecStats, Speculation
+from edgepilot.engine.speculation import LOOKUP_NGRAM, SpecStats, Speculation
 from edgepilot.engine.token_text import TokenText
 from edgepilot.engine.verify_batch import fill_with_logits
 from edgepilot.plan.speculation_memory import DEFAULT_N_MAX
 
-NGRAM_SIZE = 12  # llama.cpp's --spec-ngram-simple-size-n default
 DRAFT_MAX = DEFAULT_N_MAX["lookup"]  # its --spec-ngram-simple-size-m default (48)
 
 
@@ -46,7 +45,7 @@ class NgramIndex:
         self.positions.setdefault(token, []).append(len(self.tokens))
         self.tokens.append(token)
 
-    def draft(self, sampled: int, n: int = NGRAM_SIZE, m: int = DRAFT_MAX) -> list[int]:
+    def draft(self, sampled: int, n: int = LOOKUP_NGRAM, m: int = DRAFT_MAX) -> list[int]:
         """common_ngram_simple_draft: the (n-1) last tokens plus `sampled`, searched backwards in the
         context; what followed the match (at most m tokens, none when fewer than n would follow)."""
         tokens, cur_len = self.tokens, len(self.tokens)

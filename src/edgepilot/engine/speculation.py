@@ -25,6 +25,9 @@ if TYPE_CHECKING:
 KINDS = ("lookup", "draft")
 LOOKUP_TYPE = "ngram-simple"  # prompt lookup: a match in the context so far; nothing kept between requests
 MAX_DRAFT_TOKENS = 64
+# llama.cpp's --spec-ngram-simple-size-n default: lookup matches the last 12 tokens and drafts what followed
+# only when at least that many follow (common_ngram_simple_draft), so a draft length under it drafts nothing
+LOOKUP_NGRAM = 12
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,12 @@ class Speculation:
             raise UserError("a draft model goes with --draft only")
         if self.n_max is not None and not 1 <= self.n_max <= MAX_DRAFT_TOKENS:
             raise UserError(f"--draft-max {self.n_max}: give 1 to {MAX_DRAFT_TOKENS}")
+        if self.kind == "lookup" and self.n_max is not None and self.n_max < LOOKUP_NGRAM:
+            raise UserError(
+                f"--draft-max {self.n_max} with --lookup: llama.cpp's n-gram lookup drafts runs of at least "
+                f"{LOOKUP_NGRAM} tokens (its n-gram), so it would draft nothing; give {LOOKUP_NGRAM} to "
+                f"{MAX_DRAFT_TOKENS} or leave --draft-max out"
+            )
         return self
 
     def describe(self) -> str:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from edgepilot.engine.speculation import Speculation, check_pair
+from edgepilot.engine.speculation import LOOKUP_NGRAM, Speculation, check_pair
 from edgepilot.errors import UserError
 
 TUNE_HINT = "`edgepilot tune MODEL --speculation` measures it"
@@ -49,7 +49,9 @@ def resolve_auto(
         )
     gain = f"{kept['speedup']:.2f}x plain for {text_kind} text in tune"
     if kept["kind"] == "lookup":
-        return Speculation("lookup", n_max=spec.n_max).validate(), f"--draft auto: n-gram lookup ({gain})"
+        # a draft length lookup cannot draft (under its n-gram) gives way to lookup's own default
+        n_max = spec.n_max if spec.n_max is None or spec.n_max >= LOOKUP_NGRAM else None
+        return Speculation("lookup", n_max=n_max).validate(), f"--draft auto: n-gram lookup ({gain})"
     draft = Path(kept["draft"])
     try:
         from edgepilot.gguf.resolve import resolve_model
