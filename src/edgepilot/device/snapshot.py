@@ -24,7 +24,7 @@ from edgepilot.device import fs
 from edgepilot.device.probe import Probe, _probe_dir
 from edgepilot.device.root_archive import is_archive, open_root
 from edgepilot.errors import UserError
-from edgepilot.file_errors import cannot_write, check_writable_folder, file_in_the_way, is_denied
+from edgepilot.file_errors import cannot_write, file_in_the_way, is_denied, writable_folder
 from edgepilot.safe_write import atomic_write
 
 OUT_FIX = "give a path in a folder you can write"
@@ -95,7 +95,7 @@ def _check_out(out: Path, archive: bool) -> bool:
         raise UserError(f"cannot write {out}: {blocker} is a file, not a directory")
     if archive and not os.path.isdir(out.parent):
         raise UserError(f"{out.parent}: no such directory")
-    check_writable_folder(out if into_empty else _nearest_folder(out.parent), OUT_FIX, what="in")
+    writable_folder(out if into_empty else _nearest_folder(out.parent), "the snapshot", OUT_FIX, make=False)
     return into_empty
 
 
