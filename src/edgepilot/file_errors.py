@@ -3,7 +3,8 @@
 Our users are never root (Termux runs every app as a uid of its own, a Pi user is `pi`): a folder they cannot
 write, a file they cannot read, a folder a `sudo edgepilot ...` left behind or a read-only mount is an
 everyday answer, said in one line (exit 2), never a traceback. Long work checks its output folder first
-(check_writable_folder, writable_folder), and still turns a refusal at the write itself into the same line.
+(writable_folder: `cannot write WHAT in FOLDER: WHY; FIX`), and still turns a refusal at the write itself into
+one line.
 A store edgepilot can do without (a calibration, a check cache) is skipped with one note per process
 instead (note_once).
 """
@@ -86,29 +87,6 @@ def no_temporary_folder() -> UserError:
     return cannot_write(where, "no temporary folder is writable", TMPDIR_FIX, what="a temporary file in")
 
 
-def check_writable_folder(folder: PathLike, fix: str, *, what: str = "", make: bool = False) -> Path:
-    """`folder` as a directory this user can create files in (made with its parents when `make`), or the
-    one line naming it and `fix`: called before long work, so a refusal comes before minutes of it."""
-    path = Path(folder)
-    try:
-        if make:
-            path.mkdir(parents=True, exist_ok=True)
-        mode = os.stat(path).st_mode
-    except (FileExistsError, NotADirectoryError):
-        blocker = file_in_the_way(path) or path
-        raise UserError(f"cannot make {_named(what, path)}: {blocker} is not a directory") from None
-    except FileNotFoundError:
-        raise UserError(f"{_named(what, path)} does not exist: {fix}") from None
-    except OSError as exc:
-        raise cannot_write(path, exc, fix, what=what) from None
-    if not stat.S_ISDIR(mode):
-        raise UserError(f"{_named(what, path)} is not a directory: {fix}")
-    refused = folder_refusal(path)
-    if refused is not None:
-        raise cannot_write(path, refused, fix, what=what)
-    return path
-
-
 def is_denied(exc: BaseException) -> bool:
     """A refusal by permissions or a read-only file system (not a missing file, not a full disk)."""
     return isinstance(exc, OSError) and (isinstance(exc, PermissionError) or exc.errno in DENIED_ERRNOS)
@@ -137,10 +115,6 @@ def folder_refusal(folder: str | os.PathLike[str]) -> OSError | None:
         read_only = False
     code = errno.EROFS if read_only else errno.EACCES
     return OSError(code, os.strerror(code), os.fspath(folder))
-
-
-def cannot_write_in(folder: str | os.PathLike[str], what: str, exc: OSError, fix: str) -> UserError:
-    return UserError(f"cannot write {what} in {escaped(folder)}: {reason(exc)}; {fix}")
 
 
 def cannot_read(path: PathLike, exc: OSError | str, fix: str, *, what: str = "") -> UserError:
@@ -178,26 +152,35 @@ def closed_folder_refusal(path: str | os.PathLike[str], what: str) -> UserError 
 
 
 def writable_folder(
-    folder: str | os.PathLike[str], what: str, fix: str, elsewhere: str | None = None
+    folder: PathLike, what: str, fix: str, elsewhere: str | None = None, *, make: bool = True
 ) -> Path:
-    """`folder` made (with its parents) when missing and writable by this process, or a UserError naming the
-    folder that refuses and what to do: `fix` for a refusal, `elsewhere` (default `fix`) for a folder that
-    cannot be one (a file in the way)."""
+    """`folder` as a directory this process can create files in (made with its parents when `make`), or
+    `cannot write WHAT in FOLDER: WHY; FIX`, FOLDER the one that refuses: the nearest existing folder when
+    making it was denied, the file in the way when one stands where a folder should be (then `elsewhere`,
+    default `fix`: no chmod makes a file a folder). Called before long work, so a refusal comes first."""
     path = Path(folder)
     try:
-        path.mkdir(parents=True, exist_ok=True)
+        if make:
+            path.mkdir(parents=True, exist_ok=True)
+        mode = os.stat(path).st_mode
     except (FileExistsError, NotADirectoryError):
-        in_the_way = escaped(file_in_the_way(path) or path)
-        raise UserError(f"cannot write {what}: {in_the_way} is not a directory; {elsewhere or fix}") from None
+        raise _refused(what, file_in_the_way(path) or path, "not a directory", elsewhere or fix) from None
+    except FileNotFoundError:
+        raise _refused(what, path, "no such folder", fix) from None
     except OSError as exc:
         if is_denied(exc):
-            raise cannot_write_in(nearest_folder(path.parent), what, exc, fix) from None
-        detail = exc.strerror or exc
-        raise UserError(f"cannot write {what} in {escaped(path)}: {detail}; {elsewhere or fix}") from None
+            raise _refused(what, nearest_folder(path.parent), reason(exc), fix) from None
+        raise _refused(what, path, reason(exc), elsewhere or fix) from None
+    if not stat.S_ISDIR(mode):
+        raise _refused(what, path, "not a directory", elsewhere or fix)
     refused = folder_refusal(path)
     if refused is not None:
-        raise cannot_write_in(path, what, refused, fix)
+        raise _refused(what, path, reason(refused), fix)
     return path
+
+
+def _refused(what: str, folder: PathLike, why: str, fix: str) -> UserError:
+    return UserError(f"cannot write {what} in {escaped(folder)}: {why}; {fix}")
 
 
 def note_once(message: str) -> None:

@@ -6,6 +6,8 @@ import json
 
 from click.testing import CliRunner
 
+from edgepilot.device.snapshot import OUT_FIX as FIX
+
 runner = CliRunner()
 
 
@@ -59,11 +61,15 @@ def test_snapshot_save_under_a_regular_file_is_one_line(cli_app, tmp_path):
         res = runner.invoke(cli_app, ["snapshot", "save", str(tmp_path / out)])
         assert res.exit_code == 2, res.output
         err = res.stderr.strip().splitlines()
-        assert len(err) == 1 and err[0].startswith("edgepilot: error: cannot write"), err
-        assert f"{tmp_path / 'file'} is a file, not a directory" in err[0]
+        assert len(err) == 1, err
+        assert (
+            err[0]
+            == f"edgepilot: error: cannot write the snapshot in {tmp_path / 'file'}: not a directory; {FIX}"
+        )
     assert (tmp_path / "file").read_text() == "x"
     res = runner.invoke(cli_app, ["snapshot", "save", str(tmp_path / "missing/snap.tar.gz")])
-    assert res.exit_code == 2 and "no such directory" in res.stderr
+    assert res.exit_code == 2
+    assert f"cannot write the snapshot in {tmp_path / 'missing'}: no such folder; {FIX}" in res.stderr
 
 
 def test_snapshot_archive_never_follows_a_stale_partial_link(cli_app, devices, tmp_path):

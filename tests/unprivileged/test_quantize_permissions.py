@@ -43,7 +43,7 @@ def test_next_to_a_source_in_a_read_only_folder(ordinary_user, open_tmp, smollm_
     before = tree(folder)
     done = _quantize(ordinary_user, folder / "smol.gguf", engine=engine)
     line = one_refusal(done, folder, "--out")
-    assert "next to smol.gguf" in line and "(permission denied)" in line
+    assert f"cannot write the quantized model in {folder}: permission denied; " in line
     assert not _progress(done.stderr)
     assert tree(folder) == before
 
@@ -53,7 +53,8 @@ def test_out_folder_the_user_cannot_write(ordinary_user, open_tmp, smollm_path, 
     out = read_only_folder(open_tmp / "out")
     ordinary_user.refuses_write(out)
     done = _quantize(ordinary_user, _own_copy(ordinary_user, smollm_path), "--out", str(out), engine=engine)
-    one_refusal(done, f"--out {out} (permission denied)", "choose a folder you can write with --out")
+    line = one_refusal(done, f"in {out}: permission denied; ", "choose a folder you can write with --out")
+    assert line.startswith("edgepilot: error: cannot write the quantized model in ")
     assert tree(out) == {}
     assert sorted(p.name for p in ordinary_user.home.iterdir()) == ["smol.gguf"]
 
@@ -65,7 +66,7 @@ def test_out_in_a_folder_the_user_cannot_enter(ordinary_user, open_tmp, smollm_p
     ordinary_user.refuses_read(sealed)
     out = sealed / "variants"
     done = _quantize(ordinary_user, _own_copy(ordinary_user, smollm_path), "--out", str(out), engine=engine)
-    one_refusal(done, out, "--out")
+    one_refusal(done, f"cannot write the quantized model in {sealed}: permission denied; ", "--out")
     assert tree(sealed) == {}
 
 
@@ -117,5 +118,5 @@ def test_compare_plot_in_a_folder_the_user_cannot_write(ordinary_user, open_tmp,
     plot = folder / "variants.png"
     source = _own_copy(ordinary_user, smollm_path)
     done = ordinary_user.run("compare", str(source), "--plot", str(plot))
-    one_refusal(done, f"{folder} (permission denied)", "--plot")
+    one_refusal(done, f"cannot write the plot in {folder}: permission denied; ", "--plot")
     assert tree(folder) == {}

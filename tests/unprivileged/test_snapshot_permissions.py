@@ -30,7 +30,7 @@ def test_snapshot_into_a_folder_the_user_cannot_write(ordinary_user, open_tmp, d
     folder = read_only_folder(open_tmp / "snapshots")
     ordinary_user.refuses_write(folder)
     done = ordinary_user.run("snapshot", "save", str(folder / name), "--root", str(device_tree))
-    one_refusal(done, f"{folder} (permission denied)", "a folder you can write")
+    one_refusal(done, f"cannot write the snapshot in {folder}: permission denied; ", "a folder you can write")
     assert tree(folder) == {}
 
 
@@ -78,6 +78,8 @@ def test_build_with_a_cache_the_user_cannot_write(ordinary_user, open_tmp, varia
     folder = read_only_folder(open_tmp / "cache")
     ordinary_user.refuses_write(folder)
     done = ordinary_user.run("build", "--tools", "llama-quantize", env={variable: str(folder)})
-    line = one_refusal(done, folder, "(permission denied)", f"set {variable}")
+    line = one_refusal(
+        done, f"cannot write the llama.cpp build in {folder}: permission denied; ", f"set {variable}"
+    )
     assert "to a folder you can write" in line
     assert tree(folder) == {}

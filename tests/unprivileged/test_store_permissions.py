@@ -119,11 +119,16 @@ def test_pull_into_a_store_the_user_cannot_write(ordinary_user, hub_url, open_tm
     """Before: the line named the store's lock file and said nothing of what to do."""
     store = read_only_folder(open_tmp / "store")
     ordinary_user.refuses_write(store)
-    line = one_refusal(_pull(ordinary_user, hub_url, store), store, "--store")
-    assert "permission denied" in line
+    one_refusal(
+        _pull(ordinary_user, hub_url, store), f"the model store in {store}: permission denied; ", "--store"
+    )
     assert tree(store) == {}
-    missing = read_only_folder(open_tmp / "ro") / "models"  # a store that cannot be made
-    one_refusal(_pull(ordinary_user, hub_url, missing), missing, "--store")
+    ro = read_only_folder(open_tmp / "ro")  # a store that cannot be made there: the line names that folder
+    one_refusal(
+        _pull(ordinary_user, hub_url, ro / "models"),
+        f"the model store in {ro}: permission denied; ",
+        "--store",
+    )
     assert tree(open_tmp / "ro") == {}
 
 
@@ -134,7 +139,11 @@ def test_pull_into_a_repository_folder_of_another_user(ordinary_user, hub_url):
     ordinary_user.give(store)
     folder = read_only_folder(store / FOLDER)
     ordinary_user.refuses_write(folder)
-    one_refusal(_pull(ordinary_user, hub_url, store), folder, "--store")
+    one_refusal(
+        _pull(ordinary_user, hub_url, store),
+        f"cannot write the model in {folder}: permission denied; ",
+        "--store",
+    )
     assert tree(folder) == {}
     assert not (store / "manifest.json").exists()
 
@@ -163,7 +172,8 @@ def test_rm_in_a_repository_folder_the_user_cannot_write_changes_nothing(ordinar
     folder.chmod(0o555)
     ordinary_user.refuses_write(folder)
     before = tree(store)
-    one_refusal(ordinary_user.run("rm", FILE, "--store", str(store)), folder, "nothing was removed")
+    done = ordinary_user.run("rm", FILE, "--store", str(store))
+    one_refusal(done, f"cannot write the model store in {folder}: permission denied; ", "nothing was removed")
     after = tree(store)
     assert after.pop(".lock") == b""  # the store's lock, taken before the manifest is read
     assert after == before

@@ -24,7 +24,7 @@ from edgepilot.device import fs
 from edgepilot.device.probe import Probe, _probe_dir
 from edgepilot.device.root_archive import is_archive, open_root
 from edgepilot.errors import UserError
-from edgepilot.file_errors import cannot_write, check_writable_folder, file_in_the_way, is_denied
+from edgepilot.file_errors import cannot_write, is_denied, writable_folder
 from edgepilot.safe_write import atomic_write
 
 OUT_FIX = "give a path in a folder you can write"
@@ -90,12 +90,9 @@ def _check_out(out: Path, archive: bool) -> bool:
     into_empty = not archive and mode is not None and stat.S_ISDIR(mode) and _empty(out)
     if mode is not None and not into_empty:
         raise UserError(f"{out} already exists; give a new directory or .tar.gz path")
-    blocker = file_in_the_way(out.parent)
-    if blocker is not None:
-        raise UserError(f"cannot write {out}: {blocker} is a file, not a directory")
-    if archive and not os.path.isdir(out.parent):
-        raise UserError(f"{out.parent}: no such directory")
-    check_writable_folder(out if into_empty else _nearest_folder(out.parent), OUT_FIX, what="in")
+    # a file in the way, a missing folder (an archive's folder is not made), a folder this user may not write
+    folder = out if into_empty else out.parent if archive else _nearest_folder(out.parent)
+    writable_folder(folder, "the snapshot", OUT_FIX, make=False)
     return into_empty
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from edgepilot.errors import UserError
-from edgepilot.file_errors import check_writable_folder
+from edgepilot.file_errors import writable_folder
 from edgepilot.safe_write import atomic_write, check_target
 
 if TYPE_CHECKING:
@@ -22,7 +22,7 @@ def check_plot_target(path: str) -> None:
     if Path(path).suffix.lower() != ".png":
         raise UserError(f"--plot {path}: give a file name ending in .png")
     target = Path(path).expanduser()
-    check_writable_folder(target.parent, PLOT_FIX, what="the folder of --plot")
+    writable_folder(target.parent, "the plot", PLOT_FIX, make=False)
     check_target(target, what="--plot")
     try:
         import matplotlib  # noqa: F401

@@ -19,15 +19,16 @@ from pathlib import Path
 from typing import BinaryIO
 
 from edgepilot import safe_write
-from edgepilot.file_errors import check_writable_folder
+from edgepilot.file_errors import writable_folder
 
 LOCK_NAME = ".lock"
 STORE_FIX = "choose a folder you can write with --store (or EDGEPILOT_MODELS_DIR)"
 
 
 def make_folder(folder: Path, what: str) -> None:
-    """folder and its parents, made when missing and writable by this user, or one line saying why not."""
-    check_writable_folder(folder, STORE_FIX, what=what, make=True)
+    """folder and its parents, made when missing and writable by this user, or one line saying why not
+    (`what`: the thing to be written there, as in "cannot write the model store in FOLDER")."""
+    writable_folder(folder, what, STORE_FIX)
 
 
 def _lock(f: BinaryIO, on_wait: Callable[[], None] | None) -> None:

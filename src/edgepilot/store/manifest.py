@@ -25,11 +25,11 @@ from edgepilot.errors import UserError
 from edgepilot.file_errors import (
     cannot_read,
     cannot_write,
-    check_writable_folder,
     file_in_the_way,
     is_denied,
     not_a_directory,
     reason,
+    writable_folder,
 )
 from edgepilot.gguf.stored import find_in_store, store_path  # noqa: F401  (store_path: re-exported)
 from edgepilot.sizes import read_count
@@ -368,7 +368,7 @@ def remove(store: Path, name: str) -> Removed:
         if st is not None and not stat.S_ISREG(st.st_mode):
             raise UserError(f"{entry.name} in the model store is not a regular file: refused")
         if st is not None:
-            check_writable_folder(path.parent, RM_FIX, what="the model store's folder")
+            writable_folder(path.parent, "the model store", RM_FIX, make=False)
         write_manifest(store, _without(items, entry.name))
         if st is not None:
             try:

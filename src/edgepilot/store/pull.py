@@ -168,7 +168,7 @@ def pull(
     check_target(target, what="the model")
     made = _missing_folders(target.parent, folder)
     with model_store.store_lock(folder):  # a store we cannot lock or write fails here, before the transfer
-        make_folder(target.parent, "the model store's folder")
+        make_folder(target.parent, "the model")
     waiting = f"another pull is downloading {chosen.path}; waiting for it to finish"
     try:
         with claim_part(part_path(target), lambda: stage(waiting)) as part:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from edgepilot.device.process import allowed_cpus
 from edgepilot.engine.choice import EngineInfo
 from edgepilot.errors import UserError
-from edgepilot.file_errors import check_writable_folder
+from edgepilot.file_errors import writable_folder
 from edgepilot.gguf.gguf_info import file_type_name
 from edgepilot.gguf.quant_types import output_stem
 from edgepilot.gguf.resolve import resolve_model
@@ -220,8 +220,8 @@ class Quantizer:
 def output_folder(out_dir: str | None, source: Path) -> Path:
     """--out, else the source's folder: a directory this user can write in, checked before any work."""
     if out_dir:
-        return check_writable_folder(Path(out_dir).expanduser(), OUT_FIX, what="--out")
-    return check_writable_folder(source.parent, OUT_FIX, what=f"next to {source.name} in")
+        return writable_folder(Path(out_dir).expanduser(), "the quantized model", OUT_FIX, make=False)
+    return writable_folder(source.parent, "the quantized model", OUT_FIX, make=False)
 
 
 def _check_targets(targets: list[Path], inputs: list[Path], force: bool) -> None:

@@ -23,7 +23,7 @@ from edgepilot.device.commands import run_output
 from edgepilot.device.llama_build import STAMP_LIMIT
 from edgepilot.engine import native_tools
 from edgepilot.errors import UserError
-from edgepilot.file_errors import cannot_write, check_writable_folder, is_denied
+from edgepilot.file_errors import cannot_write, is_denied, writable_folder
 from edgepilot.safe_write import write_text
 from edgepilot.toolchain.flags import CROSS_CC, CROSS_CXX, BuildFlags, choose_flags
 from edgepilot.toolchain.source import fetch_sdist, is_llama_cpp_dir, unpack_llama_cpp
@@ -162,7 +162,7 @@ def build_tools(
     check_toolchain(flags, termux=bool(android and android.termux))
     if vulkan_on:
         check_vulkan_toolchain(termux=bool(android and android.termux))
-    check_writable_folder(home, cache_fix(), what="the build folder", make=True)  # before minutes of work
+    writable_folder(home, "the llama.cpp build", cache_fix())  # before minutes of work
     try:
         if stale_fix(src, fix):
             shutil.rmtree(src)
