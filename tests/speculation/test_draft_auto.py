@@ -165,7 +165,8 @@ def test_the_favoured_draft_length_is_measured_on_llama_server(pair):
 
 def test_auto_gives_a_kept_lookup_only_a_draft_length_it_can_draft(tmp_path, monkeypatch, smollm_path):
     """llama.cpp's lookup drafts nothing shorter than its n-gram (12): `--draft auto --draft-max 4` sets the
-    length of a kept draft model's runs, and a kept lookup keeps its own default instead of drafting nothing."""
+    length of a kept draft model's runs, and a kept lookup keeps its own default instead of drafting
+    nothing."""
     from edgepilot.tuned.speculation_auto import AutoSpeculation, resolve_auto
 
     monkeypatch.setenv("EDGEPILOT_DATA_DIR", str(tmp_path))

@@ -86,7 +86,7 @@ def test_the_summary_says_what_was_kept_at_50_columns(smollm_path, rewrite, tmp_
         (("--draft-max", "4"), "--draft-max goes with --lookup or --draft"),
         (("--lookup", "--draft-max", "0"), "--draft-max 0: give 1 to 64"),
         # llama.cpp's lookup drafts nothing shorter than its n-gram of 12 (found on the aarch64 lane)
-        (("--lookup", "--draft-max", "8"), "--draft-max 8 with --lookup: llama.cpp's n-gram lookup drafts runs"),
+        (("--lookup", "--draft-max", "8"), "--draft-max 8 with --lookup: llama.cpp's n-gram"),
         (("--draft", "/nonexistent/draft.gguf"), "not found"),
     ],
 )
