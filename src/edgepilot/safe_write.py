@@ -184,24 +184,6 @@ def _replace_when_done(
         raise
 
 
-def ensure_dir(path: PathLike, *, what: str = "folder", fix: str = "") -> Path:
-    """`path` as a directory edgepilot can write in (made with its parents when missing), or UserError;
-    `fix` says what to do when it is not writable."""
-    folder = Path(path)
-    then = f": {fix}" if fix else ""
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except FileExistsError:
-        raise UserError(f"{what} {folder} is not a directory") from None
-    except OSError as exc:
-        raise write_failure(exc, what, folder, fix) from None
-    if not folder.is_dir():
-        raise UserError(f"{what} {folder} is not a directory")
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise UserError(f"cannot write in {what} {folder}: not writable{then}")
-    return folder
-
-
 def write_bytes(
     target: PathLike, data: bytes, *, inputs: Iterable[PathLike] = (), what: str = "output", fix: str = ""
 ) -> None:

@@ -17,7 +17,6 @@ from edgepilot.safe_write import (
     atomic_path,
     atomic_write,
     check_target,
-    ensure_dir,
     open_partial,
     write_bytes,
     write_text,
@@ -142,16 +141,6 @@ def test_a_read_only_folder_is_one_line(open_tmp, unprivileged):
     message = unprivileged(_write_into, str(folder))
     assert "not writable" in message and "\n" not in message
     assert not list(folder.iterdir())
-
-
-def test_ensure_dir_refuses_a_file_and_a_file_above(tmp_path):
-    afile = tmp_path / "data"
-    afile.write_text("not a folder")
-    with pytest.raises(UserError, match="is not a directory"):
-        ensure_dir(afile, what="data folder")
-    with pytest.raises(UserError, match="not a directory"):
-        ensure_dir(afile / "sub", what="data folder")
-    assert ensure_dir(tmp_path / "new" / "sub").is_dir()
 
 
 def test_a_symlinked_partial_is_refused_and_not_followed(tmp_path, victim):

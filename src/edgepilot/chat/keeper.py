@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from glob import escape as glob_escape
 from pathlib import Path
 
-from edgepilot.datadir import data_dir
+from edgepilot.datadir import data_dir, writable_data_folder
 from edgepilot.errors import UserError
 from edgepilot.kept import read_json
-from edgepilot.safe_write import atomic_write, ensure_dir, name_part
+from edgepilot.safe_write import atomic_write, name_part
 
 SUFFIX = ".session"
 PENDING = ".pending"
@@ -137,7 +137,7 @@ class SessionKeeper:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        ensure_dir(path.parent, what="sessions folder", fix=NO_SAVE)
+        writable_data_folder(path.parent, "the chat's session", also="chat with --no-save")
         self._sweep()
         self._writer: threading.Thread | None = None
         self.error: str | None = None  # the last write's failure, said once by the chat

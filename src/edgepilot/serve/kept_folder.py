@@ -9,9 +9,9 @@ import fcntl
 import os
 from pathlib import Path
 
-from edgepilot.datadir import data_dir
+from edgepilot.datadir import data_dir, writable_data_folder
 from edgepilot.errors import UserError
-from edgepilot.safe_write import ensure_dir, name_part
+from edgepilot.safe_write import name_part
 
 LOCK = "lock"
 
@@ -25,7 +25,7 @@ class KeptFolder:
         self._fd: int | None = None
         folder = data_dir() / "serve-cache" / (name_part(model.name) or "model")
         try:
-            ensure_dir(folder, what="serve's cache folder")
+            writable_data_folder(folder, "the worker's cache")
             os.chmod(folder, 0o700)
             fd = os.open(folder / LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         except (UserError, OSError) as exc:

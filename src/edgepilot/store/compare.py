@@ -17,14 +17,14 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from edgepilot.datadir import data_dir
+from edgepilot.datadir import data_dir, writable_data_folder
 from edgepilot.device.commands import run_output
 from edgepilot.engine.choice import choose_engine
 from edgepilot.errors import UserError
 from edgepilot.gguf.resolve import resolve_model
 from edgepilot.gguf.tokenizer_id import differences, tokenizer_digests
 from edgepilot.plan.requested import RequestedSettings
-from edgepilot.safe_write import ensure_dir, write_failure
+from edgepilot.safe_write import write_failure
 from edgepilot.store import quality
 from edgepilot.store.compare_types import Compared, CompareResult
 from edgepilot.store.quantize import bits_per_weight, describe_source
@@ -136,7 +136,7 @@ def compare_models(
         from edgepilot.store.compare_plot import check_plot_target
 
         check_plot_target(plot)
-    scratch = ensure_dir(data_dir(), what="data folder", fix=DATA_FIX)  # before minutes of measuring
+    scratch = writable_data_folder(data_dir(), "the measurements")  # before minutes of measuring
     text_name, text = quality.read_text(text_file)
     quality.check_text(text_name, text, ppl_ctx)  # before any model loads: an empty text is one line, fast
     paths = [resolve_model(f) for f in files]
