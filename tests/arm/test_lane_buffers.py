@@ -87,7 +87,9 @@ def test_i8mm_library_dies_on_a_cpu_without_i8mm(lane, smollm_path):
 
 @pytest.mark.parametrize("model", ["gemma", "smollm"])
 def test_peak_rss_with_mmap_and_repack(lane, model, gemma_path, smollm_path, tmp_path):
-    """The issue's case (llama.cpp's defaults on an i8mm phone): a prompt filling ctx 256, peak within 5 %.
+    """The issue's case (llama.cpp's defaults on an i8mm phone): a prompt filling the context, peak within
+    5 %. ctx 128: each prompt token costs ~0.5 s under qemu, and the terms scale with the context as at 256
+    (python benchmarks/arm_memory.py measures ctx 256).
 
     Predicted: the planner's peak minus its Python interpreter term; measured: the qemu process's peak minus
     qemu's own share (aarch64_lane.LaneRun.engine_peak_bytes).
@@ -95,13 +97,13 @@ def test_peak_rss_with_mmap_and_repack(lane, model, gemma_path, smollm_path, tmp
     from memory_accuracy import PromptMaker
 
     path = gemma_path if model == "gemma" else smollm_path
-    settings = EngineSettings(n_ctx=256, n_threads=2)
+    settings = EngineSettings(n_ctx=128, n_threads=2)
     maker = PromptMaker(tmp_path)
     try:
         prompt, n_prompt = maker.make(path, settings.n_ctx - 12)
     finally:
         maker.close()
-    assert n_prompt > 200
+    assert n_prompt > 100
     base = aarch64_lane.baseline(lane)
     run = aarch64_lane.run_completion(lane, path, settings, prompt)
     assert run.returncode == 0, run.stderr[-2000:]
