@@ -100,10 +100,15 @@ def test_what_cannot_speculate_is_refused_in_one_line(smollm_path, gemma_path, t
 
 
 def test_flags_are_spelled_as_the_installed_llama_server_takes_them():
-    lookup, draft = Speculation("lookup", n_max=8), Speculation("draft", Path("d.gguf"), 4)
-    assert speculation_args(lookup, NEW) == ["--spec-type", "ngram-simple", "--spec-ngram-simple-size-m", "8"]
+    lookup, draft = Speculation("lookup", n_max=16), Speculation("draft", Path("d.gguf"), 4)
+    size_m = ["--spec-ngram-simple-size-m", "16"]
+    assert speculation_args(lookup, NEW) == ["--spec-type", "ngram-simple", *size_m]
     assert speculation_args(draft, NEW) == ["--spec-type", "draft-simple", "-md", "d.gguf", "-devd", "none",
                                             "--spec-draft-n-max", "4"]  # fmt: skip
+    # an offloaded target's draft goes to its device with as many layers as the plan counts
+    offloaded = speculation_args(draft, NEW | {"-ngld"}, on_cpu=False, gpu_layers=10)
+    assert offloaded == ["--spec-type", "draft-simple", "-md", "d.gguf", "-ngld", "10",
+                         "--spec-draft-n-max", "4"]  # fmt: skip
     older = frozenset({"-md", "--draft-max"})  # before --spec-type (2025)
     assert speculation_args(draft, older) == ["-md", "d.gguf", "--draft-max", "4"]
     with pytest.raises(UserError, match="no n-gram lookup"):

@@ -63,8 +63,12 @@ class Speculation:
         )
 
 
-def speculation_args(spec: Speculation, known: frozenset[str] | None, on_cpu: bool = True) -> list[str]:
-    """llama-server's flags for `spec`, spelled as this llama-server knows them (known: its --help's)."""
+def speculation_args(
+    spec: Speculation, known: frozenset[str] | None, on_cpu: bool = True, gpu_layers: int | None = None
+) -> list[str]:
+    """llama-server's flags for `spec`, spelled as this llama-server knows them (known: its --help's). An
+    offloaded target's draft goes to its device with as many layers (`gpu_layers`), as the plan counts it:
+    llama-server's own default for the draft is "auto", whatever fits."""
     known = known or frozenset()
     args: list[str] = []
     if spec.kind == "lookup":
@@ -82,6 +86,8 @@ def speculation_args(spec: Speculation, known: frozenset[str] | None, on_cpu: bo
         args += ["-md", str(spec.draft)]
         if on_cpu and "-devd" in known:
             args += ["-devd", "none"]  # the draft stays on the CPU with the target
+        elif not on_cpu and gpu_layers is not None and "-ngld" in known:
+            args += ["-ngld", str(gpu_layers)]
     if spec.n_max is not None:
         flag = next((f for f in ("--spec-draft-n-max", "--draft-max") if f in known), None)
         if flag is None:
@@ -94,7 +100,7 @@ def speculation_args(spec: Speculation, known: frozenset[str] | None, on_cpu: bo
 
 # the vendored llama-server's spellings (its --help): the advice line for what the in-process engine ran
 VENDORED_FLAGS = frozenset(
-    {"--spec-type", "-md", "-devd", "--spec-draft-n-max", "--spec-ngram-simple-size-m"}
+    {"--spec-type", "-md", "-devd", "-ngld", "--spec-draft-n-max", "--spec-ngram-simple-size-m"}
 )
 
 

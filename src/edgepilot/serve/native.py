@@ -84,6 +84,7 @@ class NativeLaunch(WorkerLaunch):
         if self.override_tensor:
             extra += ["-ot", self.override_tensor]
         if self.speculation is not None:
-            extra += speculation_args(self.speculation, known_flags(self.tool), settings.on_cpu)
+            known = known_flags(self.tool)
+            extra += speculation_args(self.speculation, known, settings.on_cpu, settings.n_gpu_layers)
         argv = llama_cpp_command(self.model, settings, self.tool, self.cpus, self.prompt_cpus, extra)
         return adapt_args(self.tool, argv)  # the installed llama.cpp's flags (engine/tool_flags.py)
