@@ -164,22 +164,24 @@ def writable_folder(
             path.mkdir(parents=True, exist_ok=True)
         mode = os.stat(path).st_mode
     except (FileExistsError, NotADirectoryError):
-        raise _refused(what, file_in_the_way(path) or path, "not a directory", elsewhere or fix) from None
+        in_the_way = file_in_the_way(path) or path
+        raise cannot_write_in(what, in_the_way, "not a directory", elsewhere or fix) from None
     except FileNotFoundError:
-        raise _refused(what, path, "no such folder", fix) from None
+        raise cannot_write_in(what, path, "no such folder", fix) from None
     except OSError as exc:
         if is_denied(exc):
-            raise _refused(what, nearest_folder(path.parent), reason(exc), fix) from None
-        raise _refused(what, path, reason(exc), elsewhere or fix) from None
+            raise cannot_write_in(what, nearest_folder(path.parent), reason(exc), fix) from None
+        raise cannot_write_in(what, path, reason(exc), elsewhere or fix) from None
     if not stat.S_ISDIR(mode):
-        raise _refused(what, path, "not a directory", elsewhere or fix)
+        raise cannot_write_in(what, path, "not a directory", elsewhere or fix)
     refused = folder_refusal(path)
     if refused is not None:
-        raise _refused(what, path, reason(refused), fix)
+        raise cannot_write_in(what, path, reason(refused), fix)
     return path
 
 
-def _refused(what: str, folder: PathLike, why: str, fix: str) -> UserError:
+def cannot_write_in(what: str, folder: PathLike, why: str, fix: str) -> UserError:
+    """`cannot write WHAT in FOLDER: WHY; FIX`: the one wording of a folder that refuses a write."""
     return UserError(f"cannot write {what} in {escaped(folder)}: {why}; {fix}")
 
 

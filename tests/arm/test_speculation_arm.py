@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 
@@ -27,10 +28,9 @@ def _tools_dir(lane: aarch64_lane.Lane, tmp_path) -> str:
     folder = tmp_path / "tools" / "native" / "bin"
     folder.mkdir(parents=True)
     wrapper = folder / "llama-server"
-    keep = " ".join(f"{k}={env[k]}" for k in ("QEMU_LD_PREFIX", "LD_LIBRARY_PATH", "QEMU_CPU"))
-    wrapper.write_text(
-        f'#!/bin/sh\nexport {keep}\nexec {aarch64_lane.QEMU} {lane.tool("llama-server")} "$@"\n'
-    )
+    keep = " ".join(f"{k}={shlex.quote(env[k])}" for k in ("QEMU_LD_PREFIX", "LD_LIBRARY_PATH", "QEMU_CPU"))
+    program = f"{shlex.quote(str(aarch64_lane.QEMU))} {shlex.quote(str(lane.tool('llama-server')))}"
+    wrapper.write_text(f'#!/bin/sh\nexport {keep}\nexec {program} "$@"\n')
     wrapper.chmod(0o755)
     return str(tmp_path / "tools")
 

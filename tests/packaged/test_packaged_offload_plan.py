@@ -11,7 +11,7 @@ lane: 770 MiB predicted after a cold calibrating run, 415 MiB measured warm). Th
 (`cold`) and plans from the later runs once there are some, so each chain starts with that first run, then
 one calibrating run, then compares (on a warm cache, setting the first run aside loses nothing).
 
-Lavapipe is slow (a run filling ctx 128 takes ~40 s here): the two models' runs go side by side, each
+Lavapipe is slow (a run filling ctx 64 takes ~20 s here): the two models' runs go side by side, each
 with its own data directory so that neither's calibration file is written under the other's."""
 
 from __future__ import annotations

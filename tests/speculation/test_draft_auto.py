@@ -171,7 +171,8 @@ def test_auto_gives_a_kept_lookup_only_a_draft_length_it_can_draft(tmp_path, mon
 
     monkeypatch.setenv("EDGEPILOT_DATA_DIR", str(tmp_path))
     save_profile(make_profile(smollm_path, speculation={"rewrite": {"kind": "lookup", "speedup": 1.4}}))
-    short, _ = resolve_auto(AutoSpeculation(4), smollm_path, "rewrite")
+    short, said = resolve_auto(AutoSpeculation(4), smollm_path, "rewrite")
     long, note = resolve_auto(AutoSpeculation(16), smollm_path, "rewrite")
     assert (short.kind, short.n_max) == ("lookup", None) and (long.kind, long.n_max) == ("lookup", 16)
     assert note == "--draft auto: n-gram lookup (1.40x plain for rewrite text in tune)"
+    assert said == f"{note}; --draft-max 4 is under its 12-token n-gram: its default kept"

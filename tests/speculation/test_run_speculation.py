@@ -106,8 +106,8 @@ def test_flags_are_spelled_as_the_installed_llama_server_takes_them():
     assert speculation_args(draft, NEW) == ["--spec-type", "draft-simple", "-md", "d.gguf", "-devd", "none",
                                             "--spec-draft-n-max", "4"]  # fmt: skip
     # an offloaded target's draft goes to its device with as many layers as the plan counts
-    offloaded = speculation_args(draft, NEW | {"-ngld"}, on_cpu=False, gpu_layers=10)
-    assert offloaded == ["--spec-type", "draft-simple", "-md", "d.gguf", "-ngld", "10",
+    offloaded = speculation_args(draft, NEW | {"-ngld"}, on_cpu=False, gpu_layers=10, device="Vulkan0")
+    assert offloaded == ["--spec-type", "draft-simple", "-md", "d.gguf", "-devd", "Vulkan0", "-ngld", "10",
                          "--spec-draft-n-max", "4"]  # fmt: skip
     older = frozenset({"-md", "--draft-max"})  # before --spec-type (2025)
     assert speculation_args(draft, older) == ["-md", "d.gguf", "--draft-max", "4"]

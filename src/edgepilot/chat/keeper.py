@@ -21,6 +21,7 @@ from pathlib import Path
 
 from edgepilot.datadir import data_dir, writable_data_folder
 from edgepilot.errors import UserError
+from edgepilot.file_errors import writable_folder
 from edgepilot.kept import read_json
 from edgepilot.safe_write import atomic_write, name_part
 
@@ -137,7 +138,12 @@ class SessionKeeper:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        writable_data_folder(path.parent, "the chat's session", also="chat with --no-save")
+        if path.parent == sessions_dir():
+            writable_data_folder(path.parent, "the chat's session", also="chat with --no-save")
+        else:  # a session resumed from elsewhere: the data folder's fix would not help
+            writable_folder(
+                path.parent, "the chat's session", "give a folder you can write, or chat with --no-save"
+            )
         self._sweep()
         self._writer: threading.Thread | None = None
         self.error: str | None = None  # the last write's failure, said once by the chat

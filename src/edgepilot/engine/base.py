@@ -113,9 +113,16 @@ class TurnStats:
         )
 
 
+PREFIX_BLOCK = 256
+
+
 def common_prefix(a: list[int], b: list[int]) -> int:
+    """How many tokens two texts share from the start: blocks compared as whole lists (C speed), then the
+    first block that differs token by token, so a step of a long context costs no Python loop over it."""
     n = min(len(a), len(b))
     i = 0
+    while i + PREFIX_BLOCK <= n and a[i : i + PREFIX_BLOCK] == b[i : i + PREFIX_BLOCK]:
+        i += PREFIX_BLOCK
     while i < n and a[i] == b[i]:
         i += 1
     return i

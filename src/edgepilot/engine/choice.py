@@ -301,7 +301,7 @@ def _speculate_in_process(engine: Any, spec: Speculation, settings: EngineSettin
     from edgepilot.engine.speculation import advice_args
 
     if spec.draft is None:
-        engine.speculation, engine.speculation_argv = spec, advice_args(spec)
+        engine.speculation, engine.speculation_argv = spec, advice_args(spec, settings)
         return
     from edgepilot.engine import draft_decoding
 
@@ -311,7 +311,7 @@ def _speculate_in_process(engine: Any, spec: Speculation, settings: EngineSettin
         engine.close()
         raise
     engine.speculation = spec
-    engine.speculation_argv = advice_args(spec)
+    engine.speculation_argv = advice_args(spec, settings)
 
 
 def open_engine(

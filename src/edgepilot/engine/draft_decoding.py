@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from edgepilot.engine.base import common_prefix
 from edgepilot.engine.llama_binding import llama_cpp
 from edgepilot.engine.sampling import GreedyPicker
 from edgepilot.plan.settings import EngineSettings
@@ -72,11 +73,7 @@ class DraftModel:
         if n_max < 1:
             return []
         text = [*kept, chosen]
-        same = 0
-        for a, b in zip(self._cached, text, strict=False):
-            if a != b:
-                break
-            same += 1
+        same = common_prefix(self._cached, text)
         same = min(same, len(text) - 1)  # the last token is decoded again for its logits
         if same < len(self._cached):
             llama_cpp.llama_memory_seq_rm(self._memory, 0, same, -1)

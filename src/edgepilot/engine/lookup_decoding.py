@@ -36,18 +36,23 @@ class NgramIndex:
 
     tokens: list[int]
     positions: dict[int, list[int]] = field(default_factory=dict)
+    indexed: bool = True  # False: the tokens only (a draft model proposes, nothing is looked up)
 
     def __post_init__(self) -> None:
-        for pos, token in enumerate(self.tokens):
-            self.positions.setdefault(token, []).append(pos)
+        if self.indexed:
+            for pos, token in enumerate(self.tokens):
+                self.positions.setdefault(token, []).append(pos)
 
     def append(self, token: int) -> None:
-        self.positions.setdefault(token, []).append(len(self.tokens))
+        if self.indexed:
+            self.positions.setdefault(token, []).append(len(self.tokens))
         self.tokens.append(token)
 
     def draft(self, sampled: int, n: int = LOOKUP_NGRAM, m: int = DRAFT_MAX) -> list[int]:
         """common_ngram_simple_draft: the (n-1) last tokens plus `sampled`, searched backwards in the
         context; what followed the match (at most m tokens, none when fewer than n would follow)."""
+        if not self.indexed:
+            raise ValueError("an NgramIndex made with indexed=False holds no positions to look up")
         tokens, cur_len = self.tokens, len(self.tokens)
         if m < 1 or cur_len <= n + m + 1:
             return []
@@ -118,7 +123,7 @@ def lookup_generate(
     ctx, between = engine._ctx, engine.between_tokens  # noqa: SLF001
     default = DEFAULT_N_MAX["draft"] if drafter else DRAFT_MAX
     m = (engine.speculation.n_max if engine.speculation else None) or default
-    index = NgramIndex(list(context))
+    index = NgramIndex(list(context), indexed=drafter is None)
     memory = llama_cpp.llama_get_memory(ctx)
     batch = llama_cpp.llama_batch_init(m + 1, 0, 1)
     text_out = TokenText(engine.vocab, engine.piece, on_text, stop_at_eog)

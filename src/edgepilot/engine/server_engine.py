@@ -76,7 +76,11 @@ class ServerEngine:
             []
             if self.speculation is None
             else speculation_args(
-                self.speculation, known_flags(self.tool), settings.on_cpu, settings.n_gpu_layers
+                self.speculation,
+                known_flags(self.tool),
+                settings.on_cpu,
+                settings.n_gpu_layers,
+                settings.device,
             )
         )
         self.argv = self._argv(cpus, prompt_cpus)

@@ -64,11 +64,16 @@ class Speculation:
 
 
 def speculation_args(
-    spec: Speculation, known: frozenset[str] | None, on_cpu: bool = True, gpu_layers: int | None = None
+    spec: Speculation,
+    known: frozenset[str] | None,
+    on_cpu: bool = True,
+    gpu_layers: int | None = None,
+    device: str | None = None,
 ) -> list[str]:
     """llama-server's flags for `spec`, spelled as this llama-server knows them (known: its --help's). An
-    offloaded target's draft goes to its device with as many layers (`gpu_layers`), as the plan counts it:
-    llama-server's own default for the draft is "auto", whatever fits."""
+    offloaded target's draft goes to its `device` with as many layers (`gpu_layers`), as the plan counts it:
+    llama-server's own default for the draft's layers is "auto", whatever fits, and an older one's for its
+    devices every device there is."""
     known = known or frozenset()
     args: list[str] = []
     if spec.kind == "lookup":
@@ -86,8 +91,11 @@ def speculation_args(
         args += ["-md", str(spec.draft)]
         if on_cpu and "-devd" in known:
             args += ["-devd", "none"]  # the draft stays on the CPU with the target
-        elif not on_cpu and gpu_layers is not None and "-ngld" in known:
-            args += ["-ngld", str(gpu_layers)]
+        elif not on_cpu:
+            if device and "-devd" in known:
+                args += ["-devd", device]
+            if gpu_layers is not None and "-ngld" in known:
+                args += ["-ngld", str(gpu_layers)]
     if spec.n_max is not None:
         flag = next((f for f in ("--spec-draft-n-max", "--draft-max") if f in known), None)
         if flag is None:
@@ -104,9 +112,11 @@ VENDORED_FLAGS = frozenset(
 )
 
 
-def advice_args(spec: Speculation) -> list[str]:
+def advice_args(spec: Speculation, settings: EngineSettings | None = None) -> list[str]:
     """The same speculation on llama-server, for the in-process engine's advice command line."""
-    return speculation_args(spec, VENDORED_FLAGS)
+    if settings is None:
+        return speculation_args(spec, VENDORED_FLAGS)
+    return speculation_args(spec, VENDORED_FLAGS, settings.on_cpu, settings.n_gpu_layers, settings.device)
 
 
 def speculating_engine(engine: str | None, spec: Speculation | None) -> str | None:

@@ -25,7 +25,7 @@ class KeptFolder:
         self._fd: int | None = None
         folder = data_dir() / "serve-cache" / (name_part(model.name) or "model")
         try:
-            writable_data_folder(folder, "the worker's cache")
+            writable_data_folder(folder, "it")  # the note names the worker's cache
             os.chmod(folder, 0o700)
             fd = os.open(folder / LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         except (UserError, OSError) as exc:

@@ -85,6 +85,7 @@ class NativeLaunch(WorkerLaunch):
             extra += ["-ot", self.override_tensor]
         if self.speculation is not None:
             known = known_flags(self.tool)
-            extra += speculation_args(self.speculation, known, settings.on_cpu, settings.n_gpu_layers)
+            on_gpu = (settings.on_cpu, settings.n_gpu_layers, settings.device)
+            extra += speculation_args(self.speculation, known, *on_gpu)
         argv = llama_cpp_command(self.model, settings, self.tool, self.cpus, self.prompt_cpus, extra)
         return adapt_args(self.tool, argv)  # the installed llama.cpp's flags (engine/tool_flags.py)

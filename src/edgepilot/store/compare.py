@@ -136,7 +136,7 @@ def compare_models(
         from edgepilot.store.compare_plot import check_plot_target
 
         check_plot_target(plot)
-    scratch = writable_data_folder(data_dir(), "the measurements")  # before minutes of measuring
+    scratch = writable_data_folder(data_dir(), "scratch files")  # before minutes of measuring
     text_name, text = quality.read_text(text_file)
     quality.check_text(text_name, text, ppl_ctx)  # before any model loads: an empty text is one line, fast
     paths = [resolve_model(f) for f in files]

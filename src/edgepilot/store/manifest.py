@@ -24,7 +24,7 @@ from edgepilot.device.storage import classify, read_mounts
 from edgepilot.errors import UserError
 from edgepilot.file_errors import (
     cannot_read,
-    cannot_write,
+    cannot_write_in,
     file_in_the_way,
     is_denied,
     not_a_directory,
@@ -376,7 +376,7 @@ def remove(store: Path, name: str) -> Removed:
             except OSError as exc:
                 write_manifest(store, items)  # the file stays, so does its entry
                 if is_denied(exc):
-                    raise cannot_write(path.parent, exc, RM_FIX, what="the model store's folder") from None
+                    raise cannot_write_in("the model store", path.parent, reason(exc), RM_FIX) from None
                 raise safe_write.write_failure(exc, "the model store", path) from None
         remove_unclaimed(Path(str(path) + PART_SUFFIX))
         with contextlib.suppress(OSError):  # the repo folder goes when it is empty

@@ -49,9 +49,11 @@ def resolve_auto(
         )
     gain = f"{kept['speedup']:.2f}x plain for {text_kind} text in tune"
     if kept["kind"] == "lookup":
-        # a draft length lookup cannot draft (under its n-gram) gives way to lookup's own default
-        n_max = spec.n_max if spec.n_max is None or spec.n_max >= LOOKUP_NGRAM else None
-        return Speculation("lookup", n_max=n_max).validate(), f"--draft auto: n-gram lookup ({gain})"
+        note = f"--draft auto: n-gram lookup ({gain})"
+        if spec.n_max is not None and spec.n_max < LOOKUP_NGRAM:  # a length lookup cannot draft
+            note += f"; --draft-max {spec.n_max} is under its {LOOKUP_NGRAM}-token n-gram: its default kept"
+            return Speculation("lookup").validate(), note
+        return Speculation("lookup", n_max=spec.n_max).validate(), note
     draft = Path(kept["draft"])
     try:
         from edgepilot.gguf.resolve import resolve_model
