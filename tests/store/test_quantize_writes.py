@@ -151,9 +151,10 @@ def test_compare_with_a_data_folder_that_is_a_file(smollm_path, tmp_path, monkey
     data = tmp_path / "data"
     data.write_text("x")
     monkeypatch.setenv("EDGEPILOT_DATA_DIR", str(data))
-    one_line_exit_2(["compare", str(smollm_path)], "is not a directory")
+    in_the_way = f"cannot write scratch files in {data}: not a directory; set EDGEPILOT_DATA_DIR"
+    one_line_exit_2(["compare", str(smollm_path)], in_the_way)
     monkeypatch.setenv("EDGEPILOT_DATA_DIR", str(data / "below"))
-    one_line_exit_2(["compare", str(smollm_path)], "not a directory")
+    one_line_exit_2(["compare", str(smollm_path)], in_the_way)
 
 
 def _compare_in(data: str, model: str) -> str:
@@ -170,4 +171,5 @@ def test_compare_with_a_read_only_data_folder(smollm_path, open_tmp, unprivilege
     data.mkdir()
     data.chmod(0o555)
     message = unprivileged(_compare_in, str(data), str(smollm_path))
-    assert "not writable" in message and "\n" not in message
+    assert f"cannot write scratch files in {data}: permission denied; make it yours" in message
+    assert "\n" not in message
