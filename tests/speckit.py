@@ -11,6 +11,9 @@ TEXT = (
     "wooden porch and the sun sets slowly behind the hills. Children run home from school, laughing, and the "
     "baker closes his shop after a long day of making bread for the whole village."
 )
+# a short text to be said again, for the slow lanes (qemu, lavapipe): 19 tokens, longer than lookup's 12-token
+# n-gram, so lookup drafts from it
+LINES = "The quick brown fox jumps over the lazy dog.\nThe farmer watches from his porch.\n"
 
 
 def share_se(a: Counter, b: Counter, n: int) -> tuple[float, float, float]:

@@ -16,9 +16,9 @@ import subprocess
 import sys
 
 import aarch64_lane
+from speckit import LINES
 
 N_GEN = 16
-LINES = "The quick brown fox jumps over the lazy dog.\nThe farmer watches from his porch.\n"  # 19 tokens
 
 
 def _tools_dir(lane: aarch64_lane.Lane, tmp_path) -> str:

@@ -19,8 +19,9 @@ from typing import Any
 
 import sidlane as lane
 
+from speckit import LINES
+
 N_GEN = 16
-LINES = "The quick brown fox jumps over the lazy dog.\nThe farmer watches from his porch.\n"  # 19 tokens
 FLAGS = ["--device", "Vulkan0", "--gpu-layers", "all", "--ctx", "64"]
 
 

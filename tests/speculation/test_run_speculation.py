@@ -14,6 +14,7 @@ import pytest
 
 from edgepilot.engine.speculation import SpecStats, Speculation, speculation_args
 from edgepilot.errors import UserError
+from edgepilot.plan.settings import EngineSettings
 
 TEXT = (
     "The quick brown fox jumps over the lazy dog near the river bank, while the farmer watches from his old "
@@ -106,7 +107,8 @@ def test_flags_are_spelled_as_the_installed_llama_server_takes_them():
     assert speculation_args(draft, NEW) == ["--spec-type", "draft-simple", "-md", "d.gguf", "-devd", "none",
                                             "--spec-draft-n-max", "4"]  # fmt: skip
     # an offloaded target's draft goes to its device with as many layers as the plan counts
-    offloaded = speculation_args(draft, NEW | {"-ngld"}, on_cpu=False, gpu_layers=10, device="Vulkan0")
+    on_gpu = EngineSettings(n_ctx=512, n_threads=2, device="Vulkan0", n_gpu_layers=10)
+    offloaded = speculation_args(draft, NEW | {"-ngld"}, on_gpu)
     assert offloaded == ["--spec-type", "draft-simple", "-md", "d.gguf", "-devd", "Vulkan0", "-ngld", "10",
                          "--spec-draft-n-max", "4"]  # fmt: skip
     older = frozenset({"-md", "--draft-max"})  # before --spec-type (2025)

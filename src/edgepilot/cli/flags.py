@@ -203,7 +203,7 @@ def speculation_of(model: str | None, lookup: bool, draft: str | None, draft_max
     checked against the target's tokenizer."""
     from pathlib import Path
 
-    from edgepilot.engine.speculation import Speculation, check_pair
+    from edgepilot.engine.speculation import Speculation, check_draft_max, check_pair
     from edgepilot.gguf.resolve import resolve_model
 
     if draft is not None and draft.lower() == "none":
@@ -213,7 +213,7 @@ def speculation_of(model: str | None, lookup: bool, draft: str | None, draft_max
     if draft is not None and draft.lower() == "auto":
         from edgepilot.tuned.speculation_auto import AutoSpeculation
 
-        Speculation("draft", Path(), draft_max).validate()  # the same bounds on --draft-max
+        check_draft_max(draft_max)
         return AutoSpeculation(draft_max)
     if not lookup and draft is None:
         if draft_max is not None:

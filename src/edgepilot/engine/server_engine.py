@@ -75,13 +75,7 @@ class ServerEngine:
         self.speculation_argv = (  # the flags for llama-server, as its --help spells them
             []
             if self.speculation is None
-            else speculation_args(
-                self.speculation,
-                known_flags(self.tool),
-                settings.on_cpu,
-                settings.n_gpu_layers,
-                settings.device,
-            )
+            else speculation_args(self.speculation, known_flags(self.tool), settings)
         )
         self.argv = self._argv(cpus, prompt_cpus)
         self._keep_drivers_out = self.settings.on_cpu  # a CPU run keeps them out from its first start

@@ -41,8 +41,7 @@ class Speculation:
             raise UserError(f"speculation {self.kind!r}: give lookup or a draft model")
         if (self.kind == "draft") != (self.draft is not None):
             raise UserError("a draft model goes with --draft only")
-        if self.n_max is not None and not 1 <= self.n_max <= MAX_DRAFT_TOKENS:
-            raise UserError(f"--draft-max {self.n_max}: give 1 to {MAX_DRAFT_TOKENS}")
+        check_draft_max(self.n_max)
         if self.kind == "lookup" and self.n_max is not None and self.n_max < LOOKUP_NGRAM:
             raise UserError(
                 f"--draft-max {self.n_max} with --lookup: llama.cpp's n-gram lookup drafts runs of at least "
@@ -63,17 +62,19 @@ class Speculation:
         )
 
 
+def check_draft_max(n_max: int | None) -> None:
+    """--draft-max's bounds, whatever it drafts for."""
+    if n_max is not None and not 1 <= n_max <= MAX_DRAFT_TOKENS:
+        raise UserError(f"--draft-max {n_max}: give 1 to {MAX_DRAFT_TOKENS}")
+
+
 def speculation_args(
-    spec: Speculation,
-    known: frozenset[str] | None,
-    on_cpu: bool = True,
-    gpu_layers: int | None = None,
-    device: str | None = None,
+    spec: Speculation, known: frozenset[str] | None, settings: EngineSettings | None = None
 ) -> list[str]:
-    """llama-server's flags for `spec`, spelled as this llama-server knows them (known: its --help's). An
-    offloaded target's draft goes to its `device` with as many layers (`gpu_layers`), as the plan counts it:
-    llama-server's own default for the draft's layers is "auto", whatever fits, and an older one's for its
-    devices every device there is."""
+    """llama-server's flags for `spec`, spelled as this llama-server knows them (known: its --help's), for a
+    target run with `settings` (None: on the CPU). An offloaded target's draft goes to its device with as
+    many layers, as the plan counts it: llama-server's own default for the draft's layers is "auto", whatever
+    fits, and an older one's for its devices every device there is."""
     known = known or frozenset()
     args: list[str] = []
     if spec.kind == "lookup":
@@ -89,13 +90,14 @@ def speculation_args(
         if not ({"-md", "--model-draft"} & known):
             raise UserError("this llama-server takes no draft model (no -md in its --help)")
         args += ["-md", str(spec.draft)]
-        if on_cpu and "-devd" in known:
-            args += ["-devd", "none"]  # the draft stays on the CPU with the target
-        elif not on_cpu:
-            if device and "-devd" in known:
-                args += ["-devd", device]
-            if gpu_layers is not None and "-ngld" in known:
-                args += ["-ngld", str(gpu_layers)]
+        if settings is None or settings.on_cpu:
+            if "-devd" in known:
+                args += ["-devd", "none"]  # the draft stays on the CPU with the target
+        else:
+            if settings.device and "-devd" in known:
+                args += ["-devd", str(settings.device)]
+            if "-ngld" in known:
+                args += ["-ngld", str(settings.n_gpu_layers)]
     if spec.n_max is not None:
         flag = next((f for f in ("--spec-draft-n-max", "--draft-max") if f in known), None)
         if flag is None:
@@ -112,11 +114,9 @@ VENDORED_FLAGS = frozenset(
 )
 
 
-def advice_args(spec: Speculation, settings: EngineSettings | None = None) -> list[str]:
+def advice_args(spec: Speculation, settings: EngineSettings) -> list[str]:
     """The same speculation on llama-server, for the in-process engine's advice command line."""
-    if settings is None:
-        return speculation_args(spec, VENDORED_FLAGS)
-    return speculation_args(spec, VENDORED_FLAGS, settings.on_cpu, settings.n_gpu_layers, settings.device)
+    return speculation_args(spec, VENDORED_FLAGS, settings)
 
 
 def speculating_engine(engine: str | None, spec: Speculation | None) -> str | None:

@@ -84,8 +84,6 @@ class NativeLaunch(WorkerLaunch):
         if self.override_tensor:
             extra += ["-ot", self.override_tensor]
         if self.speculation is not None:
-            known = known_flags(self.tool)
-            on_gpu = (settings.on_cpu, settings.n_gpu_layers, settings.device)
-            extra += speculation_args(self.speculation, known, *on_gpu)
+            extra += speculation_args(self.speculation, known_flags(self.tool), settings)
         argv = llama_cpp_command(self.model, settings, self.tool, self.cpus, self.prompt_cpus, extra)
         return adapt_args(self.tool, argv)  # the installed llama.cpp's flags (engine/tool_flags.py)
